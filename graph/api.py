@@ -54,6 +54,11 @@ Decisions where the issue was silent:
   `durability="async"` (or set RAA_TRACE_DURABILITY for the CLI) to keep every step's checkpoint for
   time travel. Calling the compiled graph directly (`agent.invoke`) keeps LangGraph's own default
   ("async").
+- The settings an agent is built with (`settings=`, or those read from the environment when a default needs
+  them, `graph.builder.needed_settings`) give all of its trace settings: the database (`traces_path`) and the
+  defaults of `durability` and `claim_max_age_s` (`trace_durability`, `foreign_claim_max_age_s`); an explicit
+  argument wins; without settings, "exit" and 6 h (`graph.settings.trace_options`). Only the path was taken: a
+  settings object's "async", or shorter claim age, was silently not used.
 - A trace that cannot be saved once the gate has produced the result (the trace database stays locked past
   `graph.stores.TRACE_WAIT_S`, a full disk, a read-only file: LangGraph writes the checkpoint, and hands the
   final state back, only after the last node) does not discard that result: a store fault is neither the
@@ -89,7 +94,7 @@ from graph.config import AgentConfig
 from graph.job_owners import abandon
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.schemas import Fault, RewardResult
-from graph.settings import TraceDurability
+from graph.settings import TraceDurability, trace_options
 from graph.thread_claims import CLAIM_AGE_KEY, RunClaimFailed, RunIdClaimed, live_holder
 
 
@@ -333,16 +338,16 @@ def trace_saved(result: RewardResult) -> bool:
 async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,
                         max_concurrency: int = 16, agent: Any = None, tools: Any = None,
                         checkpointer: Any = None, backbone: Any = None, settings: Any = None,
-                        durability: TraceDurability = "exit", limiter: asyncio.Semaphore | None = None,
-                        claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[RewardResult]:
+                        durability: TraceDurability | None = None, limiter: asyncio.Semaphore | None = None,
+                        claim_max_age_s: float | None = None) -> list[RewardResult]:
     """Score many clips concurrently (at most `max_concurrency` at once); results in input order. With a
     ready `agent`, `config` is not used: results that the agent could not write (a reused run id, an escaped
     error) say the agent's own preset, not `config.preset` (default "full").
-    `durability`: when checkpoints are written (see module docstring). `limiter`: a semaphore shared with
-    other calls running at the same time (instead of this call's own of `max_concurrency`), so their runs
-    together stay within its bound (the trainer scores several groups at once). `claim_max_age_s`: as for
-    `arun_agent`."""
-    from graph.builder import agent_preset, build_reward_agent
+    `durability`: when checkpoints are written; it and `claim_max_age_s` (as for `arun_agent`) default to the
+    settings' (see module docstring). `limiter`: a semaphore shared with other calls running at the same time
+    (instead of this call's own of `max_concurrency`), so their runs together stay within its bound (the
+    trainer scores several groups at once)."""
+    from graph.builder import agent_preset, build_reward_agent, needed_settings
 
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):  # a float bound is no bound
         raise TypeError(f"max_concurrency must be an int, got {type(max_concurrency).__name__}")
@@ -353,8 +358,10 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
     if not parsed:  # nothing to run: no agent to build (no endpoint settings needed, no trace database made)
         return []
     if agent is None:
+        settings = needed_settings(settings, model=model, backbone=backbone, checkpointer=checkpointer)
         agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                    settings=settings)
+    durability, claim_max_age_s = trace_options(settings, durability, claim_max_age_s)
     preset = agent_preset(agent) or config.preset  # a given agent's own: results it writes say that one
     sem = limiter if limiter is not None else asyncio.Semaphore(max_concurrency)
 
@@ -368,16 +375,18 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
 
 def score_video(video: str | Path, instruction: str, config: AgentConfig | None = None, *, model: Any = None,
                 tools: Any = None, checkpointer: Any = None, backbone: Any = None, settings: Any = None,
-                run_id: str | None = None, durability: TraceDurability = "exit",
-                claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RewardResult:
+                run_id: str | None = None, durability: TraceDurability | None = None,
+                claim_max_age_s: float | None = None) -> RewardResult:
     """Score one clip (sync). The run goes on the process's bridge loop (`graph.bridge.run_sync`), so this
-    also works where an event loop is already running (a Jupyter cell). `durability`: when checkpoints
-    are written (see module docstring); `claim_max_age_s`: as for `arun_agent`."""
+    also works where an event loop is already running (a Jupyter cell). `durability`, `claim_max_age_s`: as
+    for `ascore_videos`."""
     from graph.bridge import run_sync
-    from graph.builder import build_reward_agent
+    from graph.builder import build_reward_agent, needed_settings
 
     config = config or AgentConfig()
     video, instruction, run_id = _video(video), _instruction(instruction), _run_id(run_id)
+    settings = needed_settings(settings, model=model, backbone=backbone, checkpointer=checkpointer)
+    durability, claim_max_age_s = trace_options(settings, durability, claim_max_age_s)
     agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
                                settings=settings)
     return run_sync(arun_agent(agent, video, instruction, run_id or new_run_id(),

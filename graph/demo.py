@@ -121,9 +121,7 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {escape(settings.base_url)} "
                   f"({escape(settings.model)}) ...")
     results = asyncio.run(ascore_videos(items, settings.agent_config(preset), max_concurrency=concurrency,
-                                        backbone=backbone, settings=settings, tools=tools,
-                                        durability=settings.trace_durability,
-                                        claim_max_age_s=settings.foreign_claim_max_age_s))
+                                        backbone=backbone, settings=settings, tools=tools))  # its trace settings too
     # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which
     # only the clip name folds: here it is the row's label, so it is kept whole rather than cut as in `raa runs`)
     table, full = commands.run_table(f"Reward agent ({preset})", console.width)

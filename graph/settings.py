@@ -104,6 +104,16 @@ def claim_age_from_env(env: Mapping[str, str]) -> float:
     return value
 
 
+def trace_options(settings: BackboneSettings | None, durability: TraceDurability | None,
+                  claim_max_age_s: float | None) -> tuple[TraceDurability, float]:
+    """(durability, foreign-claim age) of a run: `durability` and `claim_max_age_s` where given, else those of
+    `settings` (`trace_durability`, `foreign_claim_max_age_s`; None: their defaults, "exit" and 6 h). The Python
+    API's `score_video` / `ascore_videos` take them so from the settings they build the agent with."""
+    own = settings if settings is not None else BackboneSettings()
+    return (own.trace_durability if durability is None else durability,
+            own.foreign_claim_max_age_s if claim_max_age_s is None else claim_max_age_s)
+
+
 @dataclass(frozen=True)
 class BackboneSettings:
     """Connection and request policy for the agent's chat-model backbone."""
