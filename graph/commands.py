@@ -11,6 +11,10 @@ Decisions where the issue was silent:
   whose trace could not be saved (`graph.api.unsaved_trace`, `trace_saved` false) is still a result: exit 0 (3 when
   ineligible), its last reason says why, and stderr says "trace not saved" instead of the `raa trace` hint.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
+- `raa score` checks the endpoint first (`preflight_or_exit`, `RAA_ENDPOINT_WAIT_S`) as `score-batch` does, though
+  it scores one clip: a wrong URL, key or model name is one error line and exit 2 at once, and a host that never
+  answers costs the check's wait, not every stage's request timeouts and retries before an ineligible exit 3; a
+  server still loading is waited for. The price is one `GET /models` per call (`RAA_ENDPOINT_WAIT_S=0` skips it).
 - `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; its summary counts
   the rows written whose trace was not saved (`RowWriter.unsaved_traces`); runs use an
   AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
@@ -128,6 +132,7 @@ def score_command(
     settings = settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
     check_preset(preset)
+    preflight_or_exit(settings)  # a wrong endpoint: exit 2 with the problem, not exit 3 after every retry
     tools = loaded_tools(settings, preset)  # a tool that cannot load: exit 2 now, not after the model calls
     run_id = new_run_id()
     result = asyncio.run(_score_one(settings, preset, str(video.resolve()), instruction, run_id, stream, draw, tools))

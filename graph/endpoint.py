@@ -1,5 +1,6 @@
 """Pre-flight check of the backbone endpoint, run at the edge before long jobs (training with
-`reward: agent`, `raa score-batch`, `raa serve-reward`, `raa eval reward`, `raa eval world-model`).
+`reward: agent`, `raa score-batch`, `raa serve-reward`, `raa eval reward`, `raa eval world-model`) and before
+`raa score`'s one clip (a wrong endpoint there cost every stage's retries before an ineligible result).
 
 A dead endpoint, a misspelt `RAA_MODEL` or a rejected key does not crash a run: every run ends
 ineligible with the reason, as it must. Over a batch or a training run that is hours of work with no

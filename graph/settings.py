@@ -158,8 +158,8 @@ class BackboneSettings:
     `AgentConfig.inspect_mode` themselves."""
 
     endpoint_wait_s: float = 60.0
-    """How long long jobs (training with `reward: agent`, `raa score-batch`, `serve-reward`, `eval`) wait at
-    start for the endpoint to answer `GET /models` before stopping with the problem (RAA_ENDPOINT_WAIT_S;
+    """How long `raa score` and long jobs (training with `reward: agent`, `raa score-batch`, `serve-reward`, `eval`)
+    wait at start for the endpoint to answer `GET /models` before stopping with the problem (RAA_ENDPOINT_WAIT_S;
     0 skips the check; see graph/endpoint.py)."""
     coordinates: Coordinates = "unit"
     """How the served model writes crop boxes and track points (RAA_COORDINATES): "unit" (0..1),
