@@ -11,10 +11,7 @@ Decisions where the issue was silent:
   whose trace could not be saved (`graph.api.unsaved_trace`, `trace_saved` false) is still a result: exit 0 (3 when
   ineligible), its last reason says why, and stderr says "trace not saved" instead of the `raa trace` hint.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
-- `raa score` checks the endpoint first (`preflight_or_exit`, `RAA_ENDPOINT_WAIT_S`) as `score-batch` does, though
-  it scores one clip: a wrong URL, key or model name is one error line and exit 2 at once, and a host that never
-  answers costs the check's wait, not every stage's request timeouts and retries before an ineligible exit 3; a
-  server still loading is waited for. The price is one `GET /models` per call (`RAA_ENDPOINT_WAIT_S=0` skips it).
+- `raa score` checks the endpoint first, as score-batch does (graph/endpoint.py): exit 2, not 3 after the retries.
 - `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; its summary counts
   the rows written whose trace was not saved (`RowWriter.unsaved_traces`); runs use an
   AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
