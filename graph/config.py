@@ -17,6 +17,11 @@ Decisions where the issue was silent:
   the preset's (`config_overrides`) are recorded beside the label: in the result (`overrides`), the trace
   state, and `raa runs` (preset "full+") / `raa trace`; the label stays the paper's name, by which tables
   group and `--preset` filters.
+- `inspect_mode` and `coordinates` (`SERVER_FIELDS`, RAA_INSPECT_MODE / RAA_COORDINATES) are not overrides: they
+  fit the agent to its server (one with no tool calling; a model that grounds in pixels), the method stays the
+  preset's. They counted as overrides, so every run against a Qwen2.5-VL server (plan, pixels) was "full+" and
+  read as a changed method. They are recorded apart (`server_settings`: the result's and the state's `server`,
+  `raa trace`'s header); older runs, which listed them among their overrides, are read so too (`recorded_settings`).
 - Without the structured report (`direct`, or `structured=False`) every other module is off, and so are the
   switches a run records; a switch turned on explicitly next to it is refused (nothing would run it).
 - `nearby_extra` may lower the design's 16-frame allowance for long clips but not raise it (as
@@ -29,6 +34,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
@@ -211,11 +217,28 @@ def config_overrides(cfg: ResolvedConfig) -> dict[str, bool | int | str]:
     for the rest), by name: what the result and the trace record beside the preset label, so a run of
     `AgentConfig(preset="full", audit=False)` is not read as one of `full`. Empty for the plain preset. The
     draw is no setting (which sample of the same configuration's answers a run takes; rows record it as
-    `draw`), so a run of draw 3 is not "full+"."""
+    `draw`), so a run of draw 3 is not "full+"; nor are the server settings (`SERVER_FIELDS`)."""
     expected: dict[str, object] = {f.name: f.default for f in fields(AgentConfig) if f.name not in SWITCHES}
     expected.update(preset_switches(cfg.preset))
     return {f.name: getattr(cfg, f.name) for f in fields(cfg)
-            if f.name not in ("preset", "draw") and getattr(cfg, f.name) != expected[f.name]}
+            if f.name not in ("preset", "draw", *SERVER_FIELDS) and getattr(cfg, f.name) != expected[f.name]}
+
+
+SERVER_FIELDS = ("inspect_mode", "coordinates")
+"""The settings that fit the agent to its server, not its method (module docstring): whether the server takes
+tool calls, and how its model writes boxes and points."""
+
+
+def server_settings(cfg: ResolvedConfig) -> dict[str, str]:
+    """`cfg`'s server settings by name, all of them: what the result and the trace record as `server`."""
+    return {name: getattr(cfg, name) for name in SERVER_FIELDS}
+
+
+def recorded_settings(overrides: Mapping[str, Any], server: Mapping[str, Any]) -> tuple[dict, dict]:
+    """(overrides, server settings) of a recorded run from its `overrides` and `server`: a run recorded before the
+    two were kept apart listed its server settings that differ from the defaults among its overrides."""
+    return ({k: v for k, v in overrides.items() if k not in SERVER_FIELDS},
+            {**{k: v for k, v in overrides.items() if k in SERVER_FIELDS}, **server})
 
 
 @dataclass(frozen=True)

@@ -343,6 +343,8 @@ class RewardResult(_Record):
     overrides: dict[str, bool | int | str] = Field(
         default_factory=dict, description="Settings that differ from the preset's (`graph.config.config_overrides`); "
                                           "empty for the plain preset.")
+    server: dict[str, str] = Field(default_factory=dict, description="How the agent was fitted to its server "
+                                   "(inspect_mode, coordinates: `graph.config.server_settings`); not overrides.")
     usage: dict[str, int] = Field(default_factory=dict, description="calls, images, input_tokens, output_tokens, "
                                                                     "cache_hits, attempts (requests sent).")
     trace_saved: bool = Field(default=True, description="False when the run's trace could not be saved (the "

@@ -171,6 +171,8 @@ class AgentState(TypedDict, total=False):
     overrides: dict[str, Any]
     """The settings that differ from the preset's (`graph.config.config_overrides`; empty for the plain preset):
     switches and caps, so two runs labelled with one preset can be told apart."""
+    server: dict[str, str]
+    """How the agent was fitted to its server (`graph.config.server_settings`: inspect_mode, coordinates)."""
     meta: dict[str, Any]
     """Video metadata: frames, fps, width, height (upright), duration, rotation (display quarter turns)."""
     sample: list[int]

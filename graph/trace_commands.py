@@ -18,6 +18,7 @@ from rich.text import Text
 
 from graph.claimed_runs import CLAIM_STATUSES, unsaved_runs
 from graph.commands import run_table
+from graph.config import recorded_settings
 from graph.reward_format import reward_text
 from graph.trace_text import printable, start_time, step_row
 from graph.tracing import (
@@ -102,8 +103,9 @@ def runs_command(
         return
     if json_out:
         for run in runs:
+            overrides, server = _settings(run)
             typer.echo(strict_dumps({"run_id": run.run_id, "updated": run.updated, "preset": run.preset,
-                                   "overrides": run.overrides, "status": run.status, "reward": run.reward, "reasons": run.reasons,
+                                   "overrides": overrides, "server": server, "status": run.status, "reward": run.reward, "reasons": run.reasons,
                                    "video": run.values.get("video"), "instruction": run.values.get("instruction"),
                                    "steps": len(run.steps)}, default=str))
         return
@@ -134,16 +136,24 @@ def _run_cells(run: RunTrace, full: bool) -> list[str]:
     """The no-wrap cells of a run's row in `raa runs`: run id, updated, preset, status, reward (and steps)."""
     stamp = run.updated[:19].replace("T", " ")
     reward = reward_text(run.reward)
-    cells = [run.run_id, stamp if full else stamp[5:16], run.preset_text, run.status, reward]
+    cells = [run.run_id, stamp if full else stamp[5:16], run.preset + ("+" if _settings(run)[0] else ""), run.status,
+             reward]
     return cells + [str(len(run.steps))] if full else cells
 
 
+def _settings(run: RunTrace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's overrides of its preset ("full+" when any) and its server settings, which are not overrides
+    (`graph.config.recorded_settings`: older runs recorded those among their overrides)."""
+    return recorded_settings(run.overrides, run.values.get("server") or (run.result or {}).get("server") or {})
+
+
 def _preset_text(trace: RunTrace) -> str:
-    """The preset in `raa trace`'s header: with the settings the run overrode, e.g. "full+ (audit=False)"."""
-    if not trace.preset:
-        return "-"
-    extra = ", ".join(f"{k}={v}" for k, v in trace.overrides.items())
-    return f"{trace.preset_text} ({printable(extra)})" if extra else trace.preset
+    """The preset in `raa trace`'s header: with the settings the run overrode, e.g. "full+ (audit=False)", and
+    its server settings, e.g. "full  server: inspect_mode=plan, coordinates=pixels"."""
+    overrides, server = _settings(trace)
+    extra = ", ".join(f"{k}={v}" for k, v in overrides.items())
+    text = "-" if not trace.preset else f"{trace.preset}+ ({printable(extra)})" if extra else trace.preset
+    return text + (f"  server: {printable(', '.join(f'{k}={v}' for k, v in server.items()))}" if server else "")
 
 def _room(heads: tuple[str, ...], rows: list[list[str]], width: int) -> int:
     """The characters the full runs table leaves for the video and "why" columns' text beside its no-wrap

@@ -122,14 +122,9 @@ class RunTrace:
 
     @property
     def overrides(self) -> dict[str, Any]:
-        """The settings that differ from the run's preset (from its state, or its result); empty for the plain
-        preset and for runs recorded before overrides were kept."""
+        """The overrides the run recorded (from its state, or its result); empty for the plain preset and for runs
+        recorded before overrides were kept (older runs listed server settings here: `graph.trace_commands`)."""
         return dict(self.values.get("overrides") or (self.result or {}).get("overrides") or {})
-
-    @property
-    def preset_text(self) -> str:
-        """The preset as `raa runs` shows it: "full+" when the run overrode some of the preset's settings."""
-        return self.preset + ("+" if self.overrides else "")
 
     @property
     def reasons(self) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph.config import config_overrides
+from graph.config import config_overrides, server_settings
 from graph.context import RunContext
 from graph.gate import gate_reward, score_mapping, unverified_essentials
 from graph.nodes.common import Step
@@ -40,12 +40,14 @@ def build_result(state: AgentState, ctx: RunContext, run_id: str) -> tuple[Rewar
     faults = list(state.get("faults", []))
     if faults and reused_thread(state):  # the channels hold the earlier run's faults, notes and usage
         base: dict[str, Any] = {"run_id": run_id, "preset": ctx.config.preset, "usage": dict.fromkeys(USAGE_KEYS, 0),
-                                "notes": [], "overrides": config_overrides(ctx.config)}
+                                "notes": [], "overrides": config_overrides(ctx.config),
+                                "server": server_settings(ctx.config)}
         return RewardResult(status="ineligible", reward=None, reasons=[faults[-1].reason()], faults=faults[-1:],
                             **base), \
             {"eligible": False}
     usage = {k: int((state.get("usage") or {}).get(k, 0)) for k in USAGE_KEYS}
-    base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage, "overrides": config_overrides(ctx.config)}
+    base = {"run_id": run_id, "preset": ctx.config.preset, "usage": usage, "overrides": config_overrides(ctx.config),
+            "server": server_settings(ctx.config)}
     notes = list(state.get("notes", []))
     base["notes"] = notes
     if faults:
