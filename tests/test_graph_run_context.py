@@ -41,7 +41,7 @@ def test_a_context_with_another_preset_is_refused_naming_both(clip):
     other = ScriptedChatModel(script)
     res = _invoke(agent, clip, _context(other, AgentConfig(preset="audit_no_gate")), "mixed")["result"]
     assert res.status == "ineligible" and res.reward is None and res.preset == "full"
-    assert len(res.reasons) == 1 and res.reasons[0].startswith("context: input: ")
+    assert len(res.reasons) == 1 and res.reasons[0].startswith("context: settings: ")
     assert "'audit_no_gate'" in res.reasons[0] and "'full'" in res.reasons[0]
     assert "failure_gate False (agent True)" in res.reasons[0]  # the field that differs
     assert other.calls == [] and built_model.calls == []
@@ -134,3 +134,20 @@ def test_a_context_whose_extra_tools_the_agent_does_not_wire_is_refused(clip):
     assert res.status == "ineligible" and res.reward is None
     assert "extra evidence tools" in res.reasons[0] and "'check'" in res.reasons[0], res.reasons
     assert other.calls == [] and built_model.calls == [] and tool.calls == 0
+
+
+def test_a_refused_context_is_the_callers_setting_an_outage_retried(clip):
+    """A refused context is the caller's wiring (its RunContext's config), not the clip: the same clip under the
+    agent's own config is scored. It was kind "input", the clip's ⊥ in the trainer's count and final for
+    `raa score-batch --retry-ineligible`; as "settings" it is an outage, retried once the caller is fixed."""
+    from graph import AgentConfig
+    from graph.batch_resume import retryable
+    from graph.testing import ScriptedChatModel
+
+    agent, _ = make_agent("full")
+    other = ScriptedChatModel(full_script())
+    res = _invoke(agent, clip, _context(other, AgentConfig(preset="full", max_tool_rounds=5)), "outage")["result"]
+    assert [(f.stage, f.kind) for f in res.faults] == [("context", "settings")]
+    assert res.outage and res.faults[0].outage
+    assert retryable({"status": "ineligible", "faults": [f.model_dump() for f in res.faults]}, str(clip),
+                     clip_changed=lambda _: False)

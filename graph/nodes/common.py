@@ -5,9 +5,9 @@ Every stage is an `async def fn(state, ctx, step) -> dict` wrapped by `make_node
   default context (the LangGraph server passes each run's `configurable` as a plain-dict context), its
   backbone at the config's draw (`graph.context.with_config_draw`);
   a `RunContext` whose config is not the build config, or whose extra evidence tools wire other nodes, is
-  refused (`graph.context.config_mismatch`, `tools_mismatch`): the
-  node records a Fault of stage "context", kind "input" (quality, the entry, records it, so no other stage
-  runs), and the gate uses the build context, so the ineligible result carries the agent's own preset;
+  refused (`graph.context.config_mismatch`, `tools_mismatch`): the node records a Fault of stage "context", kind
+  "settings" (the caller's setting, an outage; quality, the entry, records it, so no other stage runs), and the
+  gate uses the build context, so the ineligible result carries the agent's own preset;
 - refuses the run the same way when the context's backbone has no model (`graph.no_endpoint`: the Studio graph
   built without endpoint settings): a Fault of stage "backbone", kind "settings", naming the unset variables;
 - skips the stage when a fault was already recorded (parallel branches joining after a fault);

@@ -7,6 +7,11 @@ quality node for the calls that reach the graph unchecked: a reused Studio threa
 `graph.api.run_id_taken` makes a taken run id's: the call's own setting, not the clip (the same clip under a new id
 is scored), so an outage (`RewardResult.outage`) that `raa score-batch --retry-ineligible` retries. It was an
 "input" fault here: the clip's own ⊥ in the trainer's count, and final for a resume.
+
+So is a refused `RunContext` (`ContextRefused`: its config, or the extra tools it wires, is not the agent's build's):
+the caller's setting or wiring, never the clip (the same clip under the build's context is scored), so a "settings"
+fault of stage "context". It was an `InputFault`, kind "input": counted as the clip's ⊥ and never retried by
+`--retry-ineligible` once the caller was fixed.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ class InputFault(ValueError):
     """The run's input (instruction or video reference) cannot be evaluated."""
 
 
-class ContextRefused(InputFault):
-    """The invocation's `RunContext` carries another config than the agent's build config (`graph.nodes.common`'s
-    module docstring)."""
+class ContextRefused(Exception):
+    """The invocation's `RunContext` carries another config, or other extra tools, than the agent's build
+    (`graph.nodes.common`'s module docstring): the caller's setting, not the clip (module docstring)."""
 
 
 class EndpointMissing(Exception):
@@ -50,7 +55,7 @@ def to_fault(stage: str, exc: BaseException) -> Fault:
     if isinstance(exc, EvidenceFailed):  # background evidence (surprise, extra tools): its own stage
         return to_fault(exc.stage, exc.error)
     if isinstance(exc, ContextRefused):
-        return Fault(stage="context", kind="input", message=str(exc)[:2000])
+        return Fault(stage="context", kind="settings", message=str(exc)[:2000])
     if isinstance(exc, EndpointMissing):
         return Fault(stage="backbone", kind="settings", message=str(exc)[:2000])
     if isinstance(exc, RunIdTaken):
