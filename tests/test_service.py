@@ -102,13 +102,14 @@ def test_a_request_that_would_decode_too_much_is_413_before_decoding(service_roo
     # clip.mp4: 18 frames of 64x64 = 0.21 MiB of RGB
     app = create_app(ToolSettings(max_decode_mb=0.1), service_root, tracker=LKTracker(), enable_surprise=False)
     decoded: list[int] = []
-    real = video.VideoReader.read
-    monkeypatch.setattr(video.VideoReader, "read", lambda self, idx, **kw: decoded.append(1) or real(self, idx, **kw))
+    real = video.VideoReader._convert  # decodes: the reader's decode limit is checked before it
+    monkeypatch.setattr(video.VideoReader, "_convert", lambda self, *a: decoded.append(1) or real(self, *a))
     with TestClient(app) as c:
         r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2})
-        assert r.status_code == 413 and "decode to 0.2 MiB, over the limit of 0.1 MiB" in r.json()["detail"]
+        assert r.status_code == 413 and "would take 0.211 MiB decoded, over the decode limit of 0.1 MiB (the tool " \
+            "service's max_decode_mb, RAA_TOOLS_MAX_DECODE_MB)" in r.json()["detail"]
         r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "frame_indices": list(range(10))})
-        assert r.status_code == 413 and "10 frames of 64x64" in r.json()["detail"] and decoded == []
+        assert r.status_code == 413 and "10 frame(s) of 64x64" in r.json()["detail"] and decoded == []
         ok = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "frame_indices": list(range(8))})
         assert ok.status_code == 200 and decoded == [1]  # 8 frames: 0.09 MiB
     assert ToolSettings.from_env({"RAA_TOOLS_MAX_DECODE_MB": "512"}).max_decode_mb == 512

@@ -30,6 +30,6 @@ def test_a_setting_above_the_readers_default_is_honoured(clip):
 def test_a_setting_below_the_readers_default_still_refuses_with_413(clip):
     with pytest.raises(HTTPProblem) as caught:
         decode_frames(clip, list(range(3)), 100, max_decode_mb=2 * FRAME_BYTES / 2**20)
-    assert caught.value.status == 413 and "over the limit of" in caught.value.detail
+    assert caught.value.status == 413 and "over the decode limit of" in caught.value.detail
     exact = 3 * FRAME_BYTES / 2**20  # at the limit exactly: decoded, by the service's check and the reader's
     assert decode_frames(clip, list(range(3)), 100, max_decode_mb=exact).shape == (3, 64, 64, 3)

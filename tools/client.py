@@ -20,8 +20,8 @@ same tool returns in-process. Decisions where the issue was silent:
   the service does not serve that tool, e.g. surprise on a service started with ``--no-surprise``; a permanent
   answer, never retried), ``config`` too for a 404 (a route the URL does not serve: ``RAA_TOOLS_URL`` with a wrong
   path, or another server) and a 413 (a limit of the service's setup, its upload size, ``max_frames`` or
-  ``max_decode_mb``, or a proxy's: as the LLM side reads a 413, `graph.transport.server_limit`), each message
-  saying what to fix; ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
+  ``max_decode_mb`` for ``.npy`` frames, or a proxy's: as the LLM side reads a 413, `graph.transport.server_limit`),
+  each message saying what to fix (a video over ``max_decode_mb`` is a 413 with the clip's ``video_error``, below); ``timeout`` (no answer within ``timeout_s``), ``config`` too for a URL httpx cannot request (no
   ``http://`` / ``https://``, malformed: never retried, it is the setting to fix) or ``transport``. 404 and 413
   were ``input``, which read as the clip's problem; each is a ToolFault, an outage (`graph.schemas.OUTAGE_FAULTS`).
 - A 503 whose body holds a ``fault`` (the service host's machine failed to read the clip: an I/O error, too many
@@ -29,8 +29,9 @@ same tool returns in-process. Decisions where the issue was silent:
   the attempts are spent it raises that fault, ``ToolFault("service", "machine", ...)`` saying it is not the
   clip's and that retrying later can fix it (a tool fault, which ``raa score-batch --retry-ineligible`` scores
   again). It was a 422, ``ToolFault("service", "input", "undecodable video ...")``: the clip blamed, never retried.
-- A 422 for a clip the service could not decode or read (its ``video_error``: the VideoError's class and message,
-  tools/service_frames.py) raises that VideoError again (`tools.video_errors.served_error`), as decoding it
+- A 422 for a clip the service could not decode or read, or a 413 for one whose frames would decode to more than
+  its ``max_decode_mb`` (its ``video_error``: the VideoError's class and message, tools/service_frames.py) raises
+  that VideoError again (`tools.video_errors.served_error`), as decoding it
   in-process would: the clip's video fault (`graph.nodes.common.to_fault`), an outage only when the clip could not
   be reached (`Fault.outage`). It was ``ToolFault("service", "input", ...)``, recorded as kind "tool": an outage, so
   a clip no run can decode was counted as the machinery's failure and scored again by every

@@ -22,7 +22,7 @@ missing or wrong bearer token, 403 path outside the allowed root, 404 missing fi
 the size limit (``max_upload_mb``; a JSON body: ``MAX_JSON_BODY_MB``, 8 MiB, tools/service_params.py) or frames too large
 for the device (its tracker or scorer ran out of memory even run again alone: ``fault`` kind "too_large",
 tools/service_memory.py; out of memory beside other requests, it is run again alone and answered), 408 a body that did not arrive within ``body_timeout_s`` (tools/service_http.py), a clip longer than ``settings.max_frames`` (pass ``frame_indices``) or whose frames would
-decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB), 422 undecodable video, or "unreadable video" for one the service may not read (the reason is in ``detail``, the VideoError in ``video_error``: its ``type`` and ``message``, which the client raises again), 500 a tool fault (``fault``
+decode to more than ``settings.max_decode_mb`` (checked before decoding: a long 4K clip is tens of GB; for a video, the clip's VideoTooLargeError in ``video_error``, as below, tools/service_frames.py), 422 undecodable video, or "unreadable video" for one the service may not read (the reason is in ``detail``, the VideoError in ``video_error``: its ``type`` and ``message``, which the client raises again), 500 a tool fault (``fault``
 holds tool/kind/message; any other exception of a request's work is one too, kind "run" of the endpoint's
 tool, since a bare 500 "Internal Server Error" kept the reason in the server's log and the client called it
 a transport fault; so are the tracker's and the summary's own errors (a ValueError or TypeError of their code is not the request's

@@ -25,7 +25,13 @@ surprise model failed on them with a 500 tool fault. The tracker's own 2-pixel m
 rule (a 400 from ``/v1/track``); surprise works on frames of a pixel.
 
 The reader's own decode limit is ``max_decode_mb`` too (`_reader_limit`): it kept `tools.video_limits`' 4 GiB, so
-a setting above that refused a request within it as the clip's "undecodable video".
+a setting above that refused a request within it as the clip's "undecodable video". The reader is the one check of a
+video's decoded size (before it decodes or allocates anything), and a video over it is the clip's: a 413 with its
+``video_error`` (a `VideoTooLargeError` naming ``RAA_TOOLS_MAX_DECODE_MB`` and the size that would admit the clip),
+which the client raises again as the in-process read raises it over its own limit (`tools.video_limits`). The
+service checked the size itself first and answered a plain 413, which the client reports as a limit of the service's
+setup: an outage, retried by every ``--retry-ineligible``, for a clip the in-process path calls final. A ``.npy`` body
+over ``max_decode_mb`` stays a plain 413 (the setup's): the client decoded those frames within its own limit.
 
 A whole clip is decoded by the reader whose metadata the limits were checked on (``read_all_frames``' own
 ``read(range(T))``): a second open of the path decoded whatever file was there by then, past both limits
@@ -46,9 +52,12 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tools.video_limits import DecodeLimit
 
 NPY_MAGIC = b"\x93NUMPY"
 MACHINE_RETRY_AFTER_S: float = 5
@@ -104,19 +113,18 @@ def shown_to_client(problem: HTTPProblem, src: Path | bytes | Upload | None, roo
     return HTTPProblem(problem.status, named(problem.detail), headers=problem.headers, **named(problem.extra))
 
 
-def _check_decoded_size(count: int, size: tuple[int, int], max_decode_mb: float | None) -> None:
-    """413 before decoding when ``count`` RGB frames of ``size`` (width, height) exceed the budget."""
-    mib = count * size[0] * size[1] * 3 / 2**20
-    if max_decode_mb is not None and mib > max_decode_mb:
-        raise HTTPProblem(413, f"{count} frames of {size[0]}x{size[1]} decode to {mib:.1f} MiB, over the limit of "
-                               f"{max_decode_mb:g} MiB; pass fewer frame_indices (or a smaller short_side)")
+SERVICE_DECODE_SETTING = "the tool service's max_decode_mb, RAA_TOOLS_MAX_DECODE_MB"
+"""The setting a clip over the service's decode limit is told would admit it (`tools.video_limits.check_decode_size`)."""
+NPY_LABEL = ".npy upload"
 
 
-def _reader_limit(max_decode_mb: float | None) -> int | None:
-    """The reader's decode limit (bytes) of ``max_decode_mb``, the bound `_check_decoded_size` checked (None: the
-    reader's default, `tools.video_limits`): with the default a setting above 4 GiB passed that check and then the
-    reader refused the clip as "undecodable video" (422, a good clip's final fault)."""
-    return None if max_decode_mb is None else int(max_decode_mb * 2**20)  # whole bytes: `need > bound` as above
+def _reader_limit(max_decode_mb: float | None) -> DecodeLimit | None:
+    """The decode limit of ``max_decode_mb`` (None: the reader's default, `tools.video_limits`), which the reader
+    checks before it decodes or allocates anything: with the reader's default, a setting above 4 GiB passed the
+    service's own check and then the reader refused the clip as "undecodable video" (422)."""
+    from tools.video_limits import DecodeLimit  # lazy, as tools.video is: PyAV only where a video is decoded
+
+    return None if max_decode_mb is None else DecodeLimit(int(max_decode_mb * 2**20), SERVICE_DECODE_SETTING)
 
 
 def _check_frame_count(count: int, max_frames: int, requested: bool) -> None:
@@ -135,7 +143,7 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
     (413) before decoding when its frames would take more than ``max_decode_mb``. Uploaded bytes are named
     by their label in errors (module docstring)."""
     from tools.video import FrameIndexError, VideoError, VideoNotFoundError, VideoReader, tool_size
-    from tools.video_errors import machine_failed
+    from tools.video_errors import VideoTooLargeError, machine_failed
 
     label = UPLOAD_LABEL
     if isinstance(src, Upload):
@@ -158,12 +166,10 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
         with VideoReader(src, decode_limit=_reader_limit(max_decode_mb)) as reader:
             meta = reader.meta
             size = tool_size(meta.width, meta.height, short_side)
-            if frame_indices is not None:
+            if frame_indices is not None:  # the reader checks the decoded size before decoding anything
                 _check_frame_count(len(frame_indices), max_frames, requested=True)
-                _check_decoded_size(len(frame_indices), size, max_decode_mb)
                 return reader.read(frame_indices, size=size)
             _check_frame_count(meta.frames, max_frames, requested=False)
-            _check_decoded_size(meta.frames, size, max_decode_mb)
             return reader.read(range(meta.frames), size=size)  # the file checked (module docstring)
     except FrameIndexError as exc:
         raise HTTPProblem(400, f"frame index error: {_named(str(exc), tmp, label)}") from exc
@@ -172,9 +178,11 @@ def decode_frames(src: Path | bytes | Upload, frame_indices: list[int] | None, m
         # said: out of memory on a corrupt size, an I/O error on data that reads back)
         if isinstance(exc, VideoNotFoundError) and (cause := _cause(exc)) is not None and machine_failed(cause):
             raise machine_fault(_named(str(exc), tmp, label)) from exc
-        what = "unreadable" if isinstance(exc, VideoNotFoundError) else "undecodable"  # no fault of its bytes
+        what = ("unreadable video" if isinstance(exc, VideoNotFoundError)  # no fault of its bytes
+                else "too large a video" if isinstance(exc, VideoTooLargeError) else "undecodable video")
         message = _named(str(exc), tmp, label)
-        raise HTTPProblem(422, f"{what} video: {type(exc).__name__}: {message}",  # the client raises it again
+        raise HTTPProblem(413 if isinstance(exc, VideoTooLargeError) else 422,
+                          f"{what}: {type(exc).__name__}: {message}",  # the client raises it again
                           video_error={"type": type(exc).__name__, "message": message}) from exc
     except MemoryError as exc:  # the frames' own allocation, within max_decode_mb: the host is short of memory
         where = src if isinstance(src, Path) and tmp is None else label
@@ -209,6 +217,8 @@ def _load_npy(data: bytes, frame_indices: list[int] | None, max_frames: int,
               max_decode_mb: float | None) -> np.ndarray:
     """The frames of a ``.npy`` body (selected by ``frame_indices``), its limits checked before the
     selection copies anything (module docstring)."""
+    from tools.video_limits import VideoTooLargeError, check_decode_size
+
     arr = _parse_npy(data)
     if arr.ndim != 4 or arr.shape[-1] != 3 or arr.dtype != np.uint8:
         raise HTTPProblem(422, f".npy upload must be uint8 [T,H,W,3], got {arr.dtype} {arr.shape}")
@@ -217,7 +227,10 @@ def _load_npy(data: bytes, frame_indices: list[int] | None, max_frames: int,
         raise HTTPProblem(422, f".npy upload has frames of {height}x{width} pixels; each frame needs at least 1x1")
     count = total if frame_indices is None else len(frame_indices)
     _check_frame_count(count, max_frames, requested=frame_indices is not None)
-    _check_decoded_size(count, (width, height), max_decode_mb)
+    try:  # frames the client decoded within its own limit: the two setups' limits differ, no fault of the clip
+        check_decode_size(NPY_LABEL, count, (width, height), _reader_limit(max_decode_mb))
+    except VideoTooLargeError as exc:
+        raise HTTPProblem(413, f"{exc}; or pass fewer frame_indices") from exc
     if frame_indices is None:
         return arr
     bad = [i for i in frame_indices if not 0 <= i < total]

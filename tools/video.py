@@ -99,7 +99,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     uniform_indices,
     uniform_subset,
 )
-from tools.video_limits import VideoTooLargeError, check_decode_size  # noqa: F401  (re-exported)
+from tools.video_limits import DecodeLimit, VideoTooLargeError, check_decode_size  # noqa: F401  (re-exported)
 from tools.video_reformat import reformatter
 from tools.video_rotation import clip_rotation
 from tools.video_scan import (  # noqa: F401  (re-exported: the public video API)
@@ -144,7 +144,7 @@ class VideoReader:
     buffers and one reader may serve several threads.
     """
 
-    def __init__(self, src: Source, *, decode_limit: int | None = None) -> None:
+    def __init__(self, src: Source, *, decode_limit: int | DecodeLimit | None = None) -> None:
         self._src, self._limit = src, decode_limit  # bytes one read may decode (None: tools.video_limits')
         self._name = describe(src)
         container = open_container(src, self._name)

@@ -192,8 +192,8 @@ def fault_label(exc: VideoError) -> str:
 
 
 def served_error(video_error: dict) -> VideoError:
-    """The VideoError a tool service answered with (the ``video_error`` of its 422, tools/service_frames.py, or of a
-    path request's 404, tools/service.py: the class's name and the message), raised by the client as decoding the
+    """The VideoError a tool service answered with (the ``video_error`` of its 422 or 413, tools/service_frames.py, or
+    of a path request's 404, tools/service.py: the class's name and the message), raised by the client as decoding the
     clip in-process raises it, so the fault's reason is worded alike ("VideoTooLargeError: ..." of a clip over the
     service reader's decode limit read "VideoError: VideoTooLargeError: ..."); a class it does not know is a
     VideoError whose message starts with that name. A FrameIndexError is never served (its indices are the
