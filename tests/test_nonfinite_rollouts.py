@@ -101,16 +101,16 @@ def test_a_diverged_held_out_sample_is_ineligible_and_not_scored(monkeypatch):
 
     cfg = load_config(SMOKE, ["--eval_samples", "2", "--num_steps", "2"])
     model = build_world_model(cfg, "cpu").eval()
-    real = ev.sample_video
+    real = ev.ode_latents
 
-    def sample(model, cond, *args):
-        frames = real(model, cond, *args)
-        if args[-2] == ev.sample_seed(cfg.seed, 0, 1):  # prompt 0, sample 1 diverges
-            raise NonFiniteLatentsError(["nan"])
-        return frames
+    def sample(model, cond, steps, shift, seeds, *args):
+        latents = real(model, cond, steps, shift, seeds, *args)
+        if seeds == [ev.sample_seed(cfg.seed, 0, 1)]:  # prompt 0, sample 1 diverges: its decode refuses it
+            latents[:] = float("nan")
+        return latents
 
     seen = []
-    monkeypatch.setattr(ev, "sample_video", sample)
+    monkeypatch.setattr(ev, "ode_latents", sample)
     part = ev.evaluate(model, cfg, [PromptSpec("open the drawer", image_seed=3)],
                        lambda videos, prompts, **meta: seen.append(len(videos)) or [0.5] * len(videos),
                        iteration=1, rank=0, world=1)

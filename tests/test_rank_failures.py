@@ -102,16 +102,36 @@ def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
 
 def _patch(case: str, rank: int) -> None:
     """Make ``case`` fail on its rank, in this spawned rank's process."""
-    if case == "eval_decode" and rank == 1:  # after the transformer forwards, as a VAE decode error would
-        import training.evaluate as ev
+    if case in ("eval_decode", "zero3_eval_decode") and rank == 1:  # after the transformer forwards, as a VAE
+        import training.evaluate as ev  # decode error would
 
-        sample = ev.sample_video
+        decode = ev.decode_each
 
         def broken(*args, **kwargs):
-            sample(*args, **kwargs)
+            decode(*args, **kwargs)
             raise RuntimeError("decode failed")
 
-        ev.sample_video = broken
+        ev.decode_each = broken
+    if case == "zero3_eval_forward" and rank == 1:  # the held-out evaluation's first sample's second forward
+        import training.evaluate as ev
+
+        latents = ev.ode_latents
+
+        def failing(model, *args, **kwargs):
+            calls = []
+
+            def forward(*_a):
+                calls.append(1)
+                if len(calls) == 2:
+                    raise RuntimeError("CUDA out of memory")
+
+            hook = model.transformer.register_forward_pre_hook(forward)
+            try:
+                return latents(model, *args, **kwargs)
+            finally:
+                hook.remove()
+
+        ev.ode_latents = failing
     if case in ("zero3_eval_encode", "zero3_encode") and rank == 1:  # a prompt's encode, before any forward
         import training.models as md
 
@@ -178,6 +198,9 @@ EVAL = ["--eval_every", "1", "--eval_samples", "1", "--eval_dataset", "[{text: '
 CASES = {  # case: (what failed, failing rank, its error, the iteration, flags, metrics.jsonl's iterations)
     "eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0, EVAL, []),
     "eval_write": ("writing the held-out evaluation's logs", 0, NO_SPACE, 0, EVAL, []),
+    # under ZeRO-3 a decode error comes after the sample's forwards: the rank samples on and it is agreed
+    "zero3_eval_decode": ("the held-out evaluation", 1, "RuntimeError: decode failed", 0,
+                          [*EVAL, "--ds_config", "ds_zero3.json"], []),
     # agreed before the evaluation's first transformer forward: under ZeRO-3 the other rank was in its parameter
     # gather while the failing rank waited in the gather of the ranks' results
     "zero3_eval_encode": ("encoding the held-out prompts", 1, "RuntimeError: encode failed", 0,
@@ -215,19 +238,29 @@ def test_a_failure_on_one_rank_stops_every_rank_naming_it(tmp_path, case):
     assert [r["iteration"] for r in rows] == logged
 
 
+ALONE = {  # case: (rank 1's error, flags)
+    # two groups per rank: rank 1's first decode fails, so it never runs its second group's forwards
+    "zero3_decode": ("RuntimeError: decode failed", ["--prompts_per_iteration", "4"]),
+    # the held-out evaluation's first sample's second forward fails on rank 1: it sampled on, out of step
+    "zero3_eval_forward": ("RuntimeError: CUDA out of memory", EVAL),
+}
+
+
 @pytest.mark.slow  # two training processes
 @pytest.mark.distributed
-def test_under_zero3_a_rollout_failure_on_one_rank_stops_both_at_once(tmp_path):
-    """ZeRO-3 with every parameter partitioned (ds_zero3.json), two groups per rank: rank 1's first decode fails,
-    so it never runs its second group's forwards. It waited in the update's all_reduce, rank 0 in the second
-    group's parameter gather, both until gloo's 30-minute timeout. Now rank 1 raises its error and ends, and rank 0
-    stops at once on the closed connection."""
+@pytest.mark.parametrize("case", sorted(ALONE))
+def test_under_zero3_a_forward_failure_on_one_rank_stops_both_at_once(tmp_path, case):
+    """ZeRO-3 with every parameter partitioned (ds_zero3.json): a failure on rank 1 leaves forwards the other rank
+    runs (each gathers parameters from every rank) that it will not run. It waited in the update's all_reduce (the
+    rollouts) or the gather of the evaluation's results, rank 0 in a parameter gather, both until gloo's 30-minute
+    timeout. Now rank 1 raises its error and ends, and rank 0 stops at once on the closed connection."""
+    error, extra = ALONE[case]
     flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
              "--max_iterations", "1", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
-             "--num_frames", "5", "--ds_config", "ds_zero3.json", "--prompts_per_iteration", "4"]
-    spawn_ranks(_rank_run, (str(tmp_path), "zero3_decode", flags), tmp_path, deadline_s=150)
+             "--num_frames", "5", "--ds_config", "ds_zero3.json", *extra]
+    spawn_ranks(_rank_run, (str(tmp_path), case, flags), tmp_path, deadline_s=150)
     outcomes = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
-    assert outcomes[1] == "RuntimeError: decode failed", outcomes
+    assert outcomes[1] == error, outcomes
     assert outcomes[0] != "finished", outcomes  # stopped by the closed connection, not after a timeout
 
 

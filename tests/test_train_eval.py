@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from training.config import ConfigError, PromptSpec
 from training.config_io import load_config
@@ -173,8 +174,8 @@ def test_held_out_noise_is_no_training_rollouts_noise(monkeypatch):
     cfg = load_config(SMOKE, ["--eval_samples", "3", "--num_steps", "3"])
     model = build_world_model(cfg, "cpu").eval()
     seeds: list[int] = []
-    monkeypatch.setattr(evaluation, "sample_video",
-                        lambda *args: seeds.append(args[6]) or np.zeros((2, 4, 4, 3), dtype=np.uint8))
+    monkeypatch.setattr(evaluation, "ode_latents", lambda *args: seeds.extend(args[4]) or torch.zeros(1))
+    monkeypatch.setattr(evaluation, "decode_each", lambda *args: [np.zeros((2, 4, 4, 3), dtype=np.uint8)])
     evaluate(model, cfg, HELD_OUT, lambda videos, prompts, **meta: [0.5] * len(videos), iteration=0, rank=0, world=1)
     assert len(set(seeds)) == len(HELD_OUT) * 3
     rollouts = {derive_seed(cfg.seed, it, rank, slot, *chunk) for it in range(8) for rank in range(4)

@@ -53,9 +53,16 @@ Decisions where the issue was silent:
   a rerun would not bring it back, so the means stay comparable among themselves (their reasons name the prompt).
 * Any other exception (a decode error, a reward that answers with the wrong number of rewards, the agent's
   trace store) stops the run on every rank, naming the rank and the error (training/rank_failures.py; the
-  trainer's ``held_out``). A sample that raises does not stop the rank's sampling at once: its other items
-  are still sampled and the first exception is raised after them, so its transformer forwards stay in step
-  with the other ranks' (ZeRO-3) until the ranks agree. The prompts are encoded first (`encode_share`: the
+  trainer's ``held_out``). A sample whose decode raises does not stop the rank's sampling at once: its other
+  items are still sampled and the first exception is raised after them, so its transformer forwards stay in
+  step with the other ranks' (ZeRO-3) until the ranks agree. A transformer forward that raises (out of memory,
+  say) leaves its rank's forwards out of step with the others' from there on: under ZeRO-3 each forward gathers
+  parameters from every rank, so that rank ends alone, as a failure in the rollouts' forwards does
+  (training/rank_failures.py ``Tried(exit_alone=...)``: one line naming the rank and the error, the run's files
+  closed, the other ranks stopping on its closed connections). It used to skip that sample and sample on, its
+  gathers paired with the other ranks' gathers of other parameters, then wait in the gather of the ranks'
+  results while they were still in their parameter gathers (a hang until the collective timeout, naming no
+  error). Without ZeRO-3 it is agreed in that gather, as before. The prompts are encoded first (`encode_share`: the
   text and image encoders and the VAE are no part of the module ZeRO partitions, so nothing there gathers)
   and the ranks agree on a failure there before the first transformer forward, in one more collective per
   evaluation: a rank whose encode raised used to skip all its forwards, waiting in the gather of the ranks'
@@ -93,11 +100,11 @@ from policy.vae import NonFiniteLatentsError
 from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, sample_seed
-from training.generate import sample_video
+from training.generate import decode_each, ode_latents
 from training.metrics import MetricsLog, component_means, gather
 from training.models import encode_frames, negative_prompt
 from training.prompt_failures import PromptFailure, first_frames
-from training.rank_failures import agree, attempt, stop_on
+from training.rank_failures import Tried, agree, attempt, stop_on
 from training.reward_outcome import KINDS
 from training.reward_runner import RewardRunner
 from training.sampler_shift import sampling_shift
@@ -149,11 +156,14 @@ def encode_share(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequenc
 
 def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
              *, iteration: int, rank: int, world: int, places: Sequence[str] | None = None,
-             encoded: tuple[dict[int, Any], dict[int, PromptFailure]] | None = None) -> dict[str, Any]:
+             encoded: tuple[dict[int, Any], dict[int, PromptFailure]] | None = None,
+             forwards_done: Callable[[], None] | None = None) -> dict[str, Any]:
     """This rank's part of one evaluation: {"rewards": [...], "seconds": float, "items": [...]} (rewards None
     when ineligible; items: one dict per reward, for `summarize_items`). ``places``: where each prompt was given
     (`training.data.load_placed_prompts`), named when its image cannot be read. ``encoded``: `encode_share`'s
-    answer when the caller encoded the prompts (`evaluate_everywhere`); else they are encoded here."""
+    answer when the caller encoded the prompts (`evaluate_everywhere`); else they are encoded here.
+    ``forwards_done()`` is called once the rank's last transformer forward ran (`training.rank_failures.Tried`);
+    an exception of a forward passes through at once (module docstring)."""
     t0 = time.perf_counter()
     shift = sampling_shift(cfg)  # the trainer's cfg holds the resolved number
     videos, texts, groups = [], [], []
@@ -164,9 +174,14 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                                             places=places)
     with torch.no_grad():
         for (p, s), counts in rank_work(len(prompts), cfg, rank, world):
-            try:  # a failed prompt's stand-in too: every rank runs the same forwards (ZeRO-3)
-                frames = sample_video(world_model, conds[p], "ode", None, cfg.num_steps, shift,
-                                      sample_seed(cfg.seed, p, s), cfg.guidance_scale)
+            # a failed prompt's stand-in too: every rank runs the same forwards (ZeRO-3); one that raises passes
+            # through, as its rank's forwards are out of step with the others' from there (module docstring)
+            latents = ode_latents(world_model, conds[p], cfg.num_steps, shift, [sample_seed(cfg.seed, p, s)],
+                                  cfg.guidance_scale)
+            try:
+                frames = decode_each(world_model, latents)[0]
+                if isinstance(frames, NonFiniteLatentsError):
+                    raise frames
             except NonFiniteLatentsError as exc:  # a diverged sample: ineligible, never decoded or scored
                 if counts:
                     kind = next((k for k in exc.kinds if k), "nan")
@@ -187,6 +202,8 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
                 texts.append(prompts[p].text)
                 groups.append(p)
                 mine.append({"prompt": p, "sample": s, "text": prompts[p].text, "video": None})
+    if forwards_done is not None:
+        forwards_done()
     if broken is not None:
         raise broken
     if cfg.eval_videos == "save":  # before the reward: the files exist even when the reward fails
@@ -216,19 +233,24 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
 
 def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
                         log: MetricsLog, ckpt_dir: Path, *, iteration: int, rank: int, world: int,
-                        places: Sequence[str] | None, key: str | None, close: Callable[[], None]) -> dict[str, Any]:
+                        places: Sequence[str] | None, key: str | None, close: Callable[[], None],
+                        partitioned: bool = False) -> dict[str, Any]:
     """One held-out evaluation (collective: call on every rank): each rank's `evaluate`, gathered; rank 0
     writes eval.jsonl and eval_rewards.jsonl. Returns the eval.jsonl row, the same on every rank. A failure on
     any rank, of its part or of rank 0's writes, raises `training.rank_failures.RankFailed` on every rank, after
-    ``close()`` (what the run opened)."""
+    ``close()`` (what the run opened); with one rank, its own exception. ``partitioned`` (ZeRO-3): a failure
+    of a transformer forward ends its rank alone (``Tried(exit_alone=close)``; module docstring)."""
     encoded, failure = attempt(rank, "encoding the held-out prompts", lambda: encode_share(
         world_model, cfg, prompts, iteration=iteration, rank=rank, world=world, places=places))
     # agreed before any transformer forward (module docstring): under ZeRO-3 each gathers from every rank
     stop_on([agree(failure)], iteration, ckpt_dir, close)
-    part, failure = attempt(rank, "the held-out evaluation", lambda: evaluate(
-        world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank, world=world, places=places,
-        encoded=encoded))
-    gathered = gather({"part": part, "failure": failure})  # the ranks' parts carry the agreement on a failure
+    what = "the held-out evaluation"
+    part = None
+    with Tried(rank, world, what, exit_alone=close if partitioned else None) as tried:  # as the rollouts
+        part = evaluate(world_model, cfg, prompts, reward_fn, iteration=iteration, rank=rank, world=world,
+                        places=places, encoded=encoded, forwards_done=lambda: tried.forwards_done(what))
+    # the ranks' parts carry the agreement on a failure
+    gathered = gather({"part": part, "failure": tried.failure})
     stop_on([g["failure"] for g in gathered], iteration, ckpt_dir, close)
     parts = [g["part"] for g in gathered]
 

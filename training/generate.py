@@ -251,12 +251,23 @@ def sample_videos(model: FlowWorldModel, cond: Conditioning, num_steps: int, shi
     generator (`seed`), exactly the noise `sample_video` draws, so a clip does not depend on the batch it
     is in (up to floating-point rounding of the batched transformer). Decoded one clip at a time; a clip whose
     latents are not finite is its NonFiniteLatentsError instead (the others are still decoded)."""
+    return decode_each(model, ode_latents(model, cond, num_steps, shift, seeds, guidance_scale))
+
+
+def ode_latents(model: FlowWorldModel, cond: Conditioning, num_steps: int, shift: float, seeds: list[int],
+                guidance_scale: float = 1.0) -> Tensor:
+    """The final latents of `sample_videos` (its transformer forwards, no decode): one per seed, in a batch."""
     device = cond.first_frame_latent.device
     noise = torch.cat([initial_noise(cond, torch.Generator(device=device).manual_seed(s)) for s in seeds])
     with torch.no_grad():
-        latents = sample_ode(model, cond.repeat_interleave(len(seeds)), num_steps, shift, noise=noise,
-                             guidance_scale=guidance_scale)
-        return [_decoded(model, latents[k:k + 1]) for k in range(len(seeds))]
+        return sample_ode(model, cond.repeat_interleave(len(seeds)), num_steps, shift, noise=noise,
+                          guidance_scale=guidance_scale)
+
+
+def decode_each(model: FlowWorldModel, latents: Tensor) -> list[np.ndarray | NonFiniteLatentsError]:
+    """Each clip of ``latents`` decoded on its own (no transformer forward), or its NonFiniteLatentsError."""
+    with torch.no_grad():
+        return [_decoded(model, latents[k:k + 1]) for k in range(latents.shape[0])]
 
 
 def _decoded(model: FlowWorldModel, latent: Tensor) -> np.ndarray | NonFiniteLatentsError:

@@ -222,7 +222,8 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs; a failure on
         engine.module.eval()  # any rank stops every rank (RankFailed: training/rank_failures.py)
         row = evaluate_everywhere(world_model, cfg, eval_prompts, reward_fn, log, ckpt_dir, iteration=iteration,
-                                  rank=rank, world=world, places=eval_places, key=key, close=close)
+                                  rank=rank, world=world, places=eval_places, key=key, close=close,
+                                  partitioned=engine.zero_optimization_stage() == 3)
         if (mean := counted_mean(row)) is not None:  # none for an incomplete evaluation too (training/best.py)
             means[iteration] = mean
         else:  # a repeated evaluation without a mean replaces the earlier one, as training.best.eval_means reads it
