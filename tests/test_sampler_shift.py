@@ -172,3 +172,44 @@ def test_a_resume_keeps_the_saved_shift_of_a_config_todays_checks_refuse(tmp_pat
                                                      "clip_range": 2.0}))
     resolved, note = resolve_shift(dataclasses.replace(cfg, resume=True))
     assert resolved.shift == 3.0 and "config.yaml" in note
+
+
+def _resumed(tmp_path: Path, saved: str | None) -> TrainConfig:
+    """A resume (no shift of its own) of a run whose config.yaml holds ``saved`` (None: no config.yaml), on a
+    checkpoint whose scheduler says 5.0."""
+    import yaml
+
+    from training.config_io import config_to_dict
+
+    model = _checkpoint(tmp_path / "wan", WAN22)
+    out = tmp_path / "run"
+    out.mkdir()
+    cfg = TrainConfig(model_path=str(model), tiny=False, output_dir=str(out), dataset_file="p.jsonl",
+                      reward="brightness", resume=True)
+    if saved is not None:
+        data = config_to_dict(dataclasses.replace(cfg, shift=3.0))
+        (out / "config.yaml").write_text(yaml.safe_dump({**data, "shift": yaml.safe_load(saved)})
+                                         if saved != "unreadable" else "{not yaml: [")
+    return cfg
+
+
+def test_a_resume_refuses_a_saved_shift_that_generate_refuses(tmp_path):
+    """config.yaml with ``shift: null`` (by hand): training.generate refuses it (`sampling_shift`), but a resume
+    went on with the checkpoint scheduler's 5.0 without a word about the run's own. It now stops naming --shift,
+    and goes on with the number given."""
+    from policy.rollout import RolloutConfigError
+    from training.sampler_shift import sampling_shift
+
+    cfg = _resumed(tmp_path, "null")
+    with pytest.raises(RolloutConfigError):  # what generate says of that config
+        sampling_shift(dataclasses.replace(cfg, shift=None))
+    with pytest.raises(ConfigError, match=r"config.yaml holds shift: None.*pass --shift N"):
+        resolve_shift(cfg)
+    assert resolve_shift(dataclasses.replace(cfg, shift=3.0))[0].shift == 3.0
+
+
+@pytest.mark.parametrize(("saved", "why"), [(None, "config.yaml does not exist"),
+                                            ("unreadable", "config.yaml cannot be read")])
+def test_a_resume_without_a_readable_saved_config_says_why_it_takes_the_checkpoints(tmp_path, saved, why):
+    resolved, note = resolve_shift(_resumed(tmp_path, saved))
+    assert resolved.shift == 5.0 and "scheduler" in note and "not the resumed run's: " in note and why in note

@@ -6,6 +6,15 @@ sample (training/generate.py) and a resume use what the run trained with. A resu
 takes the saved config's: the checkpoint's scheduler (or this code's reading of it) may have changed since, and
 a resumed run must not move to another schedule without a word. A resume that sets one is listed with the other
 changed settings (`config_io.config_changes`).
+
+Decisions where the issue was silent:
+
+* A saved config whose ``shift`` is no positive number (``shift: null`` written by hand: a launch always records
+  the number) is refused on resume, naming ``--shift``, as `sampling_shift` refuses it in training.generate and
+  an export: the resume used to take the checkpoint's shift in silence, so the run could go on with a schedule
+  the generate of the same run refused. What the run sampled with is unknown there; only the user can say.
+* A resume whose saved config.yaml is missing or cannot be read takes the checkpoint's, and its line says why
+  (``not the resumed run's: ...``), as the checkpoint's fallbacks do.
 """
 
 from __future__ import annotations
@@ -19,21 +28,27 @@ from training.config import ConfigError, TrainConfig
 from training.finite import finite_number
 
 
-def saved_shift(out_dir: str | Path) -> float | None:
-    """The shift of the run's saved ``config.yaml`` in ``out_dir`` (3.0 for one from before it was recorded,
-    `config_io.FIELD_DEFAULTS_BEFORE`); None without one that reads or a shift that is no positive finite number.
-    Only the field is read: a saved config that today's checks refuse as a whole (a value a later version refuses,
-    a field it does not know) still says what the run sampled with, which the checkpoint's scheduler may not."""
+def saved_shift(out_dir: str | Path) -> tuple[float | None, str]:
+    """(the shift of the run's saved ``config.yaml`` in ``out_dir``, ``""``): 3.0 for one from before it was
+    recorded (`config_io.FIELD_DEFAULTS_BEFORE`); (None, why) without one that reads. Only the field is read: a
+    saved config that today's checks refuse as a whole (a value a later version refuses, a field it does not know)
+    still says what the run sampled with, which the checkpoint's scheduler may not. ConfigError for a saved shift
+    that is no positive finite number (``shift: null`` by hand), as `sampling_shift` refuses it (module docstring)."""
     from training.config_io import read_saved_fields
 
     path = Path(out_dir) / "config.yaml"
     if not path.is_file():
-        return None
+        return None, f"{path} does not exist"
     try:
-        value = read_saved_fields(path).get("shift")
-    except (OSError, ConfigError):
-        return None
-    return float(value) if finite_number(value) and value > 0 else None
+        fields = read_saved_fields(path)
+    except (OSError, ConfigError) as exc:
+        return None, f"{path} cannot be read: {exc}"
+    value = fields.get("shift")
+    if finite_number(value) and value > 0:
+        return float(value), ""
+    raise ConfigError(f"--resume: {path} holds shift: {value!r}, not the positive number the run sampled with (a "
+                      "launch records it; training.generate refuses such a config too); pass --shift N, the run's "
+                      "sampling shift (its launch printed `sampling shift N (...)`), to resume it")
 
 
 def sampling_shift(cfg: TrainConfig) -> float:
@@ -50,7 +65,9 @@ def resolve_shift(cfg: TrainConfig) -> tuple[TrainConfig, str]:
     a resume, else the checkpoint scheduler's (``DEFAULT_SHIFT`` for a tiny model or a scheduler without one)."""
     if cfg.shift is not None:
         return cfg, f"sampling shift {cfg.shift:g} (set in the config)"
-    if cfg.resume and (value := saved_shift(cfg.output_dir)) is not None:
+    value, why = saved_shift(cfg.output_dir) if cfg.resume else (None, "")
+    if value is not None:
         return dataclasses.replace(cfg, shift=value), f"sampling shift {value:g} (the resumed run's config.yaml)"
     choice = checkpoint_shift(None if cfg.tiny else cfg.model_path, cfg.model_revision)
-    return dataclasses.replace(cfg, shift=choice.value), f"sampling shift {choice.value:g} ({choice.source})"
+    unsaved = f"; not the resumed run's: {why}" if why else ""
+    return dataclasses.replace(cfg, shift=choice.value), f"sampling shift {choice.value:g} ({choice.source}{unsaved})"
