@@ -197,15 +197,54 @@ def require_all_weights(info: dict[str, list[Any]], where: str) -> None:
 
 def read_checkpoint_json(root: str | Path, subfolder: str | None, name: str, revision: str | None,
                          load_config: Callable[..., Any]) -> dict[str, Any] | None:
+    """`load_checkpoint_json`, None also when the file cannot be read."""
+    try:
+        return load_checkpoint_json(root, subfolder, name, revision, load_config)
+    except CheckpointFileUnreadable:
+        return None
+
+
+class CheckpointFileUnreadable(OSError):
+    """A checkpoint's JSON file that may be there but could not be read (`load_checkpoint_json`)."""
+
+
+def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, revision: str | None,
+                         load_config: Callable[..., Any]) -> dict[str, Any] | None:
     """A checkpoint's JSON file ``name`` (in ``subfolder``, or at the top) as a dict: a local folder's file, or a hub
     id's at ``revision`` through diffusers' ``load_config`` of the class that reads it (``load_config``, looked up
-    when called); None when there is none or it cannot be read."""
+    when called). None when the checkpoint has no such file: a local folder without it, a hub repo that answers it
+    has none (an entry 404), a path that is neither a folder nor a possible hub id (the model checks name it).
+    CheckpointFileUnreadable, with why, when it could not be read: the hub not reached and the file not in its
+    cache, access refused, a file that is no JSON object."""
     folder = Path(root).expanduser()
+    where = f"{root}'s {subfolder + '/' if subfolder else ''}{name}"
     try:
         if folder.is_dir():
             data = json.loads(((folder / subfolder) if subfolder else folder).joinpath(name).read_text())
+        elif not _could_be_repo_id(str(root)):
+            return None
         else:
             data = load_config(str(root), **({"subfolder": subfolder} if subfolder else {}), revision=revision)
-    except (OSError, ValueError):
-        return None
-    return dict(data) if isinstance(data, Mapping) else None
+    except (OSError, ValueError) as exc:
+        if _not_there(exc, local=folder.is_dir()):
+            return None
+        raise CheckpointFileUnreadable(f"{where} cannot be read ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(data, Mapping):
+        raise CheckpointFileUnreadable(f"{where} holds no JSON object")
+    return dict(data)
+
+
+def _not_there(exc: BaseException, *, local: bool) -> bool:
+    """Whether ``exc`` (reading a local file, or raised by diffusers' ``load_config``, which re-raises the hub's
+    error as an OSError in its ``except``) says the file does not exist: FileNotFoundError of a local file; the
+    hub's EntryNotFoundError other than its LocalEntryNotFoundError (not in the cache and the hub not reached)."""
+    if local:
+        return isinstance(exc, FileNotFoundError)
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, EntryNotFoundError):
+            return not isinstance(seen, LocalEntryNotFoundError)
+        seen = seen.__cause__ or seen.__context__
+    return False

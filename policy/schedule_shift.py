@@ -12,9 +12,17 @@ How diffusers names it (0.42):
   used only with ``use_flow_sigmas``; with Karras / exponential / beta sigmas (Cosmos-Predict2.5's Karras
   schedule, `policy.cosmos`'s module docstring) or dynamic shifting no shift reproduces the schedule.
 
-Decision where the brief was silent: a scheduler with no single shift, an unknown class, or no readable config
-(a tiny test model, a folder without ``scheduler/``) is not an error: the caller falls back to
-``DEFAULT_SHIFT`` and says why (`ShiftChoice.source`), since the project's schedule is its own choice there.
+Decisions where the brief was silent:
+
+* A scheduler with no single shift, an unknown class, or no config (a tiny test model, a folder without
+  ``scheduler/``, a hub repo that answers it has no ``scheduler/scheduler_config.json``) is not an error: the
+  caller falls back to ``DEFAULT_SHIFT`` and says why (`ShiftChoice.source`), since the project's schedule is its
+  own choice there.
+* A config that may be there but could not be read (the hub not reached and the file not in its cache, access
+  refused, a file that is no JSON object) is `policy.checkpoint.CheckpointFileUnreadable`, not that fallback: it
+  used to fall back to 3.0 with a line on stdout, so an RL run of Wan 2.2 TI2V-5B (5.0) launched while the hub was
+  down sampled, trained and recorded another schedule than the same launch an hour later. The launch refuses it,
+  naming ``--shift`` (training/sampler_shift.py ``resolve_shift``).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy.checkpoint import read_checkpoint_json
+from policy.checkpoint import load_checkpoint_json
 
 DEFAULT_SHIFT = 3.0
 """The shift used when the checkpoint's scheduler names none (the project's default before it read them)."""
@@ -62,23 +70,25 @@ def scheduler_shift(config: Mapping[str, Any]) -> tuple[float | None, str]:
 
 def read_scheduler_config(root: str | Path, revision: str | None = None) -> dict[str, Any] | None:
     """``scheduler/scheduler_config.json`` of a local checkpoint folder, or of a hub id at ``revision`` (diffusers'
-    ``load_config``, any scheduler class: it reads the file as it is); None when it has none or it cannot be read."""
+    ``load_config``, any scheduler class: it reads the file as it is); None when it has none,
+    `policy.checkpoint.CheckpointFileUnreadable` when it could not be read (module docstring)."""
 
     def load_config(*args: Any, **kwargs: Any) -> Any:
         from diffusers import UniPCMultistepScheduler
 
         return UniPCMultistepScheduler.load_config(*args, **kwargs)
 
-    return read_checkpoint_json(root, "scheduler", "scheduler_config.json", revision, load_config)
+    return load_checkpoint_json(root, "scheduler", "scheduler_config.json", revision, load_config)
 
 
 def checkpoint_shift(root: str | Path | None, revision: str | None = None) -> ShiftChoice:
-    """The shift the checkpoint at ``root`` samples with (`scheduler_shift`), else ``DEFAULT_SHIFT`` and why."""
+    """The shift the checkpoint at ``root`` samples with (`scheduler_shift`), else ``DEFAULT_SHIFT`` and why;
+    `policy.checkpoint.CheckpointFileUnreadable` when its scheduler config could not be read (module docstring)."""
     if root is None:
         return ShiftChoice(DEFAULT_SHIFT, "the default (no checkpoint to read a scheduler from)")
     config = read_scheduler_config(root, revision)
     if config is None:
-        return ShiftChoice(DEFAULT_SHIFT, f"the default ({root} has no readable scheduler/scheduler_config.json)")
+        return ShiftChoice(DEFAULT_SHIFT, f"the default ({root} has no scheduler/scheduler_config.json)")
     value, how = scheduler_shift(config)
     if value is None:
         return ShiftChoice(DEFAULT_SHIFT, f"the default ({root}'s {how})")

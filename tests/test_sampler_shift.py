@@ -135,24 +135,58 @@ def test_a_saved_config_without_a_shift_reads_as_the_old_default(tmp_path):
     assert read_run_config(tmp_path / "config.yaml").shift == DEFAULT_SHIFT
 
 
-def test_a_hub_id_reads_its_scheduler_config_at_the_revision(monkeypatch):
-    """A hub id (model_path: Wan-AI/...) goes through diffusers' config loader with the run's revision (no network
-    here: the loader is replaced); a loader failure (offline) falls back, saying why."""
+def _hub(monkeypatch: pytest.MonkeyPatch, asked: list) -> None:
+    """diffusers' config loader replaced (no network here), raising as diffusers 0.42 does: its OSError raised in
+    the ``except`` of the hub's error (``offline/``: not reached and not cached; ``bare/``: the repo answers it has
+    no such file)."""
     import diffusers
-
-    asked = []
+    from huggingface_hub.errors import LocalEntryNotFoundError, RemoteEntryNotFoundError
 
     def load_config(root, subfolder=None, revision=None):
         asked.append((root, subfolder, revision))
-        if root.startswith("offline/"):
-            raise OSError("no connection")
+        try:
+            if root.startswith("offline/"):
+                raise LocalEntryNotFoundError("cannot reach the hub and the file is not in the cache")
+            if root.startswith("bare/"):
+                missing = RemoteEntryNotFoundError.__new__(RemoteEntryNotFoundError)  # needs an HTTP response
+                Exception.__init__(missing, "404 Client Error: Entry Not Found")
+                raise missing
+        except Exception:
+            raise OSError(f"{root} does not appear to have a file named scheduler_config.json.")  # noqa: B904
         return WAN22
 
     monkeypatch.setattr(diffusers.UniPCMultistepScheduler, "load_config", load_config)
+
+
+def test_a_hub_id_reads_its_scheduler_config_at_the_revision(monkeypatch):
+    """A hub id (model_path: Wan-AI/...) goes through diffusers' config loader with the run's revision; a repo
+    without a scheduler config falls back, saying why."""
+    asked: list = []
+    _hub(monkeypatch, asked)
     assert checkpoint_shift("Wan-AI/Wan2.2-TI2V-5B-Diffusers", "main").value == 5.0
     assert asked == [("Wan-AI/Wan2.2-TI2V-5B-Diffusers", "scheduler", "main")]
-    offline = checkpoint_shift("offline/model")
-    assert offline.value == DEFAULT_SHIFT and "no readable" in offline.source
+    bare = checkpoint_shift("bare/model")
+    assert bare.value == DEFAULT_SHIFT and "bare/model has no scheduler/scheduler_config.json" in bare.source
+
+
+def test_a_launch_that_cannot_read_the_checkpoints_scheduler_refuses_naming_shift(monkeypatch, tmp_path):
+    """The hub not reached (and the file not cached): the launch fell back to 3.0 with one line on stdout, so an RL
+    run of Wan 2.2 TI2V-5B (5.0) sampled, trained and recorded another schedule because of an outage. It now
+    stops naming --shift; with a shift of its own it launches; a local file that is no JSON stops it too."""
+    from policy.checkpoint import CheckpointFileUnreadable
+
+    _hub(monkeypatch, [])
+    with pytest.raises(CheckpointFileUnreadable, match="offline/model's scheduler/scheduler_config.json cannot be"):
+        checkpoint_shift("offline/model")
+    cfg = TrainConfig(model_path="offline/model", tiny=False)
+    with pytest.raises(ConfigError, match=r"shift: unset, and the checkpoint's own cannot be read: .*Pass --shift N"):
+        resolve_shift(cfg)
+    assert resolve_shift(dataclasses.replace(cfg, shift=5.0))[0].shift == 5.0
+    broken = _checkpoint(tmp_path / "wan", None)
+    (broken / "scheduler").mkdir()
+    (broken / "scheduler" / "scheduler_config.json").write_text('{"flow_shift": 5.0,')  # cut short
+    with pytest.raises(ConfigError, match="Pass --shift N"):
+        resolve_shift(TrainConfig(model_path=str(broken), tiny=False))
 
 
 def test_a_resume_keeps_the_saved_shift_of_a_config_todays_checks_refuse(tmp_path):
