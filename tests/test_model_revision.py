@@ -20,7 +20,8 @@ import yaml
 
 from policy.world_model import FlowWorldModel
 from training.config import ConfigError, TrainConfig
-from training.config_io import config_changes, load_config, resume_conflicts
+from training.config_io import load_config
+from training.config_resume import config_changes, resume_conflicts
 
 ROOT = Path(__file__).resolve().parents[1]
 BRANCH = "diffusers/base/post-trained"

@@ -169,7 +169,8 @@ def test_a_training_run_goes_on_past_a_hung_reward_and_exits(tmp_path):
 
 
 def test_a_run_saved_before_the_field_had_no_limit_and_a_resume_may_change_it():
-    from training.config_io import config_changes, config_to_dict, saved_config_dict
+    from training.config_io import config_to_dict, saved_config_dict
+    from training.config_resume import config_changes
 
     cfg = TrainConfig(tiny=True, reward="brightness", dataset=[PromptSpec(text="x")])
     saved = {k: v for k, v in config_to_dict(cfg).items() if k != "reward_timeout_s"}

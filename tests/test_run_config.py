@@ -1,4 +1,4 @@
-"""A run's saved config (training/config_io.py: read_run_config, config_changes, read_saved_run) and where it
+"""A run's saved config (training/config_io.py: read_run_config; training/config_resume.py: config_changes, read_saved_run) and where it
 is read: `python -m training.export --run`, and the warning a resumed launch prints."""
 
 from __future__ import annotations
@@ -8,14 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from training.config_io import (
-    config_changes,
-    config_to_dict,
-    load_config,
-    read_run_config,
-    read_saved_run,
-    resume_conflicts,
-)
+from training.config_io import config_to_dict, load_config, read_run_config
+from training.config_resume import config_changes, read_saved_run, resume_conflicts
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 

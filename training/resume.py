@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
-from training.config_io import read_saved_run, resume_conflicts
+from training.config_resume import read_saved_run, resume_conflicts
 from training.ds_config import read_ds_config
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag, plain_tag, tag_iteration
 from training.lr_schedule import resume_refusal
@@ -108,7 +108,7 @@ def layout_change(saved: StateLayout, now: StateLayout) -> Literal["same", "univ
 
 
 def run_layout(cfg: TrainConfig | None) -> StateLayout | None:
-    """:func:`state_layout` of a run's saved config (``config_io.SavedRun.config``); None without one, or when
+    """:func:`state_layout` of a run's saved config (``config_resume.SavedRun.config``); None without one, or when
     its DeepSpeed JSON is gone."""
     try:
         return state_layout(cfg) if cfg is not None else None
@@ -258,9 +258,9 @@ def nothing_to_train(tag: str, max_iterations: int) -> str | None:
 
 def plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[ResumeSource, list[str]]:
     """What a ``--resume`` launch of ``cfg`` (its `state_layout` ``layout``) with ``world`` ranks loads, and the
-    settings it changes against the run's saved config (`config_io.config_changes`, for the warning);
+    settings it changes against the run's saved config (`config_resume.config_changes`, for the warning);
     ConfigError, before any model loads, for a resume that cannot work (`resume_source`,
-    `config_io.resume_conflicts`). Rank 0's answer on every rank (module docstring; a collective when
+    `config_resume.resume_conflicts`). Rank 0's answer on every rank (module docstring; a collective when
     torch.distributed is initialised: call it on all ranks)."""
     def plan() -> tuple[ResumeSource | None, list[str], str | None]:
         try:

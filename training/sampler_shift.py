@@ -5,7 +5,7 @@ resolves it once, before anything samples, and the run's ``config.yaml`` records
 sample (training/generate.py) and a resume use what the run trained with. A resume without a shift of its own
 takes the saved config's: the checkpoint's scheduler (or this code's reading of it) may have changed since, and
 a resumed run must not move to another schedule without a word. A resume that sets one is listed with the other
-changed settings (`config_io.config_changes`).
+changed settings (`config_resume.config_changes`).
 
 Decisions where the issue was silent:
 
