@@ -41,7 +41,11 @@ Decisions where the issue was silent:
   once, on gloo's closed connections or by the launcher, which stops every rank when one fails. Only until the
   block's last forward (``Tried.forwards_done``: the rollouts and decodes of every group are done): a failure
   after it (the reward's answers, a wrong number of rewards; the advantages) finds every rank's gathers run,
-  so the ranks meet in the all_reduce and it is agreed as without ZeRO-3, every rank raising `RankFailed`.
+  so the ranks meet in the all_reduce and it is agreed as without ZeRO-3, every rank raising `RankFailed`. The
+  held-out evaluation's forwards run under the same `Tried` (training/evaluate.py ``evaluate_everywhere``): a
+  forward that raised there used to be kept and the rank sampled on, its parameter gathers out of step with the
+  others' (gloo: "collective mismatch", the processes aborted; or a hang); its decode errors, after the forwards,
+  are still agreed in the gather of the ranks' results.
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
   message names is where ``--resume`` continues (and evaluates the missed iteration first:
   training/best.py ``pending_eval``).
