@@ -64,7 +64,7 @@ JUDGE_NAMES = EndpointNames(base_url="RAA_JUDGE_BASE_URL", model="RAA_JUDGE_MODE
                             images="RAA_JUDGE_MAX_FRAMES",
                             request_size="fewer frames (RAA_JUDGE_MAX_FRAMES) or smaller (JudgeSettings.image_long_side)",
                             body_size="fewer frames (RAA_JUDGE_MAX_FRAMES) or smaller (JudgeSettings.image_long_side, "
-                                      "jpeg_quality)")
+                                      "jpeg_quality)", method="RAA_JUDGE_STRUCTURED_METHOD")
 """The judge's settings, named in its calls' fix hints (`raa eval reward` checks its endpoint before a run)."""
 VerdictStatus = Literal["judged", "unjudged", "skipped"]
 RATIONALE_MAX = 4000

@@ -29,7 +29,9 @@ Decisions where the issue was silent:
   for a request over a limit of the server's setup (a body over its or a reverse proxy's size limit, a 413; more
   images than vLLM's `--limit-mm-per-prompt`; more tokens than the model's context, LangChain's
   `ContextOverflowError`: `graph.transport.limit_kind`), naming what to
-  change on the server and in the client, and a 501 or 505 (a request the server does not implement at all: it was
+  change on the server and in the client, a 4xx saying the server or model does not take a part the request
+  carried (structured output, tool calls, images: `graph.setup_rejections.unsupported_fix`, naming the method, the
+  inspect mode or the model), and a 501 or 505 (a request the server does not implement at all: these were
   "refused"). Other status errors (400/422: a content policy, a request the server
   rejects) and model refusals give kind "refused" at once. Any other exception from the model is "transport" with
   its type in the message (the run becomes ineligible instead of crashing). A UnicodeEncodeError (httpx

@@ -7,10 +7,11 @@ what a chat model that cannot call tools or give structured output is told (`uns
 - A reply carrying a well-formed tool call as plain text (a `<tool_call>` tag, `[TOOL_CALLS]`, or a JSON object
   with a name and its arguments) means the server has no parser for the model's format: the inspection the model
   asked for would silently not happen. It is a "settings" fault at once (the server would parse the next reply no
-  better; an outage, `graph.schemas.OUTAGE_FAULTS`, as a 400 naming tools is, `graph.tool_rounds`: as
-  "invalid_reply" the trainer counted every clip of a server without the parser as one the agent could not judge),
-  never cached, and its message says how to fix it. A call whose JSON does not parse is the model's
-  mistake (a server with a parser hands such a call back as text) and is re-asked, its text shown back.
+  better; an outage, `graph.schemas.OUTAGE_FAULTS`, as a 400 saying the server serves no tool calls is,
+  `graph.setup_rejections`: as "invalid_reply" the trainer counted every clip of a server without the parser as one
+  the agent could not judge), never cached, and its message says how to fix it. A call whose JSON does not parse
+  is the model's mistake (a server with a parser hands such a call back as text) and is re-asked, its text shown
+  back.
 - A final reply (no tool call) must hold an answer after its reasoning: empty text, only a reasoning block, or
   one left open is re-asked as an empty reply; a rejected reply the server cut at the token limit says so, is
   shown back like any other (the call as written) and the model is asked for a shorter answer
@@ -39,13 +40,11 @@ from graph.replies import (
     reasoning_only,
     stored_reply_problem,
 )
+from graph.setup_rejections import PLAN_SETTING, SERVE_TOOLS
 from graph.validation import InvalidReply, ReplyFault, excerpt, reask_tail, shown
 
-TOOLS_REMEDY = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
-                "parser of the model's format) or inspect with one structured plan (RAA_INSPECT_MODE=plan, "
-                "AgentConfig(inspect_mode='plan'))")
-NO_TOOLS_HINT = "the server rejected a tool-calling request: " + TOOLS_REMEDY
-PLAN_REMEDY = "inspect with one structured plan instead (RAA_INSPECT_MODE=plan, AgentConfig(inspect_mode='plan'))"
+TOOLS_REMEDY = f"{SERVE_TOOLS} or inspect with one structured plan ({PLAN_SETTING})"
+PLAN_REMEDY = f"inspect with one structured plan instead ({PLAN_SETTING})"
 STRUCTURED_REMEDY = "RAA_STRUCTURED_METHOD=json_mode asks for the JSON in the reply text, which any chat model can give"
 
 

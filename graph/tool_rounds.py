@@ -13,11 +13,10 @@ Decisions where the issue was silent:
   RAA_MAX_TOKENS was served the cut text. The inspect node notes the cut answer.
 - A stored reply today's checks reject (written before a check: `graph.replies.stored_reply_problem`) is a cache
   miss, asked again.
-- A 400 that names tools (a server that cannot call tools), and is no fault of another kind already (one over the
-  context or image limit is "settings" with its own fix), is a "settings" fault (it was "refused", counted as the
-  model's answer about the clip though every clip fails the same way) and says how to serve or avoid tool
-  calling (`graph.tool_replies.NO_TOOLS_HINT`); so is a chat model that cannot bind tools, before any call
-  (`graph.tool_replies.unsupported`).
+- A rejection saying the server does not serve tool calls is a "settings" fault from `Backbone.invoke`, naming how
+  to serve or avoid them (`graph.setup_rejections`: read with the request sent, so a 400 that merely names a tool,
+  a content policy or a malformed tool message, stays "refused"; it was any 400 whose text held "tool"); so is a
+  chat model that cannot bind tools, before any call (`graph.tool_replies.unsupported`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import openai
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -34,7 +32,6 @@ from graph.backbone_fault import BackboneFault
 from graph.cache import encode_tool_reply, lookup, store
 from graph.replies import cut_at_token_limit
 from graph.tool_replies import (
-    NO_TOOLS_HINT,
     PLAN_REMEDY,
     check_tool_reply,
     checked_tool_reply,
@@ -85,11 +82,6 @@ async def _asked(backbone: Backbone, stage: str, messages: list[BaseMessage], to
             reply = await backbone.invoke(stage, bound, convo, usage)
         except InvalidReply as bad:
             last = bad
-        except BackboneFault as fault:
-            if fault.kind == "refused" and isinstance(fault.__cause__, openai.BadRequestError) and \
-                    "tool" in fault.message.lower():  # a settings fault (the context, the images) has its own fix
-                raise BackboneFault(stage, "settings", f"{fault.message} ({NO_TOOLS_HINT})") from fault
-            raise
         else:
             try:
                 check_tool_reply(reply)

@@ -36,15 +36,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import openai
 from langchain_core.exceptions import (
-    ContextOverflowError,
     ModelAuthenticationError,
     ModelConnectionError,
     ModelError,
@@ -57,6 +55,12 @@ from tenacity.wait import wait_base
 
 from graph.cache_keys import shown_endpoint
 from graph.completion_shape import MalformedCompletion, choice_problem
+from graph.setup_rejections import PLAN_SETTING, setup_rejection
+
+# re-exported: their home before graph/setup_rejections.py
+from graph.setup_rejections import limit_kind as limit_kind
+from graph.setup_rejections import rejected_request as rejected_request
+from graph.setup_rejections import server_limit as server_limit
 from graph.usage import http_response_types
 from tools.http_retry import retry_after_s as header_wait_s
 
@@ -191,6 +195,11 @@ class EndpointNames:
     """What makes a request shorter in tokens, named when it is longer than the model's context (`server_limit`)."""
     body_size: str = "fewer or smaller images"
     """What makes a request's body fewer bytes (its base64 images), named after a 413 (`server_limit`)."""
+    method: str = "the structured-output method setting"
+    """The structured method's setting, named when the server does not serve the method's request
+    (`graph.setup_rejections.unsupported_fix`)."""
+    no_tools: str = ""
+    """What avoids tool rounds, named when the server does not serve tool calls ("": the client asks for none)."""
 
     def url_fix(self) -> str:
         """What to check when the URL answers with something other than the API."""
@@ -202,7 +211,8 @@ BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_A
                                "smaller images (RAA_IMAGE_LONG_SIDE), fewer (AgentConfig.observe_frames, "
                                "frame_budget) or a lower RAA_MAX_TOKENS",
                                "fewer images per request (AgentConfig.max_images_per_call) or smaller ones "
-                               "(RAA_IMAGE_LONG_SIDE, RAA_JPEG_QUALITY)")
+                               "(RAA_IMAGE_LONG_SIDE, RAA_JPEG_QUALITY)", method="RAA_STRUCTURED_METHOD",
+                               no_tools=f"inspect with one structured plan ({PLAN_SETTING})")
 """The agent backbone's settings (`graph.settings.BackboneSettings`)."""
 
 
@@ -243,8 +253,9 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
     the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
     the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
     server does not serve); or a request over a limit of the server's setup (`server_limit`: a 413 for its body's
-    size, too many images, a request longer than the model's context); or a 501 or 505 (`UNSERVED_STATUSES`: the server
-    does not implement the request, every clip's). Any other 400 or 422
+    size, too many images, a request longer than the model's context) or with a part the server or model does not
+    take (`graph.setup_rejections.unsupported_fix`: structured output, tool calls, images); or a 501 or 505
+    (`UNSERVED_STATUSES`: the server does not implement the request, every clip's). Any other 400 or 422
     (a content policy, a request the server rejects) is no such problem: the same settings serve other requests."""
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     if status not in SETTINGS_STATUSES:
@@ -262,62 +273,7 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
                 f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "
                 "structured output, tool calls), which some servers serve only when started with an option for it")
-    return server_limit(exc, names)
-
-
-_IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided")
-"""How vLLM says a request holds more images (or videos) than `--limit-mm-per-prompt` lets one prompt have:
-"At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer)."""
-_BODY_LIMIT = ("request entity too large", "payload too large", "content too large")
-"""How HTTP servers and proxies name a 413 (RFC 9110 calls it "Content Too Large"; nginx's page says "Request Entity
-Too Large"): the words another chat model's `ModelError` carries when no status is attached."""
-_CONTEXT_LIMIT = ("maximum context length", "maximum model length", "context_length_exceeded", "context window",
-                  "prompt is too long")
-"""How OpenAI-compatible servers say a request is longer than the model's context (vLLM: "This model's maximum
-context length is ...", "The decoder prompt (length N) is longer than the maximum model length of M")."""
-
-
-def rejected_request(exc: BaseException) -> bool:
-    """Whether the server rejected the request itself: a 4xx status, or a LangChain `ModelError` another chat model
-    raised (not a reply the model declined, nor one that never came)."""
-    if isinstance(exc, openai.APIStatusError):
-        return 400 <= exc.status_code < 500
-    return isinstance(exc, ModelError)
-
-
-def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | None:
-    """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
-    another chat model raised): "body", a body of more bytes than the server or a reverse proxy before it takes
-    (HTTP 413, nginx's `client_max_body_size`, or the words for it); "images", more than it takes in one request;
-    "context", more tokens than the model's context (LangChain's `ContextOverflowError`, or the server's words
-    for it); None for any other error."""
-    if not rejected_request(exc):
-        return None
-    text = str(exc).lower()
-    if (isinstance(exc, openai.APIStatusError) and exc.status_code == 413) or any(m in text for m in _BODY_LIMIT):
-        return "body"
-    if _IMAGE_LIMIT.search(text):
-        return "images"
-    if isinstance(exc, ContextOverflowError) or any(m in text for m in _CONTEXT_LIMIT):
-        return "context"
-    return None
-
-
-def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
-    """What to change when the server rejected a request for exceeding a limit of its setup (`limit_kind`), naming
-    the settings `names`; None for any other error. Every clip of a run sends requests of about the same size, so
-    it is the setup's limit, not the clip's: a setting to change on the server or in the client."""
-    kind = limit_kind(exc)
-    if kind == "body":
-        return ("HTTP 413: the request body is larger than the server, or a reverse proxy before it, takes: raise "
-                f"its limit (nginx: client_max_body_size) or send less: {names.body_size}")
-    if kind == "images":
-        return ("the server takes fewer images per request than were sent: raise its limit (vLLM: "
-                f"--limit-mm-per-prompt '{{\"image\": 64}}') or send fewer ({names.images})")
-    if kind == "context":
-        return ("the request is longer than the model's context: raise it on the server (vLLM: --max-model-len) "
-                f"or send a shorter one: {names.request_size}")
-    return None
+    return setup_rejection(exc, names)
 
 
 def connection_hint(exc: BaseException, names: EndpointNames) -> str:

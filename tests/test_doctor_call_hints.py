@@ -86,8 +86,10 @@ def test_a_key_or_model_the_server_refuses_names_that_setting_not_images_or_the_
 def test_a_request_the_server_rejects_for_another_reason_is_not_blamed_on_its_image_limit(tmp_path):
     """A 400 the doctor cannot place (not an image or context limit: those are named by the server's words) was
     told "the server may take fewer than 48 images", also when the model takes no images at all or the server
-    rejects the structured-output method: the hint now names what a rejected image + structured request can be."""
-    rejected = "Qwen2.5-7B-Instruct is not a multimodal model"
+    rejects the structured-output method: the hint now names what a rejected image + structured request can be.
+    (A server's own words for a model that takes no images are a "settings" fault naming RAA_MODEL:
+    tests/test_backbone_unsupported_requests.py.)"""
+    rejected = "Request failed validation: could not process the conversation"
     with OpenAIStub([StubReply(status=400, content=rejected)] * 2, models=["stub-model"]) as stub:
         status, detail = _images_check(stub, tmp_path)
     assert status == "problem" and "refused" in detail and rejected in detail, detail

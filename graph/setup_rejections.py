@@ -1,0 +1,184 @@
+"""What a server's rejection of a request says about its setup (graph.transport.settings_problem; DESIGN.md §3
+"Faults"): a limit the request exceeds (`server_limit`), or a part of the request the server or model does not take at
+all (`unsupported_part`). Either way every clip of a run sends the same kind of request and is refused the same way:
+kind "settings", an outage, naming what to change, not the model's answer about the clip ("refused"), as it was (a
+misconfigured server turned every clip ineligible and the trainer counted them as clips it could not judge).
+
+A part the server does not take is read from the rejection's text together with the request that was sent (the body
+the openai SDK attaches to the error): a 4xx whose text says the part is not supported, for a request that carried it.
+- "structured": `response_format` (json_schema or json_object) the server or model does not serve: OpenAI's
+  "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model", another server's
+  "invalid value: `json_schema`", a guided-decoding backend that cannot compile the schema ("features not supported
+  by xgrammar": the stage schemas are fixed, so every clip's request fails alike). Fix: another structured method.
+- "tools": tool calls the server does not serve: vLLM's "\"auto\" tool choice requires --enable-auto-tool-choice
+  and --tool-call-parser to be set", llama.cpp's "tools param requires --jinja flag", Ollama's "... does not support
+  tools", OpenAI's "'tools' is not supported with this model". Fix: serve tool calling, or, in a tool round
+  (`tool_choice` not forced), inspect without tool calls; for function_calling structured output (a forced
+  `tool_choice`), another structured method.
+- "images": images sent to a model or server that takes none: OpenAI's "image_url is only supported by certain
+  models", vLLM's "At most 0 image(s) may be provided" (or `{"image": 0}` in its --limit-mm-per-prompt message) and
+  "... is not a multimodal model", llama.cpp's "image input is not supported". Fix: a vision-language model.
+Decided where the issue was silent: only a rejection of what the request carried counts (a 400 naming tools for a
+request without tools, a content policy that mentions a tool or an image, a malformed tool message, stay "refused"),
+and only an error with its request attached (the openai SDK's; another chat model's `ModelError` has none to read).
+The words matched are the servers' own, quoted above; a reworded message falls back to "refused", as before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+import openai
+from langchain_core.exceptions import ContextOverflowError, ModelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graph.transport import EndpointNames
+
+Part = Literal["structured", "tools", "images"]
+
+SERVE_TOOLS = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
+               "parser of the model's format; llama.cpp: --jinja; Ollama: a model with tool support)")
+"""How to make a server take tool calls (named by a tool round's rejection, and by a tool call left in the text)."""
+PLAN_SETTING = "RAA_INSPECT_MODE=plan, AgentConfig(inspect_mode='plan')"
+"""The agent's setting that inspects without tool calls."""
+_IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided")
+"""How vLLM says a request holds more images (or videos) than `--limit-mm-per-prompt` lets one prompt have:
+"At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer)."""
+_NO_IMAGES = re.compile(r"at most 0 image|[\"']image[\"']: 0\b")
+"""vLLM's limit of no image at all (a text-only model, or a limit of 0): a model that takes none, not a limit."""
+_BODY_LIMIT = ("request entity too large", "payload too large", "content too large")
+"""How HTTP servers and proxies name a 413 (RFC 9110 calls it "Content Too Large"; nginx's page says "Request Entity
+Too Large"): the words another chat model's `ModelError` carries when no status is attached."""
+_CONTEXT_LIMIT = ("maximum context length", "maximum model length", "context_length_exceeded", "context window",
+                  "prompt is too long")
+"""How OpenAI-compatible servers say a request is longer than the model's context (vLLM: "This model's maximum
+context length is ...", "The decoder prompt (length N) is longer than the maximum model length of M")."""
+
+
+def rejected_request(exc: BaseException) -> bool:
+    """Whether the server rejected the request itself: a 4xx status, or a LangChain `ModelError` another chat model
+    raised (not a reply the model declined, nor one that never came)."""
+    if isinstance(exc, openai.APIStatusError):
+        return 400 <= exc.status_code < 500
+    return isinstance(exc, ModelError)
+
+
+def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | None:
+    """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
+    another chat model raised): "body", a body of more bytes than the server or a reverse proxy before it takes
+    (HTTP 413, nginx's `client_max_body_size`, or the words for it); "images", more than it takes in one request;
+    "context", more tokens than the model's context (LangChain's `ContextOverflowError`, or the server's words
+    for it); None for any other error."""
+    if not rejected_request(exc):
+        return None
+    text = str(exc).lower()
+    if (isinstance(exc, openai.APIStatusError) and exc.status_code == 413) or any(m in text for m in _BODY_LIMIT):
+        return "body"
+    if _IMAGE_LIMIT.search(text) and not _NO_IMAGES.search(text):  # none at all: `unsupported_part`
+        return "images"
+    if isinstance(exc, ContextOverflowError) or any(m in text for m in _CONTEXT_LIMIT):
+        return "context"
+    return None
+
+
+def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
+    """What to change when the server rejected a request for exceeding a limit of its setup (`limit_kind`), naming
+    the settings `names`; None for any other error. Every clip of a run sends requests of about the same size, so
+    it is the setup's limit, not the clip's: a setting to change on the server or in the client."""
+    kind = limit_kind(exc)
+    if kind == "body":
+        return ("HTTP 413: the request body is larger than the server, or a reverse proxy before it, takes: raise "
+                f"its limit (nginx: client_max_body_size) or send less: {names.body_size}")
+    if kind == "images":
+        return ("the server takes fewer images per request than were sent: raise its limit (vLLM: "
+                f"--limit-mm-per-prompt '{{\"image\": 64}}') or send fewer ({names.images})")
+    if kind == "context":
+        return ("the request is longer than the model's context: raise it on the server (vLLM: --max-model-len) "
+                f"or send a shorter one: {names.request_size}")
+    return None
+
+
+
+
+_TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|requires --jinja|(?:does not|doesn't) support "
+                    r"(?:tools|tool call|function call)|\b(?:tools|tool_choice|functions)'? (?:is |are )?"
+                    r"(?:not supported|unsupported)")
+_STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_object|guided_\w+|structured output)"
+                         r"[^\n]{0,80}?(?:not supported|unsupported|not valid|invalid value|only supported)|"
+                         r"unsupported parameter: '?response_format|(?:does not|doesn't) support (?:response_format|"
+                         r"json_schema|json schema|structured output|json mode|guided)")
+_IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|(?:image|vision|multi-?modal)"
+                     r"(?:_url)?(?: input| inputs| content)?s? (?:is |are )?"
+                     r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) (?:support|accept|take) (?:image|vision|multi-?modal)")
+_METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
+"""The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
+
+
+def unsupported_part(exc: BaseException) -> Part | None:
+    """Which part of the request the server or model does not take, when `exc` is a 4xx rejection that says so of a
+    part the request carried (module docstring), else None."""
+    found = _rejected_part(exc)
+    return found[0] if found is not None else None
+
+
+def unsupported_fix(exc: BaseException, names: EndpointNames) -> str | None:
+    """What to change when the server rejected a part of the request it does not take (`unsupported_part`), naming
+    the settings `names`; None for any other error."""
+    found = _rejected_part(exc)
+    if found is None:
+        return None
+    part, sent = found
+    if part == "images":
+        return (f"the server or model takes no images: set {names.model} to a vision-language model and serve it with "
+                "image input (vLLM: a multimodal model, --limit-mm-per-prompt above 0; llama.cpp: --mmproj)")
+    if part == "tools" and isinstance(sent.get("tool_choice"), dict):  # a forced call: function_calling output
+        return (f"the server does not serve tool calls for this model: set {names.method}=json_schema or json_mode "
+                f"(structured output without a tool call), or {SERVE_TOOLS}")
+    if part == "tools":
+        return f"the server does not serve tool calls for this model: {SERVE_TOOLS}" + \
+            (f", or {names.no_tools}" if names.no_tools else "")
+    kind = str(sent["response_format"].get("type"))
+    others = [m for m in ("json_mode", "function_calling", "json_schema") if m != _METHODS.get(kind)][:2]
+    return (f"the server does not serve structured output as response_format {kind} for this model: set "
+            f"{names.method}={' or '.join(others)}")
+
+
+def setup_rejection(exc: BaseException, names: EndpointNames) -> str | None:
+    """What to change when the server rejected a request for its setup: a part it does not take (`unsupported_fix`),
+    or a limit the request exceeds (`server_limit`); None for any other error."""
+    return unsupported_fix(exc, names) or server_limit(exc, names)
+
+
+def _rejected_part(exc: BaseException) -> tuple[Part, dict[str, Any]] | None:
+    """(the part, the request body sent) when `exc` is a 4xx that says a part the request carried is not taken."""
+    if not isinstance(exc, openai.APIStatusError) or not 400 <= exc.status_code < 500:
+        return None
+    sent = _sent_body(exc)
+    text = str(exc).lower()
+    if sent.get("tools") and _TOOLS.search(text):
+        return "tools", sent
+    if isinstance(sent.get("response_format"), dict) and _STRUCTURED.search(text):
+        return "structured", sent
+    if _carries_images(sent) and _IMAGES.search(text):
+        return "images", sent
+    return None
+
+
+def _sent_body(exc: openai.APIStatusError) -> dict[str, Any]:
+    """The JSON body of the request `exc` answers ({} when it cannot be read: a streamed body, not JSON)."""
+    try:
+        body = json.loads(exc.request.content)
+    except (RuntimeError, ValueError):  # httpx's RequestNotRead is a RuntimeError; undecodable or not JSON
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _carries_images(sent: dict[str, Any]) -> bool:
+    """Whether a chat-completions body holds an image part in one of its messages."""
+    messages = sent.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(part, dict) and part.get("type") in ("image_url", "input_image", "image")
+        for message in messages if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"])

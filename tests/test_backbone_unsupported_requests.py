@@ -1,0 +1,139 @@
+"""A 4xx saying the server or model does not take a part of the request is a setting to change, not the clip's answer.
+
+A 400 for structured output the server does not serve (OpenAI's "'response_format' of type 'json_schema' is not
+supported with this model", a guided-decoding backend that cannot compile the schema), for tool calls it does not
+serve (vLLM's "auto" tool choice without --enable-auto-tool-choice, Ollama's "does not support tools"), or for images
+sent to a text-only model ("image_url is only supported by certain models", vLLM's "At most 0 image(s)") was kind
+"refused", the model's answer about the clip: a misconfigured run turned every clip ineligible and the trainer counted
+them as clips it could not judge. Such a fault is "settings" (an outage), never retried, and names the setting that
+avoids the need. Only a rejection of what the request carried counts (read from the request body sent), so a 400
+naming tools on a request without tools, or a content policy that names a tool, stays "refused".
+Through the real ChatOpenAI path against the local stub server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from evals.judge import JUDGE_NAMES
+from graph.backbone import BackboneFault, Usage
+from graph.schemas import Fault
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_backbone_http import MSGS, Verdict, good, make
+
+OPENAI_SCHEMA = ("Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model. Learn "
+                 "more about supported models at the Structured Outputs guide")
+OPENAI_JSON_OBJECT = "Invalid parameter: 'response_format' of type 'json_object' is not supported with this model."
+OTHER_SCHEMA = ("The parameter `response_format.type` specified in the request are not valid: invalid value: "
+                "`json_schema`, supported values are: `json_object` and `text`.")
+XGRAMMAR = "The provided JSON schema contains features not supported by xgrammar."
+OLLAMA_TOOLS = "registry.ollama.ai/library/llava:latest does not support tools"
+VLLM_AUTO = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+LLAMACPP_TOOLS = "tools param requires --jinja flag"
+OPENAI_IMAGES = "Invalid content type. image_url is only supported by certain models."
+VLLM_NO_IMAGES = "At most 0 image(s) may be provided in one prompt."
+NOT_MULTIMODAL = "Qwen3MoeForCausalLM is not a multimodal model"
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQSkZJRg=="}}
+WITH_IMAGE = [SystemMessage(content="# stage: judge\nJudge."),
+              HumanMessage(content=[{"type": "text", "text": "Is it ok?"}, IMAGE])]
+VIEW = {"type": "function", "function": {"name": "view_frames", "description": "view frames",
+                                         "parameters": {"type": "object", "properties": {}}}}
+
+
+def _structured(stub: OpenAIStub, method: str, messages=MSGS, names=None) -> BackboneFault:
+    bb = make(stub, method)
+    if names is not None:
+        bb.setting_names = names
+    with pytest.raises(BackboneFault) as info:
+        bb.structured("judge", Verdict, list(messages), Usage())
+    return info.value
+
+
+def _settings(fault: BackboneFault, stub: OpenAIStub, *named: str) -> None:
+    assert fault.kind == "settings" and len(stub.requests) == 1, fault  # not retried, not re-asked
+    assert all(name in fault.message for name in named), fault.message
+    assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
+
+
+@pytest.mark.parametrize("method, text", [("json_schema", OPENAI_SCHEMA), ("json_schema", OTHER_SCHEMA),
+                                          ("json_schema", XGRAMMAR), ("json_mode", OPENAI_JSON_OBJECT)],
+                         ids=["openai", "other", "xgrammar", "json_object"])
+def test_structured_output_the_server_does_not_serve_names_the_method_setting(method: str, text: str) -> None:
+    with OpenAIStub([StubReply(status=400, content=text), good(method)]) as stub:
+        fault = _structured(stub, method)
+    _settings(fault, stub, "RAA_STRUCTURED_METHOD")
+    assert f"RAA_STRUCTURED_METHOD={method}" not in fault.message  # the other methods are named, not the failing one
+
+
+@pytest.mark.parametrize("text", [OLLAMA_TOOLS, LLAMACPP_TOOLS])
+def test_function_calling_without_tool_support_names_the_method_not_the_inspect_mode(text: str) -> None:
+    with OpenAIStub([StubReply(status=400, content=text), good("function_calling")]) as stub:
+        fault = _structured(stub, "function_calling")
+    _settings(fault, stub, "RAA_STRUCTURED_METHOD=json_schema")
+    assert "RAA_INSPECT_MODE" not in fault.message
+
+
+@pytest.mark.parametrize("text", [VLLM_AUTO, OLLAMA_TOOLS, LLAMACPP_TOOLS])
+def test_a_tool_round_without_tool_support_names_both_ways_out(text: str) -> None:
+    with OpenAIStub([StubReply(status=400, content=text)] * 2) as stub, pytest.raises(BackboneFault) as info:
+        asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [VIEW], Usage()))
+    _settings(info.value, stub, "--enable-auto-tool-choice", "RAA_INSPECT_MODE=plan")
+
+
+@pytest.mark.parametrize("text", [OPENAI_IMAGES, VLLM_NO_IMAGES, NOT_MULTIMODAL])
+def test_images_sent_to_a_text_only_model_name_the_model_setting(text: str) -> None:
+    with OpenAIStub([StubReply(status=400, content=text)]) as stub:
+        fault = _structured(stub, "json_schema", WITH_IMAGE)
+    _settings(fault, stub, "RAA_MODEL", "vision")
+    assert "max_images_per_call" not in fault.message  # fewer images would not help a model that takes none
+
+
+def test_the_judge_s_rejection_names_its_own_settings() -> None:
+    with OpenAIStub([StubReply(status=400, content=OPENAI_SCHEMA)]) as stub:
+        fault = _structured(stub, "json_schema", names=JUDGE_NAMES)
+    _settings(fault, stub, "RAA_JUDGE_STRUCTURED_METHOD")
+    with OpenAIStub([StubReply(status=400, content=OPENAI_IMAGES)]) as stub:
+        fault = _structured(stub, "json_schema", WITH_IMAGE, names=JUDGE_NAMES)
+    _settings(fault, stub, "RAA_JUDGE_MODEL")
+
+
+@pytest.mark.parametrize("text", [
+    "Your request was rejected by our content policy: the tool output describes violence.",
+    "Invalid 'messages[2].tool_call_id': the tool message does not follow a tool call.",
+], ids=["policy", "malformed"])
+def test_a_tool_round_400_that_only_names_a_tool_is_not_a_settings_fault(text: str) -> None:
+    """The tool rounds took any 400 whose message held "tool" for a server without tool calling."""
+    with OpenAIStub([StubReply(status=400, content=text)]) as stub, pytest.raises(BackboneFault) as info:
+        asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [VIEW], Usage()))
+    assert info.value.kind == "refused" and "RAA_INSPECT_MODE" not in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize("text", [OPENAI_IMAGES, VLLM_AUTO])
+def test_a_rejection_of_what_the_request_did_not_carry_stays_refused(text: str) -> None:
+    """Images or tools named in a 400 to a json_mode request, which carries neither."""
+    with OpenAIStub([StubReply(status=400, content=text)]) as stub:
+        fault = _structured(stub, "json_mode")
+    assert fault.kind == "refused", fault
+    with OpenAIStub([StubReply(status=400, content=OPENAI_SCHEMA)]) as stub, pytest.raises(BackboneFault) as info:
+        asyncio.run(make(stub, "json_schema").atool_round("inspect", list(MSGS), [VIEW], Usage()))  # no response_format
+    assert info.value.kind == "refused", info.value
+
+
+def test_a_limit_of_no_image_is_a_model_without_images_not_a_limit_to_raise() -> None:
+    """`raa doctor` reads `limit_kind` for its hint: a limit of 0 is no "fewer images per request" to send."""
+    import httpx
+    import openai
+
+    from graph.transport import limit_kind
+
+    def rejected(text: str) -> openai.BadRequestError:
+        request = httpx.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+        return openai.BadRequestError(text, response=httpx.Response(400, request=request), body=None)
+
+    assert limit_kind(rejected(VLLM_NO_IMAGES)) is None
+    assert limit_kind(rejected("""You set or defaulted to '{"image": 0}' in `--limit-mm-per-prompt`""")) is None
+    assert limit_kind(rejected("At most 48 image(s) may be provided in one prompt.")) == "images"
