@@ -9,7 +9,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 - "structured": `response_format` (json_schema or json_object) the server or model does not serve: OpenAI's
   "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model", another server's
   "invalid value: `json_schema`", a guided-decoding backend that cannot compile the schema ("features not supported
-  by xgrammar": the stage schemas are fixed, so every clip's request fails alike). Fix: another structured method.
+  by xgrammar": the stage schemas are fixed, so every clip's request fails alike), a request model without it
+  (pydantic's "Input should be 'text' or 'json_object'" at `response_format.type`). Fix: another structured method.
 - "tools": tool calls the server does not serve: vLLM's "\"auto\" tool choice requires --enable-auto-tool-choice
   and --tool-call-parser to be set", llama.cpp's "tools param requires --jinja flag", Ollama's "... does not support
   tools", OpenAI's "'tools' is not supported with this model". Fix: serve tool calling, or, in a tool round
@@ -106,7 +107,7 @@ _TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|requires --jinja|
                     r"(?:tools|tool call|function call)|\b(?:tools|tool_choice|functions)'? (?:is |are )?"
                     r"(?:not supported|unsupported)")
 _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_object|guided_\w+|structured output)"
-                         r"[^\n]{0,80}?(?:not supported|unsupported|not valid|invalid value|only supported)|"
+                         r"[^\n]{0,80}?(?:not supported|unsupported|not valid|invalid value|only supported|input should be)|"
                          r"unsupported parameter: '?response_format|(?:does not|doesn't) support (?:response_format|"
                          r"json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|(?:image|vision|multi-?modal)"

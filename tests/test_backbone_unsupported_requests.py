@@ -29,6 +29,8 @@ OPENAI_SCHEMA = ("Invalid parameter: 'response_format' of type 'json_schema' is 
 OPENAI_JSON_OBJECT = "Invalid parameter: 'response_format' of type 'json_object' is not supported with this model."
 OTHER_SCHEMA = ("The parameter `response_format.type` specified in the request are not valid: invalid value: "
                 "`json_schema`, supported values are: `json_object` and `text`.")
+PYDANTIC_SCHEMA = ("[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be "
+                   "'text' or 'json_object'\", 'input': 'json_schema'}]")  # a server whose request model lacks it
 XGRAMMAR = "The provided JSON schema contains features not supported by xgrammar."
 OLLAMA_TOOLS = "registry.ollama.ai/library/llava:latest does not support tools"
 VLLM_AUTO = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
@@ -60,8 +62,9 @@ def _settings(fault: BackboneFault, stub: OpenAIStub, *named: str) -> None:
 
 
 @pytest.mark.parametrize("method, text", [("json_schema", OPENAI_SCHEMA), ("json_schema", OTHER_SCHEMA),
-                                          ("json_schema", XGRAMMAR), ("json_mode", OPENAI_JSON_OBJECT)],
-                         ids=["openai", "other", "xgrammar", "json_object"])
+                                          ("json_schema", XGRAMMAR), ("json_mode", OPENAI_JSON_OBJECT),
+                                          ("json_schema", PYDANTIC_SCHEMA)],
+                         ids=["openai", "other", "xgrammar", "json_object", "request_model"])
 def test_structured_output_the_server_does_not_serve_names_the_method_setting(method: str, text: str) -> None:
     with OpenAIStub([StubReply(status=400, content=text), good(method)]) as stub:
         fault = _structured(stub, method)
