@@ -17,12 +17,13 @@ Decisions where the issue was silent:
   (e.g. a scripted one) cannot hang a run; a timeout is retried like other transport errors and, once
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
 - Retryable: openai.APITimeoutError, APIConnectionError, any APIStatusError with status 408, 409, 429
-  or >= 500 but 501 and 505 (or the server's `x-should-retry` header, which decides the retry only: the kind
-  once the tries end is the error's, `graph.transport.transient_error`; `Retry-After` paces the wait:
-  graph/transport.py), httpx or httpx2 (openai >= 3) timeouts/transport errors, TimeoutError, ConnectionError,
-  LangChain `ModelError`s flagged `is_retryable`, and the RuntimeError of a pooled connection left over from
-  another event loop (`_STALE_LOOP`). A 401, 403 or 404 (LangChain's `ModelAuthenticationError`,
-  `ModelPermissionDeniedError`, `ModelNotFoundError` from another chat model) gives kind "settings" at once,
+  or >= 500 but 501, 505 and a 500 saying a part of the request is not taken (`graph.setup_rejections`) (or
+  the server's `x-should-retry` header, which decides the retry only: the kind once the tries end is the error's,
+  `graph.transport.transient_error`; `Retry-After` paces the wait: graph/transport.py), httpx or httpx2
+  (openai >= 3) timeouts/transport errors, TimeoutError, ConnectionError, LangChain `ModelError`s flagged
+  `is_retryable`, and the RuntimeError of a pooled connection left over from another event loop (`_STALE_LOOP`).
+  A 401, 403 or 404 (LangChain's `ModelAuthenticationError`, `ModelPermissionDeniedError`, `ModelNotFoundError`
+  from another chat model) gives kind "settings" at once,
   naming the setting to fix (`graph.transport.settings_problem`: the API key, the model name, a base URL without
   `/v1`): an outage of the machinery (`graph.schemas.OUTAGE_FAULTS`), not the model's answer about the clip, as
   kind "refused" read (the trainer counted an expired key as clips the agent could not judge). So does a 4xx

@@ -19,9 +19,11 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 - "images": images sent to a model or server that takes none: OpenAI's "image_url is only supported by certain
   models", vLLM's "At most 0 image(s) may be provided" (or `{"image": 0}` in its --limit-mm-per-prompt message) and
   "... is not a multimodal model", llama.cpp's "image input is not supported". Fix: a vision-language model.
-Decided where the issue was silent: only a rejection of what the request carried counts (a 400 naming tools for a
-request without tools, a content policy that mentions a tool or an image, a malformed tool message, stay "refused"),
-and only an error with its request attached (the openai SDK's; another chat model's `ModelError` has none to read).
+Also a 500 that says so (llama.cpp's server answers these with 500s): not retried (`graph.transport.transient_error`),
+the same request gets the same answer. Decided where the issue was silent: only a rejection of what the request
+carried counts (a 400 naming tools for a request without tools, a content policy that mentions a tool or an image, a
+malformed tool message, stay "refused"), and only an error with its request attached (the openai SDK's; another chat
+model's `ModelError` has none to read).
 The words matched are the servers' own, quoted above; a reworded message falls back to "refused", as before.
 """
 
@@ -107,19 +109,20 @@ _TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|requires --jinja|
                     r"(?:tools|tool call|function call)|\b(?:tools|tool_choice|functions)'? (?:is |are )?"
                     r"(?:not supported|unsupported)")
 _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_object|guided_\w+|structured output)"
-                         r"[^\n]{0,80}?(?:not supported|unsupported|not valid|invalid value|only supported|input should be)|"
-                         r"unsupported parameter: '?response_format|(?:does not|doesn't) support (?:response_format|"
-                         r"json_schema|json schema|structured output|json mode|guided)")
+                         r"[^\n]{0,80}?(?:not supported|unsupported|not valid|invalid value|only supported|"
+                         r"input should be)|unsupported parameter: '?response_format|(?:does not|doesn't) support "
+                         r"(?:response_format|json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|(?:image|vision|multi-?modal)"
                      r"(?:_url)?(?: input| inputs| content)?s? (?:is |are )?"
-                     r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) (?:support|accept|take) (?:image|vision|multi-?modal)")
+                     r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) "
+                     r"(?:support|accept|take) (?:image|vision|multi-?modal)")
 _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 """The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
 
 
 def unsupported_part(exc: BaseException) -> Part | None:
-    """Which part of the request the server or model does not take, when `exc` is a 4xx rejection that says so of a
-    part the request carried (module docstring), else None."""
+    """Which part of the request the server or model does not take, when `exc` is a 4xx (or 500) rejection that says
+    so of a part the request carried (module docstring), else None."""
     found = _rejected_part(exc)
     return found[0] if found is not None else None
 
@@ -153,8 +156,8 @@ def setup_rejection(exc: BaseException, names: EndpointNames) -> str | None:
 
 
 def _rejected_part(exc: BaseException) -> tuple[Part, dict[str, Any]] | None:
-    """(the part, the request body sent) when `exc` is a 4xx that says a part the request carried is not taken."""
-    if not isinstance(exc, openai.APIStatusError) or not 400 <= exc.status_code < 500:
+    """(the part, the request body sent) when `exc` is a 4xx or 500 saying a part the request carried is not taken."""
+    if not isinstance(exc, openai.APIStatusError) or not (400 <= exc.status_code < 500 or exc.status_code == 500):
         return None
     sent = _sent_body(exc)
     text = str(exc).lower()

@@ -55,7 +55,7 @@ from tenacity.wait import wait_base
 
 from graph.cache_keys import shown_endpoint
 from graph.completion_shape import MalformedCompletion, choice_problem
-from graph.setup_rejections import PLAN_SETTING, setup_rejection
+from graph.setup_rejections import PLAN_SETTING, setup_rejection, unsupported_part
 
 # re-exported: their home before graph/setup_rejections.py
 from graph.setup_rejections import limit_kind as limit_kind
@@ -83,11 +83,13 @@ def is_transient(exc: BaseException) -> bool:
 def transient_error(exc: BaseException) -> bool:
     """True for a transport error, by the error alone (timeouts, connection errors, Python's own `ConnectionError`
     too: refused or reset, from a chat model that does not wrap it; 408, 409, 429, 5xx but 501 and 505, which
-    say the server cannot serve such a request at all; a stale pooled connection): what the fault of a call that
+    say the server cannot serve such a request at all, and a 500 saying the server or model does not take a part of
+    the request, `graph.setup_rejections.unsupported_part`; a stale pooled connection): what the fault of a call that
     failed with it is (kind "transport"), whatever the server's `x-should-retry` said about trying again."""
     if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
-        return (code >= 500 and code not in UNSERVED_STATUSES) or code in (408, 409, 429)
+        return (code >= 500 and code not in UNSERVED_STATUSES and unsupported_part(exc) is None) or \
+            code in (408, 409, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | TimeoutError | ConnectionError):
         return True
     if isinstance(exc, _http_errors()[0] + _http_errors()[1]):

@@ -140,3 +140,16 @@ def test_a_limit_of_no_image_is_a_model_without_images_not_a_limit_to_raise() ->
     assert limit_kind(rejected(VLLM_NO_IMAGES)) is None
     assert limit_kind(rejected("""You set or defaulted to '{"image": 0}' in `--limit-mm-per-prompt`""")) is None
     assert limit_kind(rejected("At most 48 image(s) may be provided in one prompt.")) == "images"
+
+
+@pytest.mark.parametrize("text, named", [
+    ("image input is not supported - hint: if this is unexpected, you may need to provide the mmproj", "RAA_MODEL"),
+    (LLAMACPP_TOOLS, "RAA_INSPECT_MODE=plan")], ids=["images", "tools"])
+def test_llama_cpp_s_500_for_an_unsupported_part_is_not_retried_as_an_outage_of_the_moment(text: str,
+                                                                                          named: str) -> None:
+    """llama.cpp's server answers such a request with a 500: it was retried `max_retries` times (the same answer each
+    time), then a "transport" fault with no word on what to change."""
+    with OpenAIStub([StubReply(status=500, content=text)] * 3) as stub, pytest.raises(BackboneFault) as info:
+        bb = make(stub, "json_schema")
+        asyncio.run(bb.atool_round("inspect", list(WITH_IMAGE), [VIEW], Usage()))
+    _settings(info.value, stub, named)
