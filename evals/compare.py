@@ -32,7 +32,8 @@ Decisions where the issue was silent:
   nothing to compare", exit 0, as `raa eval draws`, even when the other side had lines skipped (none of
   them could have paired with it).
   Rows that contradict each other (a key twice, in one draw or in two) stay errors: no line is damaged,
-  and which one is right is the user's call.
+  and which one is right is the user's call; a repeated line's row (``repeat_of``, `graph.batch.same_run`) under
+  the key of its line's (``--pair-by path``) is that row again, not a contradiction (it was "appears twice").
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
   comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible`` fills them): the others are
   the videos' own (an undecodable clip), never seen by the paired statistics. Both read as one count.
@@ -62,15 +63,9 @@ Decisions where the issue was silent:
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
-* The bootstrap uses ``numpy.random.default_rng(seed)`` with 10,000 resamples, so a report is
-  reproducible; with fewer than 2 pairs there is no interval (None). The pairs are taken in the order of
-  their keys (as text), not in A's row order: score-batch writes rows as runs finish, and the same videos
-  in another order gave another interval for the same seed. It draws the resamples in chunks of
-  rows (``BOOTSTRAP_CHUNK_VALUES`` indices at a time: 32 MB of indices plus 32 MB of gathered differences)
-  instead of one (resamples x n) array, which at n = 10,000 pairs was 800 MB of indices and 800 MB more of
-  gathered values. The generator makes the same draws in the same order whatever the chunking (numpy's
-  bounded integers keep no state between calls beyond the bit generator), and each row's mean is computed
-  alone, so the interval is bit-identical to the one-array version for the same seed.
+* The bootstrap interval and sign test are `evals.paired_stats`'s; the pairs are taken in the order of their keys
+  (as text), not in A's row order: score-batch writes rows as runs finish, and the same videos in another order
+  gave another interval for the same seed.
 """
 
 from __future__ import annotations
@@ -83,12 +78,9 @@ from typing import Any
 
 import numpy as np
 
+from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
 from evals.table_rows import outage, row_faults
 from tools.jsonl import LineError, SkippedLine, no_usable_row, skipped_listing, usable_rows
-
-BOOTSTRAP_DRAWS = 10_000
-BOOTSTRAP_CHUNK_VALUES = 4_000_000
-"""Most resample indices drawn at once (int64: 32 MB, and as much again for the gathered differences)."""
 
 
 class CompareError(ValueError):
@@ -233,6 +225,8 @@ def read_results(path: Path, pair_by: str, draw: int | None = None
     manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw`, only
     the rows of that draw. Raises CompareError for a missing file, one whose every line is skipped, and rows
     that contradict each other (module docstring)."""
+    from graph.batch import same_run
+
     path = Path(path)
     if problem := results_file_problem(path):
         raise CompareError(problem)
@@ -250,6 +244,9 @@ def read_results(path: Path, pair_by: str, draw: int | None = None
             bad.append(row)
             continue
         if key in rows:
+            if same_run(rows[key], row):  # a repeated line's row and its line's: the line's own stays
+                rows[key] = rows[key] if row.get("repeat_of") else row
+                continue
             if (first := _draw(rows[key], where)) != row_draw:
                 raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {row_draw}: the file "
                                    "holds several draws of its manifest; compare one draw (--draw K), or "
@@ -262,27 +259,6 @@ def read_results(path: Path, pair_by: str, draw: int | None = None
                 f"{skipped_listing(skipped)}") if skipped else ""
         raise CompareError(f"{path}: no row of draw {draw} (draws found: {found}){held}")
     return rows, bad, skipped
-
-
-def sign_test(wins: int, losses: int) -> float | None:
-    """Exact two-sided sign-test p-value: min(1, 2 * P(X <= min(w, l))), X ~ Binomial(w + l, 1/2)."""
-    n = wins + losses
-    if n == 0:
-        return None
-    tail = sum(math.comb(n, k) for k in range(min(wins, losses) + 1)) / 2**n
-    return min(1.0, 2.0 * tail)
-
-
-def bootstrap_ci(diffs: np.ndarray, seed: int = 0, draws: int = BOOTSTRAP_DRAWS) -> tuple[float, float] | None:
-    """2.5th and 97.5th percentiles of the mean of `len(diffs)` draws with replacement."""
-    if len(diffs) < 2:
-        return None
-    rng, n = np.random.default_rng(seed), len(diffs)
-    rows = max(1, BOOTSTRAP_CHUNK_VALUES // n)
-    means = np.concatenate([diffs[rng.integers(0, n, size=(min(rows, draws - start), n))].mean(axis=1)
-                            for start in range(0, draws, rows)])
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
 
 
 def checked_reward(result: dict[str, Any], where: str, error: type[ValueError]) -> float | None:

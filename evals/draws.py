@@ -43,7 +43,9 @@ Decisions where the issue was silent:
   as one more clip with < 2 eligible draws, and two manifests' bad line 2 in one output were "draw 0 appears
   twice" (as in ``evals.compare``).
 * A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
-  of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``.
+  of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``; the row of a
+  line repeating an earlier line's clip under another id (``repeat_of``, `graph.batch.same_run`) holds that line's
+  result again and is left out (it was "draw 0 appears twice").
 * One summary covers one preset: pooled over presets, the presets' differences would count as clip-to-clip
   signal. A file holding several presets needs ``preset`` (``--preset``); the error names the ones found.
   Rows that record no preset are the preset "" (``--preset ''``), shown as "(none)" (`shown_preset`): they
@@ -169,7 +171,7 @@ def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
 def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[SkippedLine]]:
     """The clips of a score-batch output with their draws, in first-seen order, the rows of manifest lines
     that named no clip per preset, and the lines skipped as no usable row (module docstring)."""
-    from graph.batch import is_bad_line_row
+    from graph.batch import is_bad_line_row, same_run
 
     path = Path(path)
     if problem := results_file_problem(path):
@@ -185,11 +187,14 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
             continue
         clip = (str(row.get("path")), str(row.get("instruction")), _preset(row))
         draw = row.get("draw", 0)
-        if draw in seen.setdefault(clip, {}):
+        if (earlier := seen.setdefault(clip, {}).get(draw)) is not None:
+            if same_run(earlier, row):  # a repeated line's row: its line's result again, not another draw
+                continue
             raise DrawsError(f"{where}: draw {draw} of {clip[0]} ({clip[2]}) appears twice")
-        seen[clip][draw] = row["result"]
+        seen[clip][draw] = row
     clips = []
-    for (video, instruction, preset), by_draw in seen.items():
+    for (video, instruction, preset), rows in seen.items():
+        by_draw = {d: row["result"] for d, row in rows.items()}
         eligible = [(r, str(by_draw[d].get("status")), d) for d in sorted(by_draw)
                     if (r := eligible_reward(by_draw[d])) is not None]
         clips.append(ClipDraws(path=video, instruction=instruction, preset=preset, draws=len(by_draw),

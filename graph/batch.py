@@ -66,6 +66,7 @@ from graph.batch_manifest import (  # noqa: F401  (re-exported: the manifest is 
     not_json_lines,
     read_manifest,
     repeat_key,
+    same_run,
 )
 from graph.batch_output import (  # noqa: F401  (re-exported: the output file is graph.batch_output's concern)
     NOT_JSON,

@@ -214,6 +214,16 @@ def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
     return kept, dropped, shared
 
 
+def same_run(row: dict[str, Any], other: dict[str, Any]) -> bool:
+    """True when two output rows hold one run's result: one is the row of a line repeating the other's clip and
+    instruction ("repeat_of" the other's key, `graph.batch.write_repeats`), or both are rows of lines repeating one
+    line. Readers that find one clip and draw twice (`raa eval draws`, `raa eval compare --pair-by path`) take such
+    rows as one row, not a contradiction."""
+    if row.get("repeat_of") is None and other.get("repeat_of") is None:
+        return False
+    return (row.get("repeat_of") or row.get("key")) == (other.get("repeat_of") or other.get("key"))
+
+
 def bad_line_path(number: int) -> str:
     """The placeholder `path` of a manifest line that names no readable clip (its row is ineligible)."""
     return f"<line {number}>"

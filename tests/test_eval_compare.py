@@ -69,7 +69,7 @@ def _one_array_ci(diffs, seed, draws):
 def test_bootstrap_chunks_bounded_and_bit_identical(monkeypatch, chunk):
     """The resamples are drawn a chunk of rows at a time (never more than BOOTSTRAP_CHUNK_VALUES indices,
     at least one row), and the interval equals the one-array bootstrap's bit for bit for the same seed."""
-    import evals.compare as cmp
+    import evals.paired_stats as cmp
 
     d = np.random.default_rng(5).normal(0.1, 0.3, 13)
     expected = _one_array_ci(d, seed=4, draws=500)

@@ -1,0 +1,68 @@
+"""The readers of a score-batch output and the rows of lines that repeat an earlier line's clip and instruction under
+another id (`graph.batch.write_repeats`, "repeat_of"): such a row is the earlier line's result again, not another
+run, yet `raa eval draws` refused the file ("draw 0 of ... appears twice") and `raa eval compare --pair-by path`
+(the pairing its own hint suggests across presets) refused it as a duplicate path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evals.compare import CompareError, compare
+from evals.draws import read_draws, summarize_draws
+from graph.batch import drop_repeats, read_manifest, result_line, write_repeats
+from graph.batch_output import RowWriter
+from graph.schemas import RewardResult
+
+TASK = "stack the blocks"
+
+
+def _output(tmp: Path, name: str, preset: str, rewards: dict[str, float], draws: int = 1) -> Path:
+    """score-batch's output of a manifest whose clip a.mp4 is named twice, under ids "a1" and "a2" (the second line
+    takes the first's result), as the real writer makes it, for draws 0 .. `draws` - 1."""
+    manifest = tmp / "m.jsonl"
+    lines = [{"path": "a.mp4", "instruction": TASK, "id": "a1"}, {"path": "b.mp4", "instruction": TASK, "id": "b"},
+             {"path": "a.mp4", "instruction": TASK, "id": "a2"}]
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp / f"{name}.jsonl"
+    writer = RowWriter(out)
+    for draw in range(draws):
+        items, _, shared = drop_repeats(read_manifest(manifest, preset, draw))
+        assert shared == ["line 3 = line 1"]
+        for item in write_repeats(items, {}, writer):
+            reward = rewards[Path(item["path"]).stem] + draw / 10
+            writer.write(result_line(item, RewardResult(reward=reward, status="scored", preset=preset)), "scored")
+    assert len(out.read_text().splitlines()) == 3 * draws
+    return out
+
+
+def test_eval_draws_reads_a_repeat_row_as_its_lines_draw_not_a_second_one(tmp_path):
+    out = _output(tmp_path, "o", "full", {"a": 0.2, "b": 0.6}, draws=2)
+    clips, _, _ = read_draws(out)
+    assert sorted((Path(c.path).name, c.draws) for c in clips) == [("a.mp4", 2), ("b.mp4", 2)]
+    s = summarize_draws(out)
+    assert (s.clips, s.n) == (2, 2)
+    # a: 0.2, 0.3 -> var 0.0025; b: 0.6, 0.7 -> var 0.0025; W = 0.0025
+    assert s.within_std == pytest.approx(0.05)
+
+
+def test_eval_compare_by_path_pairs_a_repeated_clip_once(tmp_path):
+    a = _output(tmp_path, "a", "full", {"a": 0.2, "b": 0.6})
+    b = _output(tmp_path, "b", "decomposed", {"a": 0.5, "b": 0.4})
+    c = compare(a, b, pair_by="path")
+    assert (c.pairs, c.n, c.a.rows, c.b.rows) == (2, 2, 2, 2)
+    assert c.mean_diff == pytest.approx(((0.2 - 0.5) + (0.6 - 0.4)) / 2)
+    by_id = compare(a, a, pair_by="id")  # each id of the manifest stays a pair of its own
+    assert (by_id.pairs, by_id.a.rows) == (3, 3)
+
+
+def test_two_rows_of_one_path_that_are_not_repeats_are_still_refused(tmp_path):
+    out = _output(tmp_path, "o", "full", {"a": 0.2, "b": 0.6})
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    [repeat] = [r for r in rows if "repeat_of" in r]
+    del repeat["repeat_of"]  # another run of the clip (two outputs concatenated), not a repeat of line 1
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(CompareError, match="appears twice"):
+        compare(out, out, pair_by="path")
