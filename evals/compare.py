@@ -35,7 +35,8 @@ Decisions where the issue was silent:
   and which one is right is the user's call; a repeated line's row (``repeat_of``, `graph.batch.same_run`) under
   the key of its line's (``--pair-by path``) is that row again, not a contradiction (it was "appears twice").
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
-  comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible`` fills them): the others are
+  comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible --draw K`` fills them, K among
+  ``outage_draws``: a plain one retries draw 0's rows): the others are
   the videos' own (an undecodable clip), never seen by the paired statistics. Both read as one count.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
@@ -164,6 +165,8 @@ class Comparison:
     """Why nothing paired and what would pair the rows (None when some rows paired)."""
     draw: int | None = None
     """The draw compared (None: every row of both files)."""
+    outage_draws: list[int] = field(default_factory=list)
+    """The draws of the rows in the `pairs_outage` pairs: `score-batch --retry-ineligible --draw K` fills each."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -371,4 +374,5 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
         pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
-        by_instruction=by_instruction, hint=hint, draw=draw)
+        by_instruction=by_instruction, hint=hint, draw=draw,
+        outage_draws=sorted({_draw(row, "") for k in shared for row in (rows_a[k], rows_b[k]) if outage(row["result"])}))

@@ -61,7 +61,7 @@ def compare_command(
     if draw is not None:
         console.print(f"draw {draw} of each file")
     outages = (f", {result.pairs_outage} of them for an outage of the reward machinery ("
-               f"{refill([] if draw is None else [draw])})") if result.pairs_outage else ""
+               f"{refill([] if result.outage_draws == [0] else result.outage_draws)})") if result.pairs_outage else ""
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward{outages}; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
     if result.n:

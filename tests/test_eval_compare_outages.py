@@ -55,3 +55,17 @@ def test_outages_are_counted_per_side_and_per_left_out_pair(tmp_path):
     console = Console(width=400, file=io.StringIO())
     console.print(sides_table(c))
     assert "3 (2 outage)" in console.file.getvalue() and "2 (1 outage)" in console.file.getvalue()
+
+
+def test_the_refill_hint_names_the_draw_of_the_outage_pairs(tmp_path):
+    """Outputs of one draw other than 0 (`score-batch --draw 2`) compared without --draw: the hint said a plain
+    `score-batch --retry-ineligible`, which retries draw 0's rows (none: it scores every clip again at draw 0) and
+    leaves draw 2's outage rows as they are."""
+    a = _scores(tmp_path, "a", {"1": 0.9, "2": OUTAGE})
+    b = _scores(tmp_path, "b", {"1": 0.4, "2": 0.3})
+    for out in (a, b):
+        out.write_text("".join(json.dumps({**json.loads(line), "draw": 2}) + "\n" for line in out.read_text().splitlines()))
+    assert compare(a, b).outage_draws == [2]
+    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b)], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    assert "score-batch --retry-ineligible --draw K fills them, K = 2" in " ".join(result.output.split())
