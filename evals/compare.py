@@ -34,6 +34,8 @@ Decisions where the issue was silent:
   Rows that contradict each other (a key twice, in one draw or in two) stay errors: no line is damaged,
   and which one is right is the user's call; a repeated line's row (``repeat_of``, `graph.batch.same_run`) under
   the key of its line's (``--pair-by path``) is that row again, not a contradiction (it was "appears twice").
+  ``--pair-by path`` pairs by the resolved path (`graph.batch.clip_identity`, as score-batch's key): a row naming a
+  clip through a link, as its manifest gave it, pairs with one written before rows did (naming the link's target).
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
   comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible --draw K`` fills them, K among
   ``outage_draws``: a plain one retries draw 0's rows): the others are
@@ -208,7 +210,7 @@ def score_batch_row(where: str, row: Any) -> dict[str, Any]:
 def _parsed(where: str, row: Any, pair_by: str) -> tuple[str, dict[str, Any], str | None]:
     """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
     raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported)."""
-    from graph.batch import is_bad_line_row
+    from graph.batch import clip_identity, is_bad_line_row
 
     row = score_batch_row(where, row)
     if is_bad_line_row(row):
@@ -219,7 +221,7 @@ def _parsed(where: str, row: Any, pair_by: str) -> tuple[str, dict[str, Any], st
     key = manifest.get(pair_by, row.get(pair_by))
     if key is None:
         raise LineError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
-    return where, row, str(key)
+    return where, row, clip_identity(key) if pair_by == "path" else str(key)  # a link and its target: one clip
 
 
 def read_results(path: Path, pair_by: str, draw: int | None = None
@@ -339,6 +341,8 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
             draw: int | None = None) -> Comparison:
     """Pair the rows of two score-batch outputs (of draw `draw` only, when given) and compare their rewards
     (see module docstring)."""
+    from graph.batch import clip_identity
+
     (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw),
                                                         read_results(path_b, pair_by, draw))
     shared = sorted(k for k in rows_a if k in rows_b)  # not A's row order: the bootstrap's draws index the pairs
@@ -357,7 +361,8 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
     mismatched = [k for k, _, _ in kept if rows_a[k].get("instruction") != rows_b[k].get("instruction")]
     hint = None
     if not shared and pair_by != "path":
-        paths = ({r.get("path") for r in rows_a.values()} & {r.get("path") for r in rows_b.values()}) - {None}
+        paths = {clip_identity(r["path"]) for r in rows_a.values() if r.get("path") is not None} & \
+            {clip_identity(r["path"]) for r in rows_b.values() if r.get("path") is not None}
         if paths:
             hint = (f"no row of A shares a {pair_by!r} with a row of B, but {len(paths)} video path(s) appear in "
                     "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")

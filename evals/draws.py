@@ -42,6 +42,9 @@ Decisions where the issue was silent:
   are counted (``bad_lines``, also in ``rows`` and ``ineligible_rows``) and are no clip: they were summarised
   as one more clip with < 2 eligible draws, and two manifests' bad line 2 in one output were "draw 0 appears
   twice" (as in ``evals.compare``).
+* A clip is told apart by its resolved path (`graph.batch.clip_identity`, as score-batch's key): rows naming it
+  through a link (as the manifest gave it) and rows written before rows did so (its target) are one clip, shown
+  under the name its last row gives (they were two clips of fewer draws each).
 * A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
   of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``; the row of a
   line repeating an earlier line's clip under another id (``repeat_of``, `graph.batch.same_run`) holds that line's
@@ -171,7 +174,7 @@ def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
 def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[SkippedLine]]:
     """The clips of a score-batch output with their draws, in first-seen order, the rows of manifest lines
     that named no clip per preset, and the lines skipped as no usable row (module docstring)."""
-    from graph.batch import is_bad_line_row, same_run
+    from graph.batch import clip_identity, is_bad_line_row, same_run
 
     path = Path(path)
     if problem := results_file_problem(path):
@@ -180,20 +183,22 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
     if skipped and not parsed:
         raise no_usable_row(path, skipped, DrawsError)
     seen: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
+    shown: dict[tuple[str, str, str], str] = {}  # per clip: the path its last row names it by
     bad: dict[str, int] = {}
     for where, row in parsed:
         if is_bad_line_row(row):
             bad[_preset(row)] = bad.get(_preset(row), 0) + 1
             continue
-        clip = (str(row.get("path")), str(row.get("instruction")), _preset(row))
+        clip = (clip_identity(row.get("path")), str(row.get("instruction")), _preset(row))  # a link and its target: one
         draw = row.get("draw", 0)
         if (earlier := seen.setdefault(clip, {}).get(draw)) is not None:
             if same_run(earlier, row):  # a repeated line's row: its line's result again, not another draw
                 continue
-            raise DrawsError(f"{where}: draw {draw} of {clip[0]} ({clip[2]}) appears twice")
-        seen[clip][draw] = row
+            raise DrawsError(f"{where}: draw {draw} of {row.get('path')} ({clip[2]}) appears twice")
+        seen[clip][draw], shown[clip] = row, str(row.get("path"))
     clips = []
-    for (video, instruction, preset), rows in seen.items():
+    for (resolved, instruction, preset), rows in seen.items():
+        video = shown[(resolved, instruction, preset)]
         by_draw = {d: row["result"] for d, row in rows.items()}
         eligible = [(r, str(by_draw[d].get("status")), d) for d in sorted(by_draw)
                     if (r := eligible_reward(by_draw[d])) is not None]

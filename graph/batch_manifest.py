@@ -24,6 +24,8 @@ Decisions where the issue was silent:
 - A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array given
   by mistake), or one that opens a JSON array on its first line however the array is laid out, is refused before
   anything is written (`not_json_lines`, exit 2).
+- Readers of the output that tell clips apart by path take the resolved one (`clip_identity`), as the key does: rows
+  written before rows named clips as given named them by their resolved path.
 - Clips missing where a manifest points but present relative to the current directory get a warning before the
   batch starts (`misplaced_paths`); their rows are still "video not found".
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +225,17 @@ def same_run(row: dict[str, Any], other: dict[str, Any]) -> bool:
     if row.get("repeat_of") is None and other.get("repeat_of") is None:
         return False
     return (row.get("repeat_of") or row.get("key")) == (other.get("repeat_of") or other.get("key"))
+
+
+def clip_identity(path: Any) -> str:
+    """The clip an output row's "path" names, as its key is of it (`item_key`: the resolved path; symlinks followed
+    where they exist here): readers that tell clips apart by path (`raa eval draws`, `raa eval compare --pair-by
+    path`) take a row naming a clip as the manifest gave it (a link) and one written before rows did (its target)
+    as one clip. The path as it is when it cannot be resolved (a NUL byte, a symlink loop)."""
+    try:
+        return os.path.realpath(str(path))
+    except (OSError, ValueError):
+        return str(path)
 
 
 def bad_line_path(number: int) -> str:

@@ -66,3 +66,35 @@ def test_two_rows_of_one_path_that_are_not_repeats_are_still_refused(tmp_path):
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(CompareError, match="appears twice"):
         compare(out, out, pair_by="path")
+
+
+def test_a_clip_named_through_a_symlink_is_one_clip_whatever_name_its_rows_give(tmp_path):
+    """score-batch rows name a clip as the manifest gave it (a Hugging Face cache's `snapshots/` link), rows written
+    before by its resolved target (`blobs/<sha>`): draws of one clip written before and after, or two outputs of
+    either age, are one clip, as score-batch's own key (of the resolved path) makes them."""
+    (tmp_path / "blobs").mkdir()
+    (tmp_path / "snapshots").mkdir()
+    for name in ("a", "b"):
+        (tmp_path / "blobs" / f"{name}.bin").write_bytes(name.encode())
+        (tmp_path / "snapshots" / f"{name}.mp4").symlink_to(tmp_path / "blobs" / f"{name}.bin")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"snapshots/{n}.mp4", "instruction": TASK, "id": n}) + "\n"
+                                for n in ("a", "b")))
+
+    def rows(draw: int, rewards: dict[str, float], old: bool) -> list[str]:
+        lines = []
+        for item in read_manifest(manifest, "full", draw):
+            row = json.loads(result_line(item, RewardResult(reward=rewards[item["manifest"]["id"]], status="scored",
+                                                            preset="full")))
+            lines.append(json.dumps({**row, "path": item["resolved"]} if old else row))  # old: the link's target
+        return lines
+
+    draws = tmp_path / "draws.jsonl"
+    draws.write_text("\n".join(rows(0, {"a": 0.2, "b": 0.6}, old=True) + rows(1, {"a": 0.4, "b": 0.6}, old=False)) + "\n")
+    s = summarize_draws(draws)
+    assert (s.clips, s.n) == (2, 2)
+    old, new = tmp_path / "old.jsonl", tmp_path / "new.jsonl"
+    old.write_text("\n".join(rows(0, {"a": 0.2, "b": 0.6}, old=True)) + "\n")
+    new.write_text("\n".join(rows(0, {"a": 0.4, "b": 0.5}, old=False)) + "\n")
+    c = compare(new, old, pair_by="path")
+    assert (c.pairs, c.n) == (2, 2) and c.mean_diff == pytest.approx(((0.4 - 0.2) + (0.5 - 0.6)) / 2)
