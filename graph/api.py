@@ -57,8 +57,9 @@ Decisions where the issue was silent:
 - The settings an agent is built with (`settings=`, or those read from the environment when a default needs
   them, `graph.builder.needed_settings`) give all of its trace settings: the database (`traces_path`) and the
   defaults of `durability` and `claim_max_age_s` (`trace_durability`, `foreign_claim_max_age_s`); an explicit
-  argument wins; without settings, "exit" and 6 h (`graph.settings.trace_options`). Only the path was taken: a
-  settings object's "async", or shorter claim age, was silently not used.
+  argument wins; without settings, "exit" and the agent's own claim age (`graph.settings.trace_options`: bound from
+  the settings it was built with, else 6 h; a ready agent's too, which the 6 h default passed over). Only the path
+  was taken: a settings object's "async", or shorter claim age, was silently not used.
 - A trace that cannot be saved once the gate has produced the result (the trace database stays locked past
   `graph.stores.TRACE_WAIT_S`, a full disk, a read-only file: LangGraph writes the checkpoint, and hands the
   final state back, only after the last node) does not discard that result: a store fault is neither the
@@ -88,11 +89,11 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.runnables.config import merge_configs
 
 from graph import frame_fork
 from graph.config import AgentConfig
 from graph.job_owners import abandon
-from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.schemas import Fault, RewardResult
 from graph.settings import TraceDurability, trace_options
 from graph.thread_claims import CLAIM_AGE_KEY, RunClaimFailed, RunIdClaimed, live_holder
@@ -216,13 +217,15 @@ UpdateSink = Callable[[str, Any], None]
 
 async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, *,
                      durability: TraceDurability = "exit", on_update: UpdateSink | None = None,
-                     claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RewardResult:
+                     claim_max_age_s: float | None = None) -> RewardResult:
     """Run one clip through a compiled agent; always returns a RewardResult. `durability`: when the
     checkpointer (if any) writes the run's checkpoints (see module docstring). `on_update`: stream the run,
     handing it each node's update as it happens (`raa score --stream`); the run is otherwise the same one,
     with the same run-id checks and claim. `claim_max_age_s`: when another host's claim of `run_id` is stale
-    (`BackboneSettings.foreign_claim_max_age_s`, `graph.run_claims`)."""
-    config = {"configurable": {"thread_id": run_id, CLAIM_AGE_KEY: claim_max_age_s}}
+    (`BackboneSettings.foreign_claim_max_age_s`, `graph.run_claims`); None: the agent's own (`graph.thread_claims`)."""
+    config = {"configurable": {"thread_id": run_id}}
+    if claim_max_age_s is not None:  # else the age bound in the agent's config (its settings') stands
+        config["configurable"][CLAIM_AGE_KEY] = claim_max_age_s
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
     frame_fork.watch(_RUNNING)  # registers the fork hook once, on the first run
     with _RUNNING.lock:
@@ -252,7 +255,7 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
         if agent.checkpointer:
             previous = await agent.aget_state(config)
             if previous.values:  # an earlier run's trace, or one in flight with its steps saved
-                holder = await live_holder(agent.checkpointer, run_id, config)
+                holder = await live_holder(agent.checkpointer, run_id, merge_configs(agent.config, config))
                 return _has_trace(preset, run_id) if holder is None else refused_running(preset, run_id, holder)
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
         run_config = {**config, "callbacks": [gate]}

@@ -105,13 +105,15 @@ def claim_age_from_env(env: Mapping[str, str]) -> float:
 
 
 def trace_options(settings: BackboneSettings | None, durability: TraceDurability | None,
-                  claim_max_age_s: float | None) -> tuple[TraceDurability, float]:
+                  claim_max_age_s: float | None) -> tuple[TraceDurability, float | None]:
     """(durability, foreign-claim age) of a run: `durability` and `claim_max_age_s` where given, else those of
-    `settings` (`trace_durability`, `foreign_claim_max_age_s`; None: their defaults, "exit" and 6 h). The Python
-    API's `score_video` / `ascore_videos` take them so from the settings they build the agent with."""
-    own = settings if settings is not None else BackboneSettings()
-    return (own.trace_durability if durability is None else durability,
-            own.foreign_claim_max_age_s if claim_max_age_s is None else claim_max_age_s)
+    `settings` (`trace_durability`, `foreign_claim_max_age_s`); without settings "exit" and None, the agent's own
+    claim age (`graph.thread_claims`: bound from the settings it was built with, else 6 h). The Python API's
+    `score_video` / `ascore_videos` take them so from the settings they build the agent with."""
+    if settings is None:
+        return durability or BackboneSettings().trace_durability, claim_max_age_s
+    return (settings.trace_durability if durability is None else durability,
+            settings.foreign_claim_max_age_s if claim_max_age_s is None else claim_max_age_s)
 
 
 @dataclass(frozen=True)

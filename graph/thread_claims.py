@@ -23,7 +23,8 @@ Decisions where the issue was silent:
   claim: a thread that holds checkpoints and a live claim is a run in flight, which it names (`live_holder`).
 - The age after which another host's claim is stale (`graph.run_claims`) comes from the run's config,
   `configurable[CLAIM_AGE_KEY]`: `build_reward_agent` binds the settings' value
-  (`BackboneSettings.foreign_claim_max_age_s`) when it has settings, `arun_agent` passes its own; else the default.
+  (`BackboneSettings.foreign_claim_max_age_s`) when it has settings, `arun_agent` passes one only when given one
+  (its callers' settings), so a ready agent's stands; else the default.
   A key beginning "__" is never copied into checkpoint metadata by LangGraph.
 - A run that ends normally releases its claim at once (a failure leaves a claim that is taken over once the process
   has ended). One that ends with an error (its final trace write failed, most likely on another process's write

@@ -102,3 +102,24 @@ def test_settings_read_from_the_environment_give_the_trace_settings_too(clip, tm
     result = score_video(str(clip), INSTRUCTION, run_id="stale", **_parts())
     assert result.status == "scored", result.reasons
     assert _checkpoints(db, "stale") > 1
+
+
+def test_a_ready_agent_keeps_its_own_claim_age(clip, tmp_path):
+    """`ascore_videos(agent=...)` / `arun_agent` without a claim age run with the one the agent was built with (bound
+    from its settings, `graph.builder`), as the agent's own `invoke` does: they passed the 6 h default over it, so one
+    agent took a crashed host's 10-minute-old claim over when invoked and was refused it through the API."""
+    from graph import ascore_videos, build_reward_agent
+    from graph.api import arun_agent
+    from graph.builder import default_checkpointer
+
+    db = tmp_path / "traces.sqlite"
+    for run_id in ("stale", "stale2"):
+        _foreign_claim(db, run_id, dt.timedelta(minutes=10))  # stale at the agent's 300 s, not at 6 h
+    parts = _parts()
+    agent = build_reward_agent(parts.pop("config"), checkpointer=default_checkpointer(db), **parts,
+                               settings=BackboneSettings(traces_path=str(db), foreign_claim_max_age_s=300))
+    items = [{"video": str(clip), "instruction": INSTRUCTION, "run_id": "stale"}]
+    result = asyncio.run(ascore_videos(items, agent=agent))[0]
+    assert result.status == "scored", result.reasons
+    result = asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "stale2", "decomposed"))
+    assert result.status == "scored", result.reasons
