@@ -121,7 +121,7 @@ def select_runs(path: str | Path, *, keep: int | None = None, before: datetime |
         chosen, unreadable = [], []
         for run_id in candidates:  # reads each candidate's last checkpoint: its time and status
             try:
-                run = read_trace(saver, run_id)
+                run = read_trace(saver, run_id, claim_max_age_s)
                 if before is not None and not _updated_before(run.updated, before):
                     continue
                 # a run in flight reads "running" (graph.tracing), an unfinished run here: spared below, and counted

@@ -92,7 +92,7 @@ def runs_command(
     saver = open_saver(path, read_only=True)
     unsaved = [] if preset is not None else unsaved_runs(saver, status, claim_max_age_s)
     traced = [] if status == "died" else list_runs(saver, limit=limit, status=status, preset=preset,  # never saved
-                                                   unreadable=unreadable)
+                                                   unreadable=unreadable, claim_max_age_s=claim_max_age_s)
     runs = sorted(unsaved + traced, key=lambda run: run.updated[:19], reverse=True)[:limit]  # newest first
     if unreadable:  # the others are listed: one damaged checkpoint does not hide them (graph.tracing)
         typer.echo(f"warning: {len(unreadable)} run(s) could not be read: {', '.join(unreadable[:5])}"

@@ -250,11 +250,13 @@ RUN_STATUSES = ("scored", "zero", "ineligible", "incomplete")
 
 
 def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: str | None = None,
-              preset: str | None = None, unreadable: list[str] | None = None) -> list[RunTrace]:
+              preset: str | None = None, unreadable: list[str] | None = None,
+              claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> list[RunTrace]:
     """Traced runs, newest first: at most `limit` of those whose status is `status` and whose preset is
     `preset` (each when given). Runs are read newest first until `limit` match, so finding rare ones
     reads more of the database. `unreadable`: a list that gets the ids of the runs passed over because
-    their checkpoint cannot be decoded (None: `UnreadableRunError` is raised)."""
+    their checkpoint cannot be decoded (None: `UnreadableRunError` is raised). `claim_max_age_s`: as for
+    `read_trace` (a run with steps saved is "running" while its claim is live)."""
     if status is not None and status not in RUN_STATUSES + CLAIM_STATUSES:  # "running": in flight, steps saved
         raise ValueError(f"status must be one of {', '.join(RUN_STATUSES + CLAIM_STATUSES)}, got {status!r}")
     runs: list[RunTrace] = []
@@ -262,7 +264,7 @@ def list_runs(saver: BaseCheckpointSaver, limit: int | None = None, *, status: s
         if limit is not None and len(runs) >= limit:
             break
         try:
-            run = read_trace(saver, tid)
+            run = read_trace(saver, tid, claim_max_age_s)
         except UnreadableRunError:
             if unreadable is None:
                 raise

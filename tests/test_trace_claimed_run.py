@@ -108,3 +108,31 @@ def test_runs_and_trace_give_a_claimed_run_the_same_reason(tmp_path) -> None:
     for run_id in ("run-live", "run-dead"):
         out = " ".join(_trace(db, run_id).split())
         assert rows[run_id]["reasons"][0] in out and rows[run_id]["status"] in out, (rows[run_id], out)
+
+
+def test_runs_and_trace_age_another_hosts_claim_of_a_run_with_steps_saved_alike(tmp_path, monkeypatch) -> None:
+    """A run with steps saved and no result, claimed by another host 10 minutes ago, with
+    RAA_FOREIGN_CLAIM_MAX_AGE_S=300: the claim is stale, so the run is "incomplete" (a crashed host's). `raa trace`
+    said so, but `raa runs` read its traced runs with the 6 h default and listed it "running"."""
+    import datetime as dt
+
+    from langgraph.graph import END, START, StateGraph
+    from test_claim_age_setting import _foreign_claims
+
+    from graph.state import AgentState
+
+    db = tmp_path / "traces.sqlite"
+    g = StateGraph(AgentState)
+    g.add_node("quality", lambda state: {"steps": [{"node": "quality", "decision": "usable"}]})
+    g.add_edge(START, "quality")
+    g.add_edge("quality", END)
+    g.compile(checkpointer=open_saver(db)).invoke({"video": "clip.mp4"}, {"configurable": {"thread_id": "half"}})
+    _foreign_claims(db, [("half", dt.timedelta(minutes=10))])
+    monkeypatch.setenv("RAA_FOREIGN_CLAIM_MAX_AGE_S", "300")
+    trace = CliRunner().invoke(app, ["trace", "half", "--db", str(db)])
+    assert "status=incomplete" in trace.output, trace.output
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json"])
+    assert [(r["run_id"], r["status"]) for r in map(json.loads, res.output.splitlines())] == [("half", "incomplete")]
+    monkeypatch.setenv("RAA_FOREIGN_CLAIM_MAX_AGE_S", "3600")  # younger than that: its host may still run it
+    res = CliRunner().invoke(app, ["runs", "--db", str(db), "--json"])
+    assert [(r["run_id"], r["status"]) for r in map(json.loads, res.output.splitlines())] == [("half", "running")]
