@@ -155,3 +155,26 @@ def test_a_keep_folder_the_service_cannot_make_is_a_507_without_its_path(tmp_pat
     res = _score(create_reward_app(object(), "full", keep_videos=blocker / "kept"), [ITEM])
     assert res.status_code == 507 and "cannot make a folder" in res.text, res.text
     assert str(tmp_path) not in res.text, res.text
+
+
+@pytest.mark.parametrize("code", [5, 116, 24])  # EIO, ESTALE (a network disk), EMFILE (too many open files)
+def test_a_path_the_service_hosts_machine_fails_to_check_is_its_machine_fault(tools_client, root, monkeypatch, code):
+    """The path check's ``stat`` failed by the service host's machine said so as a 404 with the clip's "cannot be
+    read" (VideoNotFoundError): the one request was not retried, where the same failure a moment later, in the
+    decode, is the 503 machine fault the client retries after its Retry-After (tools/service_frames.py)."""
+    import os
+    from pathlib import Path
+
+    clip = (root / "episodes" / "clip.mp4").resolve()
+    real = Path.stat
+
+    def stat(self, *args, **kwargs):
+        if self == clip:
+            raise OSError(code, os.strerror(code), str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    r = tools_client.post("/v1/track", json={"path": "episodes/clip.mp4", "grid_size": 2})
+    assert r.status_code == 503, r.text
+    assert r.headers["Retry-After"] and r.json()["fault"]["kind"] == "machine"
+    assert "episodes/clip.mp4" in r.json()["detail"] and str(root.resolve()) not in r.json()["detail"]

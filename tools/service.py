@@ -90,6 +90,7 @@ from tools.service_frames import (
     NPY_MAGIC,
     HTTPProblem,
     Upload,
+    machine_fault,
     shown_to_client,
 )
 from tools.service_http import (
@@ -150,8 +151,9 @@ def resolve_under_root(root: Path, requested: str) -> Path:
     with the reason instead of failing the request with a 500. A clip missing under the root, a folder there, or
     one that cannot be resolved is a 404 whose ``video_error`` (`tools.video_errors.clip_file`'s, named as requested)
     the client raises again: the clip could not be reached, as the in-process read says, where a bare 404 (a route
-    the service does not serve) is the client's URL setting (tools/client.py)."""
-    from tools.video_errors import NOT_FOUND, VideoError, clip_file, unreadable
+    the service does not serve) is the client's URL setting (tools/client.py). A check the host's machine failed (an
+    I/O error, a stale network handle, too many open files) is its 503 machine fault, as the clip's read is there."""
+    from tools.video_errors import NOT_FOUND, VideoError, clip_file, machine_failed, unreadable
 
     if not requested or "\x00" in requested:
         raise HTTPProblem(400, "empty or invalid path")
@@ -170,9 +172,13 @@ def resolve_under_root(root: Path, requested: str) -> Path:
         if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:
             raise HTTPProblem(400, f"path {shown} is longer than the filesystem allows") from exc
         if isinstance(exc, OSError):  # resolving failed: its strerror, without the absolute path it names
-            raise _unreached(f"path {shown} cannot be resolved: {exc.strerror or exc}",
-                             unreadable(requested, OSError(exc.errno, exc.strerror))) from exc
+            message = f"path {shown} cannot be resolved: {exc.strerror or exc}"
+            if machine_failed(exc):  # the host's, as a read of the clip it then fails (tools/service_frames.py)
+                raise machine_fault(message) from exc
+            raise _unreached(message, unreadable(requested, OSError(exc.errno, exc.strerror))) from exc
         message = str(exc).replace(str(candidate), requested)  # not the server's folder layout
+        if error is not None and machine_failed(error):
+            raise machine_fault(message) from exc
         detail = f"no such file under the allowed root: {shown}" if message.endswith(NOT_FOUND) else message
         raise _unreached(detail, type(exc)(message)) from exc
     return candidate
