@@ -130,9 +130,10 @@ def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[byte
 def header_start(head: bytes) -> bool:
     """Whether ``head`` (under 8 bytes) can be the start of the header of a box that follows a fragment (a ``moof``,
     ``styp``, ``sidx``, ``emsg``, ...): its size field under 16 MiB (a first byte of 0) and, where whole, of at least
-    8 bytes (or 1, a 64-bit size), its type's bytes printable. Other bytes after the last box (a newline, zero padding)
-    are no cut header but bytes a writer or a copy left after a complete clip, which FFmpeg ignores (8 or more such
-    bytes always read as one more box, of no fragment)."""
+    8 bytes (or 1, a 64-bit size), its type's bytes printable. Other bytes after the last box (a newline, text, 4 to 7
+    zero bytes) are no cut header but bytes a writer or a copy left after a complete clip, which FFmpeg ignores (8 or
+    more such bytes always read as one more box, of no fragment). 1 to 3 zero bytes cannot be told from a size field
+    cut short, and stay a cut header."""
     if not head or head[0] != 0:
         return False
     if len(head) >= 4 and struct.unpack_from(">I", head)[0] not in range(8, 2**24) and head[:4] != b"\0\0\0\x01":
