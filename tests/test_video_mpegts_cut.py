@@ -71,3 +71,22 @@ def test_a_complete_transport_stream_with_trailing_bytes_reads_whole(tmp_path: P
     assert not ends_inside_packet(data + extra)
     assert read_ids(read_all_frames(data + extra)) == read_ids(read_all_frames(data))
     assert ends_inside_packet(data + data[:100])  # a packet begun and cut: still truncated
+
+
+def _null_packet(byte_184: int = 0xFF) -> bytes:
+    """A TS null packet (PID 0x1FFF: demuxers drop it whatever its payload), its payload byte 184 given."""
+    packet = bytearray(b"\x47\x1f\xff\x10" + b"\xff" * 184)
+    packet[184] = byte_184
+    return bytes(packet)
+
+
+@pytest.mark.parametrize("extra", [b"\n", b"\r\n", b"\0" * 4])
+def test_trailing_bytes_are_read_in_the_packet_size_the_file_starts_with(tmp_path: Path, extra: bytes) -> None:
+    """A 188-byte stream with 1 to 4 trailing bytes also lines up as M2TS (192 bytes, a 4-byte timestamp begun) when
+    one payload byte, 188 + 192 bytes before its end, is 0x47: its last sync byte is then M2TS's too, and the clip
+    was "truncated" (about 1 in 256 such clips). The file's first packets say which size it uses."""
+    data = _write_ts(tmp_path / "c.ts").read_bytes() + _null_packet(0x47) + _null_packet() + _null_packet()
+    assert not ends_inside_packet(data)
+    assert not ends_inside_packet(data + extra)
+    assert read_ids(read_all_frames(data + extra)) == read_ids(read_all_frames(data))
+    assert ends_inside_packet(data + _null_packet()[:3])  # a packet begun and cut: still truncated

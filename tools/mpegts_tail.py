@@ -6,7 +6,9 @@ decodes from part of its data as a damaged picture. A muxer writes whole transpo
 starting with the sync byte 0x47: 188 bytes, 192 in M2TS (a 4-byte timestamp first), 204 with 16 FEC bytes.
 A file whose last two packets do not line up with its end, in any of those sizes, and whose bytes after them begin a
 packet, was cut inside one. (A cut on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes after
-the last packet that begin none, a newline or padding, are no cut: they made a complete clip "truncated".)
+the last packet that begin none, a newline or padding, are no cut: they made a complete clip "truncated".) The packets
+at the end are read in the size the file's first three packets show (`head_packets`): in any size, 1 to 4 bytes after
+a 188-byte stream read as an M2TS timestamp begun wherever one payload byte happened to be 0x47 (1 in 256 such clips).
 """
 
 from __future__ import annotations
@@ -31,14 +33,16 @@ def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool
     """Whether the file ends inside a transport packet of a size in `PACKETS`: it does not end on a whole packet, and
     its last whole packets are followed by a packet begun (its sync byte there, or, in M2TS, the bytes of the 4-byte
     timestamp before it). Other bytes after the last whole packet (a newline, zero padding) are no cut packet: a
-    complete clip, which FFmpeg reads whole. False for a file shorter than two packets: nothing to tell."""
+    complete clip, which FFmpeg reads whole. Only the sizes `head_packets` finds are tried (every one where it finds
+    none: a file that starts mid-packet). False for a file shorter than two packets: nothing to tell."""
     tail = _tail(src, 3 * max(size for size, _ in PACKETS))
     if len(tail) < 2 * PACKETS[0][0]:
         return False
-    if any(_packets_end(tail, size, sync, 0) for size, sync in PACKETS):
+    sizes = head_packets(src) or PACKETS
+    if any(_packets_end(tail, size, sync, 0) for size, sync in sizes):
         return False
     return any(_packets_end(tail, size, sync, rest) and (rest <= sync or tail[-rest + sync] == SYNC)
-               for size, sync in PACKETS for rest in range(1, size))
+               for size, sync in sizes for rest in range(1, size))
 
 
 def _packets_end(tail: bytes, size: int, sync: int, rest: int) -> bool:
@@ -58,7 +62,13 @@ def starts_as_mpegts(src: str | Path | bytes | bytearray | memoryview) -> str | 
     """``"mpegts"`` when the file starts with three whole transport packets of a size in `PACKETS` (sync bytes
     0x47 one packet apart), else None. FFmpeg's format probe gives up on some tiny complete TS files (a 2-frame
     clip of 1.5 KB failed with EOF while 1 and 3 frames opened): the reader then names the format."""
+    return "mpegts" if head_packets(src) else None
+
+
+def head_packets(src: str | Path | bytes | bytearray | memoryview) -> tuple[tuple[int, int], ...]:
+    """The (size, sync offset) of each of `PACKETS` in which the file starts with three whole transport packets (sync
+    bytes 0x47 one packet apart): its own packet size (two only by a chance alignment); none for a file that does not
+    start on a packet."""
     head = _head(src, 3 * max(size for size, _ in PACKETS))
-    found = any(len(head) >= 3 * size and all(head[k * size + sync] == SYNC for k in range(3))
-                for size, sync in PACKETS)
-    return "mpegts" if found else None
+    return tuple((size, sync) for size, sync in PACKETS
+                 if len(head) >= 3 * size and all(head[k * size + sync] == SYNC for k in range(3)))
