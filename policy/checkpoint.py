@@ -213,7 +213,7 @@ def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, rev
     """A checkpoint's JSON file ``name`` (in ``subfolder``, or at the top) as a dict: a local folder's file, or a hub
     id's at ``revision`` through diffusers' ``load_config`` of the class that reads it (``load_config``, looked up
     when called). None when the checkpoint has no such file: a local folder without it, a hub repo that answers it
-    has none (an entry 404), a path that is neither a folder nor a possible hub id (the model checks name it).
+    has none (an entry 404, or offline the HF cache's record of one), a path that is neither a folder nor a possible hub id (the model checks name it).
     CheckpointFileUnreadable, with why, when it could not be read: the hub not reached and the file not in its
     cache, access refused, a file that is no JSON object."""
     folder = Path(root).expanduser()
@@ -226,7 +226,8 @@ def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, rev
         else:
             data = load_config(str(root), **({"subfolder": subfolder} if subfolder else {}), revision=revision)
     except (OSError, ValueError) as exc:
-        if _not_there(exc, local=folder.is_dir()):
+        local = folder.is_dir()
+        if _not_there(exc, local=local) or (not local and _cached_as_absent(str(root), subfolder, name, revision)):
             return None
         raise CheckpointFileUnreadable(f"{where} cannot be read ({type(exc).__name__}: {exc})") from exc
     if not isinstance(data, Mapping):
@@ -248,3 +249,16 @@ def _not_there(exc: BaseException, *, local: bool) -> bool:
             return not isinstance(seen, LocalEntryNotFoundError)
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _cached_as_absent(repo_id: str, subfolder: str | None, name: str, revision: str | None) -> bool:
+    """Whether the HF cache records that hub repo ``repo_id`` at ``revision`` has no ``subfolder/name`` (the marker
+    huggingface_hub writes on the hub's 404): offline, or with the hub not reached, its download raises "not in the
+    cache" as for a file never fetched, yet the hub already answered there is none, as it would online."""
+    from huggingface_hub import _CACHED_NO_EXIST, try_to_load_from_cache
+
+    filename = f"{subfolder}/{name}" if subfolder else name
+    try:
+        return try_to_load_from_cache(repo_id, filename, revision=revision) is _CACHED_NO_EXIST
+    except (OSError, ValueError):
+        return False
