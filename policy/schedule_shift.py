@@ -15,9 +15,9 @@ How diffusers names it (0.42):
 Decisions where the brief was silent:
 
 * A scheduler with no single shift, an unknown class, or no config (a tiny test model, a folder without
-  ``scheduler/``, a hub repo that answers it has no ``scheduler/scheduler_config.json``) is not an error: the
-  caller falls back to ``DEFAULT_SHIFT`` and says why (`ShiftChoice.source`), since the project's schedule is its
-  own choice there.
+  ``scheduler/``, a hub repo that answers it has no ``scheduler/scheduler_config.json``, offline too where the HF
+  cache recorded that answer) is not an error: the caller falls back to ``DEFAULT_SHIFT`` and says why
+  (`ShiftChoice.source`), since the project's schedule is its own choice there.
 * A config that may be there but could not be read (the hub not reached and the file not in its cache, access
   refused, a file that is no JSON object) is `policy.checkpoint.CheckpointFileUnreadable`, not that fallback: it
   used to fall back to 3.0 with a line on stdout, so an RL run of Wan 2.2 TI2V-5B (5.0) launched while the hub was
