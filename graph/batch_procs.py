@@ -10,7 +10,7 @@ spawned workers over pipes. At most `concurrency` runs are in flight over all wo
 load on the model server is what `--concurrency` is about); a new item goes to the ready worker with
 the fewest runs in flight. Each worker builds one agent exactly as the in-process batch does
 (`graph.batch.build_batch_agent`, with the settings this process read at the edge, the chat model
-`graph.backbone.default_chat_model`, default tools) and sends back each finished row; traces of all
+`graph.backbone.default_chat_model`, default tools) and sends back each finished row (`graph.batch_worker`); traces of all
 workers go to the one trace database (SQLite in WAL mode, which serialises the writers).
 
 Decisions where the issue was silent:
@@ -58,18 +58,19 @@ Decisions where the issue was silent:
   still alive `STOP_TIMEOUT_S` later (its exit hangs: a thread it joins at exit, with `--run-timeout 0` nothing else
   would end it) is killed. Likewise one whose process is ending (its sentinel ready): joined at once, not polled
   until `is_alive` says so.
+- Ctrl-C is this process's alone: workers do nothing on SIGINT (`graph.batch_worker`), and the KeyboardInterrupt
+  here terminates them (`_stop`); runs in flight get no row, so the same command resumes them. A worker that ended
+  on the Ctrl-C by itself was buried as a death (a replacement started, an interrupted clip could get an ineligible
+  row).
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
   worker, an ineligible row with the reason, or unwritten (BatchError / interrupt) for the resume.
 """
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 import multiprocessing as mp
-import os
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -77,15 +78,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from graph.batch import (
-    RowWriter,
-    build_batch_agent,
-    clip_stamp,
-    result_line,
-    score_item,
-    write_bad_lines,
-)
+from graph.batch import RowWriter, result_line, write_bad_lines
 from graph.batch_deaths import HUNG, cause_text, death_fault, exit_text, no_worker_left
+from graph.batch_worker import run_worker, send_quietly, worker_main
 from graph.settings import BackboneSettings, TraceDurability
 
 MAX_ATTEMPTS = 2
@@ -98,69 +93,6 @@ STOP_TIMEOUT_S = 30.0
 
 class BatchError(RuntimeError):
     """The batch cannot go on (no worker process could start); unscored items stay unwritten."""
-
-
-# ---------------------------------------------------------------------------------------------- worker
-def worker_main(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability,
-                draw: int = 0) -> None:
-    """Entry point of a worker process: build the agent, score the items it is sent, send rows back."""
-    try:
-        asyncio.run(_serve(conn, settings, preset, durability, draw))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent, then the worker exits
-        _send(conn, ("fatal", f"{type(exc).__name__}: {exc}"))
-        raise SystemExit(1) from exc
-
-
-def _send(conn: Connection, message: tuple) -> None:
-    try:
-        conn.send(message)
-    except OSError:  # the parent is gone; nothing left to report to
-        pass
-
-
-async def _serve(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability,
-                 draw: int = 0) -> None:
-    from graph.backbone import default_chat_model
-    from graph.context import loaded_toolbox
-    from graph.tracing import open_async_saver
-    from tools.settings import ToolSettings
-
-    loop = asyncio.get_running_loop()
-    inbox: asyncio.Queue[tuple] = asyncio.Queue()
-
-    def read() -> None:  # pipe -> event loop; a closed pipe means the parent is gone
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):
-                message = ("gone",)
-            loop.call_soon_threadsafe(inbox.put_nowait, message)
-            if message[0] in ("stop", "gone"):
-                return
-
-    async def one(ticket: int, item: dict[str, Any]) -> None:
-        clip = clip_stamp(item["path"])
-        result = await score_item(agent, item, durability, settings.foreign_claim_max_age_s)
-        _send(conn, ("row", ticket, result_line(item, result, clip), result.status))
-
-    async with open_async_saver(settings.traces_path) as saver:
-        # the preset's tool models load before the worker says ready: one that cannot load (V-JEPA 2 or
-        # CoTracker3 weights missing) stops the batch at start with the reason (BatchError, exit 2), as
-        # `raa score-batch` in one process does, instead of every clip getting an ineligible row
-        tools = loaded_toolbox(ToolSettings.from_env(), settings.agent_config(preset))
-        agent = build_batch_agent(settings, preset, saver, default_chat_model(settings), tools, draw=draw)
-        _send(conn, ("ready", os.getpid()))
-        threading.Thread(target=read, name="raa-batch-inbox", daemon=True).start()
-        running: set[asyncio.Task] = set()
-        while (message := await inbox.get())[0] == "item":
-            task = asyncio.create_task(one(message[1], message[2]))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        if message[0] == "gone":  # nobody is left to write the rows: stop the runs instead of finishing them
-            for task in running:
-                task.cancel()
-        if running:
-            await asyncio.gather(*running, return_exceptions=True)
 
 
 # ---------------------------------------------------------------------------------------------- parent
@@ -226,7 +158,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         nonlocal spawns_left, spawned
         parent_end, child_end = ctx.Pipe()
         # not daemonic: a worker may start processes of its own; it exits when the parent's pipe closes
-        proc = ctx.Process(target=worker_main, args=(child_end, settings, preset, durability, draw),
+        proc = ctx.Process(target=run_worker, args=(worker_main, child_end, settings, preset, durability, draw),
                            name="raa-batch-worker")
         proc.start()
         child_end.close()  # so the parent sees EOF when the worker exits
@@ -381,7 +313,7 @@ def _stop(workers: list[_Worker], *, graceful: bool) -> None:
     interrupt in this process: rows of runs still in flight could no longer be written)."""
     for w in workers:
         if graceful:
-            _send(w.conn, ("stop",))
+            send_quietly(w.conn, ("stop",))
         else:
             w.process.terminate()
     for w in workers:

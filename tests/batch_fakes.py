@@ -4,12 +4,15 @@ bookkeeping without a model server: only the worker body is replaced, the parent
 An item whose instruction starts with POISON kills its worker after 0.3 s (like a decoder segfault); one starting
 with HANG is never answered (a native deadlock); one starting with FLAKY hangs on its first attempt and on later
 ones makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other
-item takes `DELAY_S` and is scored 1.0 with the worker's pid as its run id. FLAKY attempts are told apart by
+item takes `DELAY_S` (`$RAA_FAKE_DELAY_S` where set: the workers are spawned, a monkeypatch does not reach them) and is
+scored 1.0 with the worker's pid as its run id; with `$RAA_FAKE_DIR` set, a worker marks each item it takes there
+(file `taken-<key>`). FLAKY attempts are told apart by
 marker files in the folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end
 of the pipe and stays alive for `LINGER_S` before it exits (as a worker whose interpreter takes long to shut down). With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
 fail before they are ready (as one whose tool model cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker
 fails as `worker_main` does on an exception right after it is ready, before it reads any item (its pipe shut for
-reading, so the parent's send fails and nothing is in flight when it dies)."""
+reading, so the parent's send fails and nothing is in flight when it dies). A KeyboardInterrupt (a Ctrl-C the worker
+acts on) ends the worker as `worker_main` does: a "fatal" message, exit code 1."""
 
 from __future__ import annotations
 
@@ -42,6 +45,8 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
         os._exit(1)
 
     def one(ticket: int, item: dict) -> None:
+        if marks:
+            first(f"taken-{item['key']}")
         if item["instruction"].startswith("POISON"):
             time.sleep(0.3)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -58,7 +63,7 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
             if first(f"flaky-{item['key']}"):
                 return
             fatal("RuntimeError: decoder state corrupt")
-        time.sleep(DELAY_S)
+        time.sleep(float(os.environ.get("RAA_FAKE_DELAY_S", DELAY_S)))
         result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()))
         with lock:
             conn.send(("row", ticket, result_line(item, result), result.status))
@@ -77,6 +82,8 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
             message = conn.recv()
         except EOFError:
             return
+        except KeyboardInterrupt as exc:  # as worker_main's handler of any exception of its body
+            fatal(f"{type(exc).__name__}: {exc}")
         if message[0] != "item":
             return
         threading.Thread(target=one, args=(message[1], message[2]), daemon=True).start()

@@ -1,0 +1,84 @@
+"""Ctrl-C with `raa score-batch --processes N` ends as it does in one process: the clips whose run had not finished
+get no row (a resume scores them), the closing lines are printed, the exit status is 130, no worker is left.
+
+A Ctrl-C goes to the whole process group, workers included. A worker acted on it by itself (it ended, "fatal:
+KeyboardInterrupt"), and one that did so before the parent had taken its own KeyboardInterrupt was handled as a
+worker death: its runs retried alone, a replacement started, and with a second such death an ineligible row for a
+clip that had only been interrupted (or `BatchError`, exit 2, when no worker was left). The batch runs in a process
+of its own (a session, so its group can be signalled without the test's) with the stand-in workers of
+tests/batch_fakes.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ("import sys; from graph import batch_procs; from tests.batch_fakes import fake_worker; "
+          "batch_procs.worker_main = fake_worker; from graph.cli import app; app(sys.argv[1:], prog_name='raa')")
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
+
+
+def _group(pgid: int) -> set[int]:
+    """The live (not zombie) processes of process group `pgid`."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def _until(check, timeout_s: float) -> bool:  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.parametrize("workers_first", [False, True], ids=["at-once", "workers-first"])
+def test_ctrl_c_with_processes_writes_no_row_for_unfinished_clips_and_exits_130(tmp_path, workers_first) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "push"}) + "\n" for i in range(3)))
+    out = tmp_path / "results.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAA_BASE_URL": "http://127.0.0.1:9/v1", "RAA_MODEL": "m",
+           "RAA_API_KEY": "EMPTY", "RAA_TRACES_PATH": str(tmp_path / "traces.sqlite"), "RAA_CACHE_PATH": "off",
+           "RAA_ENDPOINT_WAIT_S": "0", "RAA_FAKE_DIR": str(marks), "RAA_FAKE_DELAY_S": "120"}
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, "score-batch", str(manifest), "--out", str(out),
+                             "--processes", "2", "--concurrency", "2", "--preset", "direct"],
+                            env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert _until(lambda: len(list(marks.glob("taken-*"))) == 2, 90), "the workers never took their items"
+        if workers_first:  # the Ctrl-C as it reaches the workers before the parent has acted on it
+            for pid in _group(proc.pid) - {proc.pid}:
+                os.kill(pid, signal.SIGINT)
+            time.sleep(1.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "died" not in err and "KeyboardInterrupt" not in err and "Traceback" not in err, err
+    assert "scored=0 zero=0 ineligible=0" in err and "the same command resumes the batch" in err, err
+    assert not out.exists() or out.read_text() == ""  # unfinished clips: no row, so the resume scores them
+    assert _until(lambda: not _group(proc.pid), 15), f"processes left: {_group(proc.pid)}"
