@@ -14,8 +14,8 @@
   stays retryable, though a hung clip costs up to 2 x `--run-timeout` at each --retry-ineligible: the batch cannot
   tell a clip that crashes or hangs the decoder from a machine or service that did (the OOM killer, a tool service
   that stopped answering, a driver fault), and made final, every clip of such an outage would need its row deleted
-  by hand. Making it final after N such runs would need the count carried from the dropped row into the next run; a
-  plain resume counts these rows among those --retry-ineligible scores again (`fixable_lines`).
+  by hand. Making it final after N such runs would need the count carried from the dropped row into the next run;
+  these rows are counted among those --retry-ineligible scores again (`fixable_lines`).
 - The rows of bad manifest lines of this manifest, preset and draw are removed on every run (`stale_rows`)
   and written again for the lines still bad (`graph.batch.write_bad_lines`): a line fixed, blanked or
   deleted since loses its row (a blanked bad line kept its ineligible row for good: an output of 5 items
@@ -68,8 +68,12 @@
   or in rows written before they were "settings", a rejected API key or a server's image limit) is retried as
   before: a fix of the server or the settings may clear it. A 400 or 413 for a limit of the server's setup is now
   "settings" (`graph.transport.limit_kind`), retried as any other outage.
-- A resume without `--retry-ineligible` counts the rows it skips that the flag would score again
-  (`fixable_rows`, `fixable_lines`) and says so, so that a batch scored against a broken setup does not read as done.
+- `raa score-batch` counts the rows already in the output that `--retry-ineligible` would score again (`fixable_rows`,
+  `fixable_lines`) and says so, on a resume without the flag before it scores and at the end of a run that wrote an
+  ineligible row, so that a batch scored against a broken setup does not read as done. The row of a line repeating an
+  earlier line's clip and instruction under other fields ("repeat_of", `graph.batch_manifest.drop_repeats`) is not
+  counted among them: it holds a copy of that line's row, and the flag writes the copy again without a run of its own
+  (it was counted, so "N rows ... scores them again" named more runs than the flag made); such rows are named apart.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
   and loads its tools before any row goes, so a tool that cannot load leaves the output as it was.
 """
@@ -291,12 +295,17 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None],
 
 def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str,
                  draw: int, scorer: dict[str, Any] | None = None) -> dict[str, int]:
-    """How many rows of `output` a plain resume of `items` skips though `--retry-ineligible` would score them
-    again, by `stale_rows`' why ("retry", "changed"): told, a batch whose endpoint was down no longer reads as
-    complete."""
+    """How many clips of `items` whose rows in `output` a run without `--retry-ineligible` keeps the flag would score
+    again, by `stale_rows`' why ("retry", "changed"), and how many rows of lines repeating an earlier line's clip and
+    instruction it would write again from that line's row ("copied": no run of their own; module docstring): told, a
+    batch whose endpoint was down no longer reads as complete."""
     goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer)
-    whys = [goes(row) for row in output.values if row is not NOT_JSON]
-    return {why: whys.count(why) for why in ("retry", "changed")}
+    repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
+    found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set()}
+    for row in output.values:
+        if row is not NOT_JSON and (why := goes(row)) in ("retry", "changed"):
+            found["copied" if row["key"] in repeats else why].add(row["key"])
+    return {why: len(keys) for why, keys in found.items()}
 
 
 def _them(n: int) -> str:
@@ -304,7 +313,8 @@ def _them(n: int) -> str:
 
 
 def fixable_lines(fixable: dict[str, int], out: Path) -> list[str]:
-    """What a plain resume says of the rows `fixable_rows` counted (nothing when there are none)."""
+    """What `raa score-batch` says of the rows `fixable_rows` counted, on a plain resume and at the end of a run
+    (nothing when there are none)."""
     lines = []
     if n := fixable["retry"]:
         lines.append(f"{n} of the rows already in {out} ineligible for a reason a rerun can fix: "
@@ -312,6 +322,9 @@ def fixable_lines(fixable: dict[str, int], out: Path) -> list[str]:
     if n := fixable["changed"]:
         lines.append(f"{n} zero row(s) already in {out} whose clip changed since the quality check zeroed it: "
                      f"--retry-ineligible scores {_them(n)} again")
+    if n := fixable.get("copied", 0):
+        lines.append(f"{n} row(s) already in {out} of a line repeating an earlier line's clip and instruction hold its "
+                     f"result: --retry-ineligible writes {_them(n)} again from that line's row")
     return lines
 
 

@@ -246,3 +246,35 @@ def test_a_run_that_ends_with_outage_rows_names_retry_ineligible(monkeypatch, tm
     model.script["observe"] = full_script()["observe"]  # back up: nothing left to retry, nothing said
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "2 to score" in res.output and "a rerun can fix" not in res.output, res.output
+
+
+def test_a_repeated_lines_outage_row_is_not_counted_among_the_rows_scored_again(monkeypatch, tmp_path) -> None:
+    """A line repeating an earlier line's clip and instruction under another id holds a copy of that line's row
+    ("repeat_of"): --retry-ineligible scores the clip once and writes the copy again from the new row. The count of
+    rows "--retry-ineligible scores again" (at the end of a run, on a plain resume) took the copies as rows scored
+    again: 3 for 2 clips. The copies are now named apart."""
+    import httpx
+    import openai
+
+    from tests.graph_scripts import PUSH, full_script, square_clips
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 2)
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": path, "instruction": PUSH, "id": i}) + "\n"
+                                for i, path in enumerate(["c0.mp4", "c0.mp4", "c1.mp4"])))
+    model.script["observe"] = [openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1"))]
+    out = tmp_path / "results.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify"]
+    scored = (f"2 of the rows already in {out} ineligible for a reason a rerun can fix: --retry-ineligible scores "
+              "them again")
+    copied = (f"1 row(s) already in {out} of a line repeating an earlier line's clip and instruction hold its "
+              "result: --retry-ineligible writes it again from that line's row")
+    for run in (args, args):  # the run that wrote the rows, then a plain resume
+        res = runner.invoke(app, run)
+        assert res.exit_code == 0 and "scored=0 zero=0 ineligible=" in res.output, res.output
+        assert scored in res.output and copied in res.output, res.output
+    model.script["observe"] = full_script()["observe"]
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "2 to score, 1 to take an earlier line's result" in res.output, res.output
+    assert "scored=3 zero=0 ineligible=0" in res.output and "a rerun can fix" not in res.output, res.output
