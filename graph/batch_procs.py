@@ -80,7 +80,7 @@ from typing import Any
 
 from graph.batch import RowWriter, result_line, write_bad_lines
 from graph.batch_deaths import HUNG, cause_text, death_fault, exit_text, no_worker_left
-from graph.batch_worker import run_worker, send_quietly, worker_main
+from graph.batch_worker import run_worker, send_quietly, starting_worker, worker_main
 from graph.settings import BackboneSettings, TraceDurability
 
 MAX_ATTEMPTS = 2
@@ -160,7 +160,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         # not daemonic: a worker may start processes of its own; it exits when the parent's pipe closes
         proc = ctx.Process(target=run_worker, args=(worker_main, child_end, settings, preset, durability, draw),
                            name="raa-batch-worker")
-        proc.start()
+        with starting_worker():  # it starts with SIGINT ignored: a Ctrl-C is this process's (graph.batch_worker)
+            proc.start()
         child_end.close()  # so the parent sees EOF when the worker exits
         workers.append(_Worker(proc, parent_end, initial=initial))
         spawns_left -= 1

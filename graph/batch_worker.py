@@ -10,8 +10,11 @@ Decisions where the issue was silent:
   runs retried alone on a replacement worker, and on a second such death an ineligible row for a clip that was only
   interrupted (or `BatchError`, exit 2, when no worker was left). The handler is a function, not SIG_IGN, so a
   program a tool runs (exec'd: handlers go back to the default) still ends on the Ctrl-C as it would in one process.
-  A worker still starting up (its interpreter and imports, before `run_worker`) ends on a Ctrl-C as before; the
-  parent took the same Ctrl-C and stops the batch.
+  A worker starts with SIGINT ignored (`starting_worker`: the parent ignores it while it starts the process, and an
+  ignored signal stays ignored across exec), so a Ctrl-C while its interpreter starts and imports also leaves it be:
+  it ended there with a KeyboardInterrupt traceback, and when every worker did, the batch stopped with BatchError as
+  if none could start. The cost: a Ctrl-C in the few milliseconds the parent takes to start a process is lost (press
+  it again).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import asyncio
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -38,6 +42,21 @@ def run_worker(body: Callable[..., None], conn: Connection, settings: BackboneSe
 
 def _parent_stops_the_batch(signum: int, frame: Any) -> None:
     """SIGINT in a worker: nothing; the parent terminates the workers (module docstring)."""
+
+
+@contextmanager
+def starting_worker() -> Iterator[None]:
+    """Around the start of a worker process (`multiprocessing.Process.start`, spawn): SIGINT ignored in this process,
+    so the worker starts with it ignored until `run_worker` sets its handler (module docstring). Nothing where this
+    process cannot set a handler (not its main thread) or its handler was not set from Python."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def worker_main(conn: Connection, settings: BackboneSettings, preset: str, durability: TraceDurability,

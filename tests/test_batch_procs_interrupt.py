@@ -42,6 +42,18 @@ def _group(pgid: int) -> set[int]:
     return found
 
 
+def _workers(pgid: int) -> set[int]:
+    """The batch worker processes (spawned by multiprocessing) of process group `pgid`."""
+    found = set()
+    for pid in _group(pgid):
+        try:
+            if b"--multiprocessing-fork" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
 def _until(check, timeout_s: float) -> bool:  # noqa: ANN001
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -51,8 +63,12 @@ def _until(check, timeout_s: float) -> bool:  # noqa: ANN001
     return True
 
 
-@pytest.mark.parametrize("workers_first", [False, True], ids=["at-once", "workers-first"])
-def test_ctrl_c_with_processes_writes_no_row_for_unfinished_clips_and_exits_130(tmp_path, workers_first) -> None:
+@pytest.mark.parametrize("when", ["at-once", "workers-first", "workers-starting"])
+def test_ctrl_c_with_processes_writes_no_row_for_unfinished_clips_and_exits_130(tmp_path, when) -> None:
+    """at-once: the Ctrl-C reaches every process of the group together (a terminal's). workers-first: it reaches the
+    workers before the parent has acted on it. workers-starting: it reaches the workers while they start up (their
+    interpreter and imports), and the batch goes on; before, they ended there (a KeyboardInterrupt traceback each) and
+    the batch stopped with BatchError, exit 2, as if no worker could start."""
     marks = tmp_path / "marks"
     marks.mkdir()
     manifest = tmp_path / "manifest.jsonl"
@@ -66,9 +82,14 @@ def test_ctrl_c_with_processes_writes_no_row_for_unfinished_clips_and_exits_130(
                             env=env, cwd=tmp_path, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        assert _until(lambda: len(list(marks.glob("taken-*"))) == 2, 90), "the workers never took their items"
-        if workers_first:  # the Ctrl-C as it reaches the workers before the parent has acted on it
-            for pid in _group(proc.pid) - {proc.pid}:
+        if when == "workers-starting":
+            assert _until(lambda: len(_workers(proc.pid)) == 2 or proc.poll() is not None, 90)
+            for pid in _workers(proc.pid):
+                os.kill(pid, signal.SIGINT)
+        _until(lambda: len(list(marks.glob("taken-*"))) == 2 or proc.poll() is not None, 90)
+        assert proc.poll() is None, f"the batch ended before its workers took their items: {proc.communicate()}"
+        if when == "workers-first":
+            for pid in _workers(proc.pid):
                 os.kill(pid, signal.SIGINT)
             time.sleep(1.5)
         os.killpg(proc.pid, signal.SIGINT)
