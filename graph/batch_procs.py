@@ -311,15 +311,21 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
 
 def _stop(workers: list[_Worker], *, graceful: bool) -> None:
     """Ask every worker to exit (graceful: all runs are answered) or terminate it at once (an error or
-    interrupt in this process: rows of runs still in flight could no longer be written)."""
-    for w in workers:
+    interrupt in this process: rows of runs still in flight could no longer be written). Whatever happens meanwhile
+    (a Ctrl-C while waiting for them to exit: they do nothing on SIGINT), none is left running."""
+    try:
         if graceful:
-            send_quietly(w.conn, ("stop",))
-        else:
-            w.process.terminate()
-    for w in workers:
-        w.process.join(STOP_TIMEOUT_S if graceful else 5)
-        if w.process.is_alive():
-            w.process.kill()
+            for w in workers:
+                send_quietly(w.conn, ("stop",))
+            for w in workers:
+                w.process.join(STOP_TIMEOUT_S)
+    finally:  # not graceful, past STOP_TIMEOUT_S, or interrupted while waiting
+        for w in workers:
+            if w.process.is_alive():
+                w.process.terminate()
+        for w in workers:
             w.process.join(5)
-        w.conn.close()
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+            w.conn.close()

@@ -103,3 +103,34 @@ def test_ctrl_c_with_processes_writes_no_row_for_unfinished_clips_and_exits_130(
     assert "scored=0 zero=0 ineligible=0" in err and "the same command resumes the batch" in err, err
     assert not out.exists() or out.read_text() == ""  # unfinished clips: no row, so the resume scores them
     assert _until(lambda: not _group(proc.pid), 15), f"processes left: {_group(proc.pid)}"
+
+
+def test_a_ctrl_c_while_the_workers_exit_stops_them_all(monkeypatch) -> None:
+    """Every row written, the parent waits up to `STOP_TIMEOUT_S` for each worker to exit; a Ctrl-C meanwhile left
+    the workers not yet exited running (they do nothing on SIGINT), and the parent's exit then waited on them
+    (multiprocessing joins its children at exit)."""
+    import multiprocessing as mp
+
+    from graph import batch_procs
+
+    ctx = mp.get_context("spawn")
+    parent_end, child_end = ctx.Pipe()
+    stuck = ctx.Process(target=time.sleep, args=(120,))  # a worker whose exit hangs
+    stuck.start()
+    child_end.close()
+
+    def ctrl_c(signum, frame):  # noqa: ANN001, ANN202 - a signal handler's
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, ctrl_c)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(KeyboardInterrupt):
+            batch_procs._stop([batch_procs._Worker(stuck, parent_end, ready=True)], graceful=True)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        alive = stuck.is_alive()
+        stuck.kill()
+        stuck.join()
+    assert not alive
