@@ -160,10 +160,10 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         # not daemonic: a worker may start processes of its own; it exits when the parent's pipe closes
         proc = ctx.Process(target=run_worker, args=(worker_main, child_end, settings, preset, durability, draw),
                            name="raa-batch-worker")
-        with starting_worker():  # it starts with SIGINT ignored: a Ctrl-C is this process's (graph.batch_worker)
-            proc.start()
+        with starting_worker():  # it starts with SIGINT ignored: a Ctrl-C is this process's (graph.batch_worker);
+            proc.start()  # and no KeyboardInterrupt here can leave a started worker out of `workers` (_stop)
+            workers.append(_Worker(proc, parent_end, initial=initial))
         child_end.close()  # so the parent sees EOF when the worker exits
-        workers.append(_Worker(proc, parent_end, initial=initial))
         spawns_left -= 1
         spawned += 1
 
