@@ -29,6 +29,8 @@ def _repo(cache: Path, name: str) -> Path:
     return repo
 
 
+# diffusers' load_config passes hf_hub_download an argument huggingface_hub deprecated; upstream, not ours
+@pytest.mark.filterwarnings("ignore:The `local_dir_use_symlinks` argument is deprecated:UserWarning")
 def test_offline_a_hub_id_reads_its_cached_scheduler_and_falls_back_where_the_hub_said_it_has_none(
         tmp_path, monkeypatch):
     from huggingface_hub import constants
