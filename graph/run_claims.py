@@ -40,12 +40,15 @@ Decisions where the issue was silent:
   process exited and the id was refused as "already running" meanwhile. The write's thread drops the
   claim itself when its caller has gone, and a claim committed just before the cancellation reached the
   task is released by another worker thread of the loop (`claim`).
-- A run whose final trace write failed (`RewardResult.trace_saved` false) most likely failed on another
-  process's write lock, which its release would meet again: awaited, the release held the result back for
-  up to `WAIT_S` more and then, the lock still held, gave up and left the claim. Such a run's claim is
-  released in a daemon thread (`release_later`) and its result returned at once; the thread waits for the
-  lock as long as a release does (`WAIT_S`). A process that exits meanwhile leaves the claim of a dead process,
-  which is taken over (`join_releases` waits for these threads, e.g. before a short script exits).
+- A run that ends with an error, is cancelled or is closed early (`graph.thread_claims`) may have failed on
+  another process's write lock (its final trace write, `RewardResult.trace_saved` false), which its release
+  would meet again: awaited, the release held the error or result back for up to `WAIT_S` more and then, the
+  lock still held, gave up and left the claim. Such a run's claim is released in a daemon thread
+  (`release_later`) and its error or result returned at once; the thread waits for the lock as long as a
+  release does (`WAIT_S`). A process that exits meanwhile leaves the claim of a dead process, which is taken
+  over (`join_releases` waits for these threads, e.g. before a short script exits). A claim of the same id in
+  the same file by this process waits for that release first (up to `WAIT_S`): a retry or resume right after
+  the error was otherwise refused as "already running" in its own process.
 - `raa prune --vacuum` must not rewrite the file under a run in flight (the VACUUM holds the write lock longer
   than the run's trace writes wait), but its check of the claims and its VACUUM were two steps, and a run
   claimed between them went ahead. VACUUM cannot run inside a transaction, so the check cannot share one with
@@ -164,8 +167,8 @@ def claim_blocking(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_
     return _claim(file, run_id, max_age_s)
 
 
-_LATER: list[threading.Thread] = []
-"""Threads of `release_later` that may still run."""
+_LATER: list[tuple[str, str, threading.Thread]] = []
+"""(file, run id, thread) of the releases `release_later` started that may still run."""
 _LATER_LOCK = threading.Lock()
 
 
@@ -175,15 +178,16 @@ def release_later(file: str, run_id: str) -> None:
     thread = threading.Thread(target=release_quietly, args=(file, run_id), name=f"raa-release-{run_id}",
                               daemon=True)
     with _LATER_LOCK:
-        _LATER[:] = [t for t in _LATER if t.is_alive()]
-        _LATER.append(thread)
+        _LATER[:] = [later for later in _LATER if later[2].is_alive()]
+        _LATER.append((file, run_id, thread))
     thread.start()
 
 
-def join_releases(timeout: float | None = None) -> None:
-    """Wait (each at most `timeout` seconds; None: until done) for the releases `release_later` started."""
+def join_releases(timeout: float | None = None, of: tuple[str, str] | None = None) -> None:
+    """Wait (each at most `timeout` seconds; None: until done) for the releases `release_later` started (`of`:
+    only those of this (file, run id))."""
     with _LATER_LOCK:
-        threads = list(_LATER)
+        threads = [thread for file, run_id, thread in _LATER if of is None or (file, run_id) == of]
     for thread in threads:
         thread.join(timeout)
 
@@ -213,7 +217,8 @@ def _write_transaction(file: str) -> Iterator[sqlite3.Connection]:
 
 def _claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
     """Claim `run_id` in `file` (None), or say who holds it; waits out a vacuum's fence up to `WAIT_S`, then
-    raises `VacuumFence` (module docstring)."""
+    raises `VacuumFence`; first waits for this process's pending release of it (module docstring)."""
+    join_releases(WAIT_S, (file, run_id))
     deadline = time.monotonic() + WAIT_S
     while True:
         with _write_transaction(file) as conn:
