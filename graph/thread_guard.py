@@ -15,13 +15,14 @@ Decisions where the issue was silent:
   ineligible result as before.
 - "Holds a run": the checkpoint the call would continue from (the thread's latest, or the `checkpoint_id`
   given) has steps or a result, the quality node's own test (which stays, for the calls not checked here).
-- Not checked: a resume (input None) or a `Command`, which LangGraph continues from the checkpoint; a call
-  without a checkpointer or a thread id; a run as another graph's subgraph (a non-empty `checkpoint_ns`: its
-  checkpoints are the parent's).
+- Not checked: a resume (input None) or a `Command`, which LangGraph continues from the checkpoint (still
+  claimed, below); a call without a checkpointer or a thread id; a run as another graph's subgraph (a non-empty
+  `checkpoint_ns`: its checkpoints are the parent's).
 - The check reads the checkpoint with `get_state` / `aget_state`: one read per run (nothing to decode for a
   new thread), besides the API's own look-up.
-- The calls checked here also claim their run id in a SQLite trace file for the run's length, before the look-up
-  (`graph.thread_claims`), so that every run of the agent, not only the API's, is seen in flight or dead.
+- The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
+  for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
+  API's, is seen in flight or dead.
 """
 
 from __future__ import annotations
@@ -45,12 +46,10 @@ class ThreadInUseError(ValueError):
     """A new input was sent to a thread that already holds a run (see module docstring)."""
 
 
-def _checked_config(graph: CompiledStateGraph, input: Any, config: RunnableConfig | None) -> RunnableConfig | None:
+def _run_config(graph: CompiledStateGraph, config: RunnableConfig | None) -> RunnableConfig | None:
     """The call's config (`graph.config`, bound by `with_config`, merged with `config`, as LangGraph merges
-    them) when this call starts a run from `input` on a thread that may hold one; None when nothing is to be
-    checked (module docstring)."""
-    if input is None or isinstance(input, Command):
-        return None
+    them) when this call runs on a thread of the graph's checkpointer (its run id is claimed, and a new input is
+    checked); None when it is not (module docstring)."""
     config = merge_configs(graph.config, config)
     configurable = config.get("configurable") or {}
     if configurable.get("thread_id") is None or configurable.get("checkpoint_ns"):
@@ -58,6 +57,11 @@ def _checked_config(graph: CompiledStateGraph, input: Any, config: RunnableConfi
     if not isinstance(graph.checkpointer, BaseCheckpointSaver) and CONFIG_KEY_CHECKPOINTER not in configurable:
         return None
     return config
+
+
+def _new_input(input: Any) -> bool:
+    """Whether `input` starts a run (checked for a thread that holds one), not a resume (None) or a `Command`."""
+    return input is not None and not isinstance(input, Command)
 
 
 def refusal(thread_id: Any, values: dict[str, Any]) -> ThreadInUseError | None:
@@ -81,23 +85,24 @@ class RewardAgent(CompiledStateGraph):
         return cls(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
-        if (checked := _checked_config(self, input, config)) is None:
+        if (run := _run_config(self, config)) is None:
             yield from super().stream(input, config, **kwargs)
             return
-        with claimed(self.checkpointer, checked):  # graph.thread_claims: before the look-up, held for the run
-            if (error := refusal(checked["configurable"]["thread_id"], self.get_state(checked).values)) is not None:
+        with claimed(self.checkpointer, run):  # graph.thread_claims: before the look-up, held for the run
+            if _new_input(input) and (error := refusal(run["configurable"]["thread_id"],
+                                                       self.get_state(run).values)) is not None:
                 raise error
             yield from super().stream(input, config, **kwargs)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        if (checked := _checked_config(self, input, config)) is None:
+        if (run := _run_config(self, config)) is None:
             async with aclosing(super().astream(input, config, **kwargs)) as chunks:
                 async for chunk in chunks:
                     yield chunk
             return
-        async with aclaimed(self.checkpointer, checked):  # graph.thread_claims: before the look-up, held for the run
-            state = await self.aget_state(checked)
-            if (error := refusal(checked["configurable"]["thread_id"], state.values)) is not None:
+        async with aclaimed(self.checkpointer, run):  # graph.thread_claims: before the look-up, held for the run
+            if _new_input(input) and (error := refusal(run["configurable"]["thread_id"],
+                                                       (await self.aget_state(run)).values)) is not None:
                 raise error
             async with aclosing(super().astream(input, config, **kwargs)) as chunks:
                 async for chunk in chunks:
