@@ -297,14 +297,17 @@ async def _database(agent: Any) -> str:
 async def _streamed(agent: Any, inputs: dict, config: dict, durability: TraceDurability | None,
                     on_update: UpdateSink) -> Any:
     """The final state of `agent` run on `inputs`, streamed: `on_update(node, update)` per node update. The
-    final state comes from the stream's own "values" chunks, so no checkpointer is needed to read it back."""
+    final state comes from the stream's own "values" chunks, so no checkpointer is needed to read it back. The
+    stream is closed however this ends (`on_update` raising included), so the run's claim is released at once."""
     out: Any = {}
-    async for mode, chunk in agent.astream(inputs, config, stream_mode=["updates", "values"], durability=durability):
-        if mode == "values":
-            out = chunk
-        else:
-            for node, update in chunk.items():
-                on_update(node, update)
+    stream = agent.astream(inputs, config, stream_mode=["updates", "values"], durability=durability)
+    async with contextlib.aclosing(stream) as chunks:
+        async for mode, chunk in chunks:
+            if mode == "values":
+                out = chunk
+            else:
+                for node, update in chunk.items():
+                    on_update(node, update)
     return out
 
 
