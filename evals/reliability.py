@@ -72,7 +72,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.language_models import BaseChatModel
 
     from evals.table import PresetMetrics
-    from graph.settings import TraceDurability
 
 @dataclass(frozen=True)
 class EvalClip:
@@ -161,14 +160,11 @@ class AgentScorer:
 
     async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
         from graph import ascore_videos
-        from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 
         items = [(c.path, c.instruction) for c in clips]
-        age = self.settings.foreign_claim_max_age_s if self.settings is not None else FOREIGN_CLAIM_MAX_AGE_S
-        durability: TraceDurability = self.settings.trace_durability if self.settings is not None else "exit"  # RAA_TRACE_DURABILITY
+        # the settings' RAA_TRACE_DURABILITY and RAA_FOREIGN_CLAIM_MAX_AGE_S (`graph.settings.trace_options`)
         return list(await ascore_videos(items, self._config(preset), agent=self.agent(preset),
-                                        max_concurrency=self.max_concurrency, claim_max_age_s=age,
-                                        durability=durability))
+                                        max_concurrency=self.max_concurrency, settings=self.settings))
 
 
 @dataclass

@@ -34,21 +34,21 @@ def test_agent_scorer_shares_stage_outputs_across_presets(tmp_path):
 
 
 def test_agent_scorer_passes_the_settings_claim_age(tmp_path, monkeypatch):
-    """RAA_FOREIGN_CLAIM_MAX_AGE_S reaches the runs of an eval (the settings object, not the 6 h default)."""
+    """RAA_FOREIGN_CLAIM_MAX_AGE_S reaches the runs of an eval (the settings object, not the 6 h default); without
+    settings, the agent's own (None: bound from the settings it was built with, else 6 h)."""
     import graph
     from evals.reliability import AgentScorer
-    from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-    from graph.settings import BackboneSettings
+    from graph.settings import BackboneSettings, trace_options
 
     seen = []
 
-    async def fake(items, config=None, **kwargs):
-        seen.append(kwargs.get("claim_max_age_s"))
+    async def fake(items, config=None, **kwargs):  # the age ascore_videos runs with (`trace_options`)
+        seen.append(trace_options(kwargs.get("settings"), kwargs.get("durability"), kwargs.get("claim_max_age_s"))[1])
         return []
 
     monkeypatch.setattr(graph, "ascore_videos", fake)
     clip = EvalClip(str(tmp_path / "c.mp4"), "push", "success", "ordinary", "push")
-    for settings, want in ((BackboneSettings(foreign_claim_max_age_s=123.0), 123.0), (None, FOREIGN_CLAIM_MAX_AGE_S)):
+    for settings, want in ((BackboneSettings(foreign_claim_max_age_s=123.0), 123.0), (None, None)):
         scorer = AgentScorer(settings=settings)
         monkeypatch.setattr(scorer, "agent", lambda preset: None)
         asyncio.run(scorer.score("full", [clip]))

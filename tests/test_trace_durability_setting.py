@@ -13,14 +13,15 @@ from graph.settings import BackboneSettings
 
 
 def _durabilities(monkeypatch) -> list[str]:
-    """The durability each `graph.ascore_videos` call is given while the test runs ("exit" when none is passed;
-    the calls score nothing)."""
+    """The durability each `graph.ascore_videos` call runs with while the test runs (from its `durability` and
+    `settings`, as it takes them: `graph.settings.trace_options`; the calls score nothing)."""
     import graph
+    from graph.settings import trace_options
 
     seen: list[str] = []
 
     async def fake(items, config=None, **kwargs):
-        seen.append(kwargs.get("durability", "exit"))
+        seen.append(trace_options(kwargs.get("settings"), kwargs.get("durability"), kwargs.get("claim_max_age_s"))[0])
         return []
 
     monkeypatch.setattr(graph, "ascore_videos", fake)

@@ -129,8 +129,7 @@ class AgentReward:
     _config: Any = field(default=None, init=False, repr=False)
     _agent: Any = field(default=None, init=False, repr=False)
     _frames: Any = field(default=None, init=False, repr=False)
-    _claim_max_age_s: float = field(default=6 * 3600.0, init=False, repr=False)  # set from the settings by agent()
-    _durability: str = field(default="exit", init=False, repr=False)  # RAA_TRACE_DURABILITY, set by agent()
+    _settings: Any = field(default=None, init=False, repr=False)  # the agent's settings, set by agent()
     _limit: tuple[Any, asyncio.Semaphore] | None = field(default=None, init=False, repr=False)
 
     def _limiter(self) -> asyncio.Semaphore:
@@ -164,8 +163,8 @@ class AgentReward:
             # the settings the agent would read itself; its frame cache is kept to forget temporary clips
             settings = self.settings if self.settings is not None else BackboneSettings.from_env()
             self._frames = frame_store_for(settings)
-            self._claim_max_age_s = settings.foreign_claim_max_age_s  # RAA_FOREIGN_CLAIM_MAX_AGE_S
-            self._durability = settings.trace_durability  # RAA_TRACE_DURABILITY, as raa score-batch runs
+            # its RAA_TRACE_DURABILITY and RAA_FOREIGN_CLAIM_MAX_AGE_S for every run, as raa score-batch runs
+            self._settings = settings
             self._agent = build_reward_agent(self._config, model=self.model, settings=settings, tools=self.tools,
                                              frame_store=self._frames)
         return self._agent
@@ -204,8 +203,7 @@ class AgentReward:
                      for path, prompt in zip(paths, prompts, strict=True) if path is not None]
             try:
                 results = await ascore_videos(items, self._config, agent=agent, limiter=self._limiter(),
-                                              claim_max_age_s=self._claim_max_age_s,
-                                              durability=self._durability) if items else []  # type: ignore[arg-type]
+                                              settings=self._settings) if items else []
             finally:
                 if self.videos == "temporary":  # deleted below: no later batch can use their frames
                     await asyncio.to_thread(self._frames.forget, [item["video"] for item in items])
