@@ -187,11 +187,12 @@ def eval_report_command(
 ) -> None:
     from evals.eval_views import no_rows
     from evals.report_index import input_errors, write_eval_index
-    from graph.trace_commands import traces_path_option
+    from graph.trace_commands import claim_age_option, traces_path_option
 
     traces_path = traces_path_option(traces)
     try:  # no row: say so, exit 0, as `raa eval draws` (the page says it too)
         index = write_eval_index(directory, traces_path=traces_path, overwrite=overwrite,
+                                 claim_max_age_s=claim_age_option(),
                                  on_empty=lambda note: _console().print(no_rows(note, "report"), highlight=False),
                                  on_unfinished=lambda note: typer.echo(f"warning: {note}", err=True))
     except input_errors() as exc:
@@ -242,12 +243,12 @@ def report_command(
     """Write one self-contained HTML page for an agent run."""
     from evals.report import write_run_report
     from graph.stores import StoreError
-    from graph.trace_commands import traces_path_option
+    from graph.trace_commands import claim_age_option, traces_path_option
     from graph.tracing import RunNotFoundError
 
     traces_path = traces_path_option(traces)
     try:
-        path = write_run_report(run_id, out, traces_path=traces_path)
+        path = write_run_report(run_id, out, traces_path=traces_path, claim_max_age_s=claim_age_option())
     except RunNotFoundError as exc:
         raise _fail(str(exc), 1) from exc
     except StoreError as exc:  # the file or the run's checkpoint cannot be read (graph.tracing.UnreadableRunError)

@@ -38,6 +38,7 @@ from graph.config import PRESETS, SWITCHES, AgentConfig, preset_switches
 from graph.nodes.tracking import grid_side, track_frames
 from graph.reward_format import reward_text
 from graph.routes import expected_nodes
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from graph.trace_text import assessment_stages
 from tools.jsonl import write_text_atomic
 
@@ -51,8 +52,8 @@ WIDE_SIDE = 384
 def _header(trace: RunTrace) -> str:
     v = trace.values
     result = v.get("result") or {}
-    status = result.get("status", "incomplete")
-    reasons = "".join(f"<li>{esc(r)}</li>" for r in result.get("reasons") or [])
+    status = trace.status  # as `raa trace` says it: "running" for a run in flight with its steps saved
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in trace.reasons)
     usage = ", ".join(f"{k} {n}" for k, n in (v.get("usage") or result.get("usage") or {}).items())
     head = (f"<div id=\"run-header\"><h1>Reward agent run <code>{esc(trace.run_id)}</code></h1>"
             f"<div class=\"muted\">preset <b>{esc(v.get('preset') or result.get('preset'))}</b> · "
@@ -333,8 +334,9 @@ def safe_name(run_id: str) -> str:
 
 
 def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | Path,
-                     tracker: MotionTracker | None = None) -> Path:
-    """Read `run_id` from the trace database and write its report (default runs/reports/<run_id>.html)."""
+                     tracker: MotionTracker | None = None, claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> Path:
+    """Read `run_id` from the trace database and write its report (default runs/reports/<run_id>.html);
+    `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads it (`graph.tracing.read_trace`)."""
     from graph.tracing import open_saver, read_trace
 
     if not Path(traces_path).is_file():
@@ -343,7 +345,7 @@ def write_run_report(run_id: str, out: str | Path | None, *, traces_path: str | 
         raise RunNotFoundError(no_database(Path(traces_path)))
     saver = open_saver(traces_path, read_only=True)
     try:
-        trace = read_trace(saver, run_id)
+        trace = read_trace(saver, run_id, claim_max_age_s)
     finally:
         saver.conn.close()
     path = Path(out) if out is not None else Path("runs/reports") / f"{safe_name(run_id)}.html"

@@ -53,6 +53,7 @@ from evals.report_html import badge, esc, page, section, table
 from evals.report_links import link_reports
 from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, USAGE_NAMES, all_metrics, incomplete_notes
 from graph.reward_format import reward_text
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -183,10 +184,12 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                      tracker: MotionTracker | None = None, overwrite: bool = False,
                      on_report: Callable[[Path], None] | None = None,
                      on_empty: Callable[[str], None] | None = None,
-                     on_unfinished: Callable[[str], None] | None = None) -> Path:
+                     on_unfinished: Callable[[str], None] | None = None,
+                     claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> Path:
     """Write DIR/index.html (and DIR/reports/*.html for runs found in `traces_path`); returns the index path.
     Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written; a newer run
-    that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both)."""
+    that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both).
+    `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
     from evals.eval_runs import shown_run, unfinished_note, unfinished_run
     from evals.result_rows import results_rows
 
@@ -217,7 +220,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     metrics = all_metrics(rows, presets) if presets else []
 
     found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,
-                         overwrite=overwrite, on_report=on_report)
+                         overwrite=overwrite, on_report=on_report, claim_max_age_s=claim_max_age_s)
     links = found.links
 
     clips: dict[str, dict[str, dict]] = {}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from evals.eval_views import plural
+from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,9 +54,10 @@ class RunLinks:
 
 def link_reports(run_ids: Iterable[str], out: Path, traces_path: str | Path | None, *,
                  tracker: MotionTracker | None = None, overwrite: bool = False,
-                 on_report: Callable[[Path], None] | None = None) -> RunLinks:
+                 on_report: Callable[[Path], None] | None = None,
+                 claim_max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> RunLinks:
     """Link every run of `run_ids` (empty ids skipped) to its report in `out`/reports, writing the reports
-    the trace database can give (module docstring)."""
+    the trace database can give (module docstring); `claim_max_age_s`: as `raa trace` reads a run."""
     from evals.report import safe_name
 
     ids = list(dict.fromkeys(i for i in run_ids if i))
@@ -79,7 +81,7 @@ def link_reports(run_ids: Iterable[str], out: Path, traces_path: str | Path | No
             target = out / "reports" / f"{safe_name(run_id)}.html"
             if overwrite or not target.is_file():
                 try:
-                    trace = read_trace(saver, run_id)
+                    trace = read_trace(saver, run_id, claim_max_age_s)
                 except RunNotFoundError:
                     found.missing += 1
                     trace = None

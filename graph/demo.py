@@ -137,7 +137,8 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     console.print("step through a run: raa trace RUN_ID")
     for res in results:
         try:
-            path = write_run_report(res.run_id, reports / f"{res.run_id}.html", traces_path=settings.traces_path)
+            path = write_run_report(res.run_id, reports / f"{res.run_id}.html", traces_path=settings.traces_path,
+                                    claim_max_age_s=settings.foreign_claim_max_age_s)
             console.print(f"report: {escape(str(path))}")
         except Exception as exc:  # a missing report must not hide the scores above
             console.print(f"[yellow]no report for {res.run_id}: {escape(str(exc))}[/]")

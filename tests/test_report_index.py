@@ -24,7 +24,7 @@ def test_a_run_report_cut_by_a_crash_is_written_again(tmp_path, monkeypatch):
 
     full = "<!DOCTYPE html><html><body>" + "x" * 1000 + "</body></html>\n"
     monkeypatch.setattr(graph.tracing, "open_saver", lambda path, read_only=False: Saver())
-    monkeypatch.setattr(graph.tracing, "read_trace", lambda saver, run_id: run_id)
+    monkeypatch.setattr(graph.tracing, "read_trace", lambda saver, run_id, claim_max_age_s: run_id)
     monkeypatch.setattr(evals.report, "render_run_report", lambda trace, tracker=None: full)
     out = tmp_path / "eval"
     out.mkdir()
