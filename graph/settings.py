@@ -111,7 +111,7 @@ def trace_options(settings: BackboneSettings | None, durability: TraceDurability
     claim age (`graph.thread_claims`: bound from the settings it was built with, else 6 h). The Python API's
     `score_video` / `ascore_videos` take them so from the settings they build the agent with."""
     if settings is None:
-        return durability or BackboneSettings().trace_durability, claim_max_age_s
+        return (BackboneSettings().trace_durability if durability is None else durability), claim_max_age_s
     return (settings.trace_durability if durability is None else durability,
             settings.foreign_claim_max_age_s if claim_max_age_s is None else claim_max_age_s)
 
