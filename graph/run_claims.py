@@ -173,8 +173,8 @@ _LATER_LOCK = threading.Lock()
 
 
 def release_later(file: str, run_id: str) -> None:
-    """Drop this process's claim of `run_id` in a daemon thread, returning at once (module docstring: a run
-    whose trace write failed). A failure leaves the claim as `release_quietly` does."""
+    """Drop this process's claim of `run_id` in a daemon thread, returning at once (module docstring: a run that
+    ended with an error, was cancelled or closed early). A failure leaves the claim as `release_quietly` does."""
     thread = threading.Thread(target=release_quietly, args=(file, run_id), name=f"raa-release-{run_id}",
                               daemon=True)
     with _LATER_LOCK:
