@@ -220,11 +220,13 @@ def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
 def same_run(row: dict[str, Any], other: dict[str, Any]) -> bool:
     """True when two output rows hold one run's result: one is the row of a line repeating the other's clip and
     instruction ("repeat_of" the other's key, `graph.batch.write_repeats`), or both are rows of lines repeating one
-    line. Readers that find one clip and draw twice (`raa eval draws`, `raa eval compare --pair-by path`) take such
-    rows as one row, not a contradiction."""
+    line, and their results are the same (a repeat row is a copy of its line's row: one whose result differs is of
+    another run, two outputs concatenated). Readers that find one clip and draw twice (`raa eval draws`, `raa eval
+    compare --pair-by path`) take such rows as one row, not a contradiction."""
     if row.get("repeat_of") is None and other.get("repeat_of") is None:
         return False
-    return (row.get("repeat_of") or row.get("key")) == (other.get("repeat_of") or other.get("key"))
+    return ((row.get("repeat_of") or row.get("key")) == (other.get("repeat_of") or other.get("key"))
+            and row.get("result") == other.get("result"))
 
 
 def clip_identity(path: Any) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from evals.compare import CompareError, compare
-from evals.draws import read_draws, summarize_draws
+from evals.draws import DrawsError, read_draws, summarize_draws
 from graph.batch import drop_repeats, read_manifest, result_line, write_repeats
 from graph.batch_output import RowWriter
 from graph.schemas import RewardResult
@@ -98,3 +98,18 @@ def test_a_clip_named_through_a_symlink_is_one_clip_whatever_name_its_rows_give(
     new.write_text("\n".join(rows(0, {"a": 0.4, "b": 0.5}, old=False)) + "\n")
     c = compare(new, old, pair_by="path")
     assert (c.pairs, c.n) == (2, 2) and c.mean_diff == pytest.approx(((0.4 - 0.2) + (0.5 - 0.6)) / 2)
+
+
+def test_a_repeat_row_whose_result_differs_from_its_lines_is_a_contradiction(tmp_path):
+    """A repeat row holds a copy of its line's row (`RowWriter.write_repeat`): one whose result differs comes from
+    another run (outputs of two scorers concatenated, the repeat row of one and the line's row of the other), and
+    was silently taken as the line's row again, its reward dropped (draws) or kept in place of the line's (compare)."""
+    out = _output(tmp_path, "o", "full", {"a": 0.2, "b": 0.6})
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    [repeat] = [r for r in rows if "repeat_of" in r]
+    repeat["result"]["reward"] = 0.9  # another scorer's result for the clip
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DrawsError, match="appears twice"):
+        read_draws(out)
+    with pytest.raises(CompareError, match="appears twice"):
+        compare(out, out, pair_by="path")
