@@ -33,7 +33,8 @@ Decisions where the issue was silent:
   them could have paired with it).
   Rows that contradict each other (a key twice, in one draw or in two) stay errors: no line is damaged,
   and which one is right is the user's call; a repeated line's row (``repeat_of``, `graph.batch.same_run`) under
-  the key of its line's (``--pair-by path``) is that row again, not a contradiction (it was "appears twice").
+  the key of its line's (``--pair-by path``) is that row again, not a contradiction (it was "appears twice"), when
+  its result is that row's (a copy; one that differs is of another run, two outputs concatenated: an error).
   ``--pair-by path`` pairs by the resolved path (`graph.batch.clip_identity`, as score-batch's key): a row naming a
   clip through a link, as its manifest gave it, pairs with one written before rows did (naming the link's target).
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the

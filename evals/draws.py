@@ -48,7 +48,7 @@ Decisions where the issue was silent:
 * A row written before rows recorded their draw counts as draw 0 (such outputs hold draw 0 only). Two rows
   of one clip and draw (two files concatenated) are an error naming the line, as in ``evals.compare``; the row of a
   line repeating an earlier line's clip under another id (``repeat_of``, `graph.batch.same_run`) holds that line's
-  result again and is left out (it was "draw 0 appears twice").
+  result again and is left out (it was "draw 0 appears twice"); one whose result differs is of another run (an error).
 * One summary covers one preset: pooled over presets, the presets' differences would count as clip-to-clip
   signal. A file holding several presets needs ``preset`` (``--preset``); the error names the ones found.
   Rows that record no preset are the preset "" (``--preset ''``), shown as "(none)" (`shown_preset`): they
