@@ -11,7 +11,8 @@ Decisions where the issue was silent:
   whose trace could not be saved (`graph.api.unsaved_trace`, `trace_saved` false) is still a result: exit 0 (3 when
   ineligible), its last reason says why, and stderr says "trace not saved" instead of the `raa trace` hint.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
-- `raa score` checks the endpoint first, as score-batch does (graph/endpoint.py): exit 2, not 3 after the retries.
+- `raa score` checks the endpoint first, as score-batch does (graph/endpoint.py): exit 2, not 3 after the retries;
+  before it, its clip path and instruction (graph/score_inputs.py): a bad one is its ineligible result (3) at once.
 - `score-batch`: rows, resume keys and bad manifest lines are described in `graph.batch`; its summary counts
   the rows written whose trace was not saved (`RowWriter.unsaved_traces`); runs use an
   AsyncSqliteSaver as checkpointer, so rows are appended as runs finish and traces stay readable.
@@ -41,6 +42,7 @@ from rich.table import Table
 from graph.backbone import default_chat_model
 from graph.endpoint import preflight
 from graph.reward_format import reward_text
+from graph.score_inputs import input_problem
 from graph.settings import BackboneSettings, SettingsError
 from graph.trace_text import describe_update, printable
 from graph.tracing import open_async_saver
@@ -94,12 +96,6 @@ def check_preset(preset: str) -> None:
         raise typer.Exit(2) from exc
 
 
-def _build_agent(settings: BackboneSettings, preset: str, checkpointer: Any, draw: int = 0, tools: Any = None) -> Any:
-    from graph.batch import build_batch_agent
-
-    return build_batch_agent(settings, preset, checkpointer, make_chat_model(settings), tools, draw=draw)
-
-
 def _result_table(result: Any) -> Table:
     table = Table(title=f"run {result.run_id}", show_header=False)
     reward = "⊥ (ineligible)" if result.reward is None else reward_text(result.reward)
@@ -129,10 +125,14 @@ def score_command(
     settings = settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
     check_preset(preset)
-    preflight_or_exit(settings)  # a wrong endpoint: exit 2 with the problem, not exit 3 after every retry
-    tools = loaded_tools(settings, preset)  # a tool that cannot load: exit 2 now, not after the model calls
+    clip = str(video.resolve())  # the path the run gets, and names in its reasons
+    if problem := input_problem(clip, instruction, settings.agent_config(preset).max_instruction_chars):
+        typer.echo(f"error: {problem}", err=True)  # at once, no wait first: the run ends ineligible at it
+    else:  # a wrong endpoint: exit 2 with the problem, not exit 3 after every retry
+        preflight_or_exit(settings)
+    tools = None if problem else loaded_tools(settings, preset)  # a tool that cannot load: exit 2, no model call
     run_id = new_run_id()
-    result = asyncio.run(_score_one(settings, preset, str(video.resolve()), instruction, run_id, stream, draw, tools))
+    result = asyncio.run(_score_one(settings, preset, clip, instruction, run_id, stream, draw, tools))
     if json_out:
         typer.echo(result.model_dump_json())
     else:
@@ -155,14 +155,13 @@ def _trace_hint(run_id: str, saved: bool, traces_path: str) -> str:
 async def _score_one(settings: BackboneSettings, preset: str, video: str, instruction: str, run_id: str,
                      stream: bool, draw: int = 0, tools: Any = None) -> Any:
     from graph.api import arun_agent
-
-    def show(node: str, update: Any) -> None:
-        typer.echo(describe_update(node, update), err=True)
+    from graph.batch import build_batch_agent
 
     async with open_async_saver(settings.traces_path) as saver:
-        agent = _build_agent(settings, preset, saver, draw, tools)
+        agent = build_batch_agent(settings, preset, saver, make_chat_model(settings), tools, draw=draw)
         return await arun_agent(agent, video, instruction, run_id, preset, durability=settings.trace_durability,
-                                on_update=show if stream else None,
+                                on_update=(lambda node, update: typer.echo(describe_update(node, update), err=True))
+                                if stream else None,
                                 claim_max_age_s=settings.foreign_claim_max_age_s)
 
 

@@ -10,7 +10,8 @@ servers, vLLM and SGLang included, list what they serve there).
 Decisions where the issues were silent:
 - `raa score` checks too, though it scores one clip: a wrong URL, key or model name is one error line and exit 2
   at once, and a host that never answers costs this wait, not each stage's request timeouts and retries before
-  an ineligible exit 3; a server still loading is waited for. It costs one `GET /models` per call.
+  an ineligible exit 3; a server still loading is waited for. It costs one `GET /models` per call. A bad clip path
+  or blank instruction is found before it (graph/score_inputs.py): that run needs no endpoint, and waits for none.
 - Connection failures and timeouts are retried for `wait_s` seconds (a server still loading its
   weights is normal when a job script starts both); then the problem is reported. A URL that cannot
   be requested at all (no `http://` / `https://`, as in `localhost:8000/v1`, or malformed) is reported

@@ -140,10 +140,13 @@ def test_score_batch_stops_before_writing_rows(server, monkeypatch, tmp_path):
 def test_score_stops_at_a_wrong_endpoint_before_the_run(server, tmp_path):
     """`raa score` ran the clip against a wrong endpoint: each stage's calls went through the transport retries
     (minutes against a host that never answers) before exit 3 with an ineligible result; it now checks first,
-    as the other scoring commands do, and stops with the problem (exit 2) without a run or a model call."""
+    as the other scoring commands do, and stops with the problem (exit 2) without a run or a model call (a clip that
+    is there: a missing one is its ineligible result before the check, tests/test_score_inputs_first.py)."""
+    from tests.cli_agent_helpers import _clip
+
     env = {"RAA_BASE_URL": server, "RAA_MODEL": "typo-model", "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "5",
            "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off"}
-    res = CliRunner().invoke(app, ["score", str(tmp_path / "a.mp4"), "-i", "push", "--preset", "direct"], env=env)
+    res = CliRunner().invoke(app, ["score", _clip(tmp_path / "a.mp4"), "-i", "push", "--preset", "direct"], env=env)
     assert res.exit_code == 2 and "model 'typo-model' is not served" in res.output, res.output
     assert "RAA_ENDPOINT_WAIT_S=0 skips this check" in res.output and "raa trace" not in res.output
     assert _Models.auth == [("/v1/models", "Bearer EMPTY")]  # the check only: no chat request
