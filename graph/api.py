@@ -112,7 +112,7 @@ def _item(item: Any) -> tuple[str, str, str | None]:
         (video, instruction), run_id = item, None
     else:
         raise TypeError(f"batch items must be (video, instruction) or dicts, got {type(item).__name__}")
-    return _video(video), _instruction(instruction), _run_id(run_id)
+    return clip_path(video), _instruction(instruction), _run_id(run_id)
 
 
 def _check_keys(item: Mapping) -> None:
@@ -131,7 +131,7 @@ def _run_id(run_id: Any) -> str | None:
     return run_id
 
 
-def _video(video: Any) -> str:
+def clip_path(video: Any) -> str:  # as the run gets it (module docstring)
     if not isinstance(video, str | Path):
         hint = ("; write the frames to a file first: tools.video.write_video(path, frames, fps=16)"
                 if type(video).__name__ in ("ndarray", "Tensor") else "")
@@ -390,7 +390,7 @@ def score_video(video: str | Path, instruction: str, config: AgentConfig | None 
     from graph.builder import build_reward_agent, needed_settings
 
     config = config or AgentConfig()
-    video, instruction, run_id = _video(video), _instruction(instruction), _run_id(run_id)
+    video, instruction, run_id = clip_path(video), _instruction(instruction), _run_id(run_id)
     settings = needed_settings(settings, model=model, backbone=backbone, checkpointer=checkpointer)
     durability, claim_max_age_s = trace_options(settings, durability, claim_max_age_s)
     agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,

@@ -120,12 +120,12 @@ def score_command(
                              "backbone's answers anew (RAA_TEMPERATURE > 0) instead of reusing cached ones."),
 ) -> None:
     """Score one video against an instruction with the reward agent."""
-    from graph.api import new_run_id, trace_saved  # deferred: the agent graph is heavy to import
+    from graph.api import clip_path, new_run_id, trace_saved  # deferred: the agent graph is heavy to import
 
     settings = settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()
     check_preset(preset)
-    clip = str(video.resolve())  # the path the run gets, and names in its reasons
+    clip = clip_path(video)  # as the run gets and names it (a symlink loop: made absolute only, no traceback)
     if problem := input_problem(clip, instruction, settings.agent_config(preset).max_instruction_chars):
         typer.echo(f"error: {problem}", err=True)  # at once, no wait first: the run ends ineligible at it
     else:  # a wrong endpoint: exit 2 with the problem, not exit 3 after every retry

@@ -44,13 +44,15 @@ def wrong_endpoint(monkeypatch, tmp_path):
 def _cases(tmp_path):
     (tmp_path / "clips").mkdir()
     clip = _clip(tmp_path / "a.mp4")
+    (loop := tmp_path / "loop.mp4").symlink_to(loop)  # Path.resolve raised RuntimeError: a traceback, exit 1
     return {"missing": ([str(tmp_path / "nope.mp4"), "-i", "push"], "video file not found"),
             "folder": ([str(tmp_path / "clips"), "-i", "push"], "is a directory, not a video file"),
             "name too long": ([str(tmp_path / ("x" * 300 + ".mp4")), "-i", "push"], "cannot be read (OSError"),
+            "symlink loop": ([str(loop), "-i", "push"], "cannot be read (OSError: [Errno 40]"),
             "blank instruction": ([clip, "-i", "  \n "], "instruction is empty or whitespace only")}
 
 
-@pytest.mark.parametrize("case", ["missing", "folder", "name too long", "blank instruction"])
+@pytest.mark.parametrize("case", ["missing", "folder", "name too long", "symlink loop", "blank instruction"])
 def test_a_bad_clip_path_or_instruction_is_ineligible_before_the_endpoint_and_tools(case, wrong_endpoint,
                                                                                       tmp_path) -> None:
     args, words = _cases(tmp_path)[case]
