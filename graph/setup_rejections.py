@@ -10,20 +10,24 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model", another server's
   "invalid value: `json_schema`", a guided-decoding backend that cannot compile the schema ("features not supported
   by xgrammar": the stage schemas are fixed, so every clip's request fails alike), a request model without it
-  (pydantic's "Input should be 'text' or 'json_object'" at `response_format.type`). Fix: another structured method.
+  (pydantic's "Input should be 'text' or 'json_object'" at `response_format.type`), LM Studio's "'response_format.type'
+  must be 'json_schema' or 'text'" (no json_object), older llama.cpp's "response_format type must be one of ...".
+  Fix: another structured method.
 - "tools": tool calls the server does not serve: vLLM's "\"auto\" tool choice requires --enable-auto-tool-choice
   and --tool-call-parser to be set", llama.cpp's "tools param requires --jinja flag", Ollama's "... does not support
-  tools", OpenAI's "'tools' is not supported with this model". Fix: serve tool calling, or, in a tool round
-  (`tool_choice` not forced), inspect without tool calls; for function_calling structured output (a forced
-  `tool_choice`), another structured method.
+  tools", OpenAI's "'tools' is not supported with this model", DeepInfra's "Tool calling is not supported for model",
+  DashScope's "The tool call is not supported", a gateway's "Unsupported tool_call_parser" (a 500). Fix: serve tool
+  calling, or, in a tool round (`tool_choice` not forced), inspect without tool calls; for function_calling
+  structured output (a forced `tool_choice`), another structured method.
 - "images": images sent to a model or server that takes none: OpenAI's "image_url is only supported by certain
   models", vLLM's "At most 0 image(s) may be provided" (or `{"image": 0}` in its --limit-mm-per-prompt message) and
-  "... is not a multimodal model", llama.cpp's "image input is not supported". Fix: a vision-language model.
-Also a 500 that says so (llama.cpp's server answers these with 500s): not retried (`graph.transport.transient_error`),
-the same request gets the same answer. Decided where the issue was silent: only a rejection of what the request
-carried counts (a 400 naming tools for a request without tools, a content policy that mentions a tool or an image, a
-malformed tool message, stay "refused"), and only an error with its request attached (the openai SDK's; another chat
-model's `ModelError` has none to read).
+  "... is not a multimodal model", llama.cpp's "image input is not supported", DeepSeek's "unknown variant
+  `image_url`, expected `text`". Fix: a vision-language model.
+Also a 500 that says so (llama.cpp's server answers these with 500s, as a gateway may): not retried
+(`graph.transport.transient_error`), the same request gets the same answer. Decided where the issue was silent:
+only a rejection of what the request carried counts (a 400 naming tools for a request without tools, a content
+policy that mentions a tool or an image, a malformed tool message, stay "refused"), and only an error with its
+request attached (the openai SDK's; another chat model's `ModelError` has none to read).
 The words matched are the servers' own, quoted above; a reworded message falls back to "refused", as before.
 """
 
@@ -103,17 +107,15 @@ def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
     return None
 
 
-
-
-_TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|requires --jinja|(?:does not|doesn't) support "
-                    r"(?:tools|tool call|function call)|\b(?:tools|tool_choice|functions)'? (?:is |are )?"
-                    r"(?:not supported|unsupported)")
+_TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|unsupported tool_call_parser|requires --jinja|"
+                    r"(?:does not|doesn't) support (?:tools|tool call|function call)|\b(?:tools|tool_choice|functions|"
+                    r"(?:tool|function)[ _](?:calls?|calling|use))'? (?:is |are )?(?:not supported|unsupported)")
 _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_object|guided_\w+|structured output)"
                          r"[^\n]{0,80}?(?:not supported|unsupported|not valid|invalid value|only supported|"
-                         r"input should be)|unsupported parameter: '?response_format|(?:does not|doesn't) support "
-                         r"(?:response_format|json_schema|json schema|structured output|json mode|guided)")
-_IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|(?:image|vision|multi-?modal)"
-                     r"(?:_url)?(?: input| inputs| content)?s? (?:is |are )?"
+                         r"input should be|must be)|unsupported parameter: '?response_format|(?:does not|doesn't) "
+                         r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
+_IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"
+                     r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content)?s? (?:is |are )?"
                      r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) "
                      r"(?:support|accept|take) (?:image|vision|multi-?modal)")
 _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}

@@ -153,3 +153,27 @@ def test_llama_cpp_s_500_for_an_unsupported_part_is_not_retried_as_an_outage_of_
         bb = make(stub, "json_schema")
         asyncio.run(bb.atool_round("inspect", list(WITH_IMAGE), [VIEW], Usage()))
     _settings(info.value, stub, named)
+
+
+LMSTUDIO_JSON_OBJECT = "'response_format.type' must be 'json_schema' or 'text'"  # LM Studio takes no json_object
+LLAMACPP_OLD_SCHEMA = 'response_format type must be one of "text" or "json_object", but got: json_schema'  # a 500
+DEEPINFRA_TOOLS = "deepinfra error: Tool calling is not supported for model: mistralai/Mistral-Small-24B-Instruct-2501"
+DASHSCOPE_TOOLS = "<400> InternalError.Algo.InvalidParameter: The tool call is not supported."
+NO_PARSER = "Internal server error: Unsupported tool_call_parser: None"  # a gateway's 500 before a server without one
+DEEPSEEK_IMAGES = ("Failed to deserialize the JSON body into the target type: messages[1]: unknown variant "
+                   "`image_url`, expected `text`")
+
+
+@pytest.mark.parametrize("status, method, text, named", [
+    (400, "json_mode", LMSTUDIO_JSON_OBJECT, "RAA_STRUCTURED_METHOD=function_calling"),
+    (500, "json_schema", LLAMACPP_OLD_SCHEMA, "RAA_STRUCTURED_METHOD=json_mode"),
+    (405, "function_calling", DEEPINFRA_TOOLS, "RAA_STRUCTURED_METHOD=json_schema"),
+    (400, "function_calling", DASHSCOPE_TOOLS, "RAA_STRUCTURED_METHOD=json_schema"),
+    (500, "function_calling", NO_PARSER, "RAA_STRUCTURED_METHOD=json_schema"),
+    (400, "json_schema", DEEPSEEK_IMAGES, "RAA_MODEL")],
+    ids=["lmstudio-json_object", "llamacpp-json_schema", "deepinfra-tools", "dashscope-tools", "no-parser", "deepseek"])
+def test_other_servers_words_for_a_part_they_do_not_take(status: int, method: str, text: str, named: str) -> None:
+    """Real servers' wordings the matcher missed: 'refused' for every clip (or a 500 retried, then 'transport')."""
+    with OpenAIStub([StubReply(status=status, content=text)] * 3 + [good(method)]) as stub:
+        fault = _structured(stub, method, WITH_IMAGE)
+    _settings(fault, stub, named)
