@@ -177,3 +177,16 @@ def test_other_servers_words_for_a_part_they_do_not_take(status: int, method: st
     with OpenAIStub([StubReply(status=status, content=text)] * 3 + [good(method)]) as stub:
         fault = _structured(stub, method, WITH_IMAGE)
     _settings(fault, stub, named)
+
+
+@pytest.mark.parametrize("text", ["This model does not support images larger than 5 MB",
+                                  "This model does not support image inputs with this encoding",
+                                  "The server cannot accept images of more than 4096x4096 pixels"],
+                         ids=["size", "encoding", "pixels"])
+def test_a_rejection_of_these_images_is_not_a_model_without_images(text: str) -> None:
+    """Read as "the server or model takes no images": a 'settings' fault naming a vision model (which it is), the clip
+    kept out of the counts and retried by --retry-ineligible for ever, though its own images (how large they encode)
+    may be what was refused."""
+    with OpenAIStub([StubReply(status=400, content=text)]) as stub:
+        fault = _structured(stub, "json_schema", WITH_IMAGE)
+    assert fault.kind == "refused" and "vision-language" not in fault.message, fault
