@@ -27,7 +27,8 @@ Also a 500 that says so (llama.cpp's server answers these with 500s, as a gatewa
 (`graph.transport.transient_error`), the same request gets the same answer. Decided where the issue was silent:
 only a rejection of what the request carried counts (a 400 naming tools for a request without tools, a content
 policy that mentions a tool or an image, a malformed tool message, stay "refused"), and only an error with its
-request attached (the openai SDK's; another chat model's `ModelError` has none to read).
+request attached (the openai SDK's; another chat model's `ModelError` has none to read), but vLLM's limit of no
+image, whose words say images were sent (it was an image limit, "settings", before this matcher).
 The words matched are the servers' own, quoted above; a reworded message falls back to "refused", as before.
 """
 
@@ -162,16 +163,23 @@ def setup_rejection(exc: BaseException, names: EndpointNames) -> str | None:
 
 
 def _rejected_part(exc: BaseException) -> tuple[Part, dict[str, Any]] | None:
-    """(the part, the request body sent) when `exc` is a 4xx or 500 saying a part the request carried is not taken."""
-    if not isinstance(exc, openai.APIStatusError) or not (400 <= exc.status_code < 500 or exc.status_code == 500):
+    """(the part, the request body sent) when `exc` is a 4xx or 500 saying a part the request carried is not taken:
+    an openai SDK error, whose request is read, or another chat model's rejection (`rejected_request`, no request to
+    read) with vLLM's limit of no image, whose words say images were sent."""
+    if isinstance(exc, openai.APIStatusError):
+        if not (400 <= exc.status_code < 500 or exc.status_code == 500):
+            return None
+        sent = _sent_body(exc)
+    elif rejected_request(exc):
+        sent = {}
+    else:
         return None
-    sent = _sent_body(exc)
     text = str(exc).lower()
     if sent.get("tools") and _TOOLS.search(text):
         return "tools", sent
     if isinstance(sent.get("response_format"), dict) and _STRUCTURED.search(text):
         return "structured", sent
-    if _carries_images(sent) and _IMAGES.search(text):
+    if _NO_IMAGES.search(text) or (_carries_images(sent) and _IMAGES.search(text)):
         return "images", sent
     return None
 

@@ -190,3 +190,18 @@ def test_a_rejection_of_these_images_is_not_a_model_without_images(text: str) ->
     with OpenAIStub([StubReply(status=400, content=text)]) as stub:
         fault = _structured(stub, "json_schema", WITH_IMAGE)
     assert fault.kind == "refused" and "vision-language" not in fault.message, fault
+
+
+def test_another_chat_model_s_limit_of_no_image_is_still_a_settings_fault() -> None:
+    """vLLM's "At most 0 image(s)" says itself that images were sent: with no request to read (a LangChain
+    `ModelError` from another chat model) it was a "settings" image limit, then neither that nor an unsupported
+    part (which read only the openai SDK's errors): "refused", every clip counted as one the agent could not judge."""
+    from langchain_core.exceptions import ModelError
+
+    from tests.test_backbone_scripted import _bb
+
+    bb, model = _bb([ModelError(f"Error code: 400 - {VLLM_NO_IMAGES}"), {"label": "a", "score": 2}])
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(WITH_IMAGE), Usage()))
+    assert info.value.kind == "settings" and len(model.calls) == 1, info.value
+    assert "RAA_MODEL" in info.value.message, info.value.message
