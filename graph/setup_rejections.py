@@ -51,9 +51,10 @@ SERVE_TOOLS = ("serve the model with tool calling (vLLM: --enable-auto-tool-choi
 """How to make a server take tool calls (named by a tool round's rejection, and by a tool call left in the text)."""
 PLAN_SETTING = "RAA_INSPECT_MODE=plan, AgentConfig(inspect_mode='plan')"
 """The agent's setting that inspects without tool calls."""
-_IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided")
+_IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided|too many images")
 """How vLLM says a request holds more images (or videos) than `--limit-mm-per-prompt` lets one prompt have:
-"At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer)."""
+"At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer); how hosted APIs
+say theirs ("Too many images in request: 54 > 30", "... Max is 50.")."""
 _NO_IMAGES = re.compile(r"at most 0 image|[\"']image[\"']: 0\b")
 """vLLM's limit of no image at all (a text-only model, or a limit of 0): a model that takes none, not a limit."""
 _BODY_LIMIT = ("request entity too large", "payload too large", "content too large")

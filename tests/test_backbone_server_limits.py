@@ -27,13 +27,15 @@ IMAGES_NEW = ("You set or defaulted to '{\"image\": 48}' in `--limit-mm-per-prom
 CONTEXT = ("This model's maximum context length is 16384 tokens. However, you requested 22301 tokens (21789 in the "
            "messages, 512 in the completion). Please reduce the length of the messages or completion.")
 DECODER = "The decoder prompt (length 88049) is longer than the maximum model length of 32768."
+TOO_MANY = "Too many images in request: 54 > 30"  # a hosted API's count limit (others: "... Max is 50.")
 
 
 @pytest.mark.parametrize("text, named", [
     (IMAGES_OLD, ["--limit-mm-per-prompt", "max_images_per_call"]),
     (IMAGES_NEW, ["--limit-mm-per-prompt", "max_images_per_call"]),
     (CONTEXT, ["--max-model-len", "RAA_IMAGE_LONG_SIDE", "RAA_MAX_TOKENS"]),
-    (DECODER, ["--max-model-len", "RAA_IMAGE_LONG_SIDE"])], ids=["images", "images_new", "context", "decoder"])
+    (DECODER, ["--max-model-len", "RAA_IMAGE_LONG_SIDE"]), (TOO_MANY, ["max_images_per_call"])],
+    ids=["images", "images_new", "context", "decoder", "too_many"])
 def test_a_server_limit_is_a_settings_fault_naming_what_to_change(text: str, named: list[str]) -> None:
     with OpenAIStub([StubReply(status=400, content=text), good("json_schema")]) as stub:
         with pytest.raises(BackboneFault) as info:
