@@ -22,7 +22,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 - "images": images sent to a model or server that takes none: OpenAI's "image_url is only supported by certain
   models", vLLM's "At most 0 image(s) may be provided" (or `{"image": 0}` in its --limit-mm-per-prompt message) and
   "... is not a multimodal model", llama.cpp's "image input is not supported", DeepSeek's "unknown variant
-  `image_url`, expected `text`". Fix: a vision-language model.
+  `image_url`, expected `text`", Ollama's "this model is missing data required for image input" (a 500). Fix: a
+  vision-language model.
 Also a 500 that says so (llama.cpp's server answers these with 500s, as a gateway may): not retried
 (`graph.transport.transient_error`), the same request gets the same answer. Decided where the issue was silent:
 only a rejection of what the request carried counts (a 400 naming tools for a request without tools, a content
@@ -117,6 +118,7 @@ _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_objec
                          r"input should be|must be)|unsupported parameter: '?response_format|(?:does not|doesn't) "
                          r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"
+                     r"missing data required for image input|"
                      r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content)?s? (?:is |are )?"
                      r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) "
                      r"(?:support|accept|take) (?:image|vision|multi-?modal)(?![\w/-]*(?: inputs?| content)? "
