@@ -122,7 +122,7 @@ _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unkno
                      r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content)?s? (?:is |are )?"
                      r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) "
                      r"(?:support|accept|take) (?:image|vision|multi-?modal)(?![\w/-]*(?: inputs?| content)? "
-                     r"(?:larger|bigger|over|above|exceeding|more|of|with|in|encoded|encoding|format|size|from)\b)")
+                     r"(?:larger|bigger|over|above|exceeding|more|of|with|encoded|encoding|format|size|from)\b)")
 """A model or server that takes no images, in the servers' words (module docstring); not one that refuses these
 images ("does not support images larger than 5 MB", "image inputs with this encoding"): the clip's own images may be
 what it refused, so not every clip's setting."""
