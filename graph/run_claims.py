@@ -37,9 +37,9 @@ Decisions where the issue was silent:
   that waits for another process's write must not stall the event loop.
 - A task cancelled while its claim is being written (a cancelled request, Ctrl-C) cannot stop that write,
   and never learns that it holds the claim, so it would never release it: the claim stayed until the
-  process exited and the id was refused as "already running" meanwhile. The write's thread drops the
-  claim itself when its caller has gone, and a claim committed just before the cancellation reached the
-  task is released by another worker thread of the loop (`claim`).
+  process exited and the id was refused as "already running" meanwhile. Another worker thread of the loop
+  waits for the write and drops the claim if it took it (`claim`); like `release_later`'s, a claim of the id
+  by this process waits for that release (a retry at once was refused in its own process).
 - A run that ends with an error, is cancelled or is closed early (`graph.thread_claims`) may have failed on
   another process's write lock (its final trace write, `RewardResult.trace_saved` false), which its release
   would meet again: awaited, the release held the error or result back for up to `WAIT_S` more and then, the
@@ -128,9 +128,8 @@ class _Claiming:
     """A claim being written in a worker thread, and whether the task that asked for it still waits."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.abandoned = False
         self.taken = False
+        self.done = threading.Event()
 
 
 async def claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
@@ -139,57 +138,80 @@ async def claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE
     claiming = _Claiming()
     try:
         return await asyncio.to_thread(_claim_for, file, run_id, claiming, max_age_s)
-    except asyncio.CancelledError:
-        with claiming.lock:
-            claiming.abandoned = True
-            taken = claiming.taken
-        if taken:  # committed before the cancellation arrived: the write's thread has already returned
-            try:
-                asyncio.get_running_loop().run_in_executor(None, release_quietly, file, run_id)
-            except RuntimeError:  # the loop's executor is shut down
-                release_quietly(file, run_id)
+    except asyncio.CancelledError:  # the write may go on or have committed: released once it is done, if taken
+        _release_cancelled(file, run_id, claiming)
         raise
 
 
 def _claim_for(file: str, run_id: str, claiming: _Claiming, max_age_s: float) -> str | None:
-    """`_claim`, dropping the claim again when its caller was cancelled meanwhile."""
-    holder = _claim(file, run_id, max_age_s)
-    with claiming.lock:
+    """`_claim`, telling `claiming` whether it took the claim once done (a cancelled caller's release waits)."""
+    try:
+        join_releases(WAIT_S, (file, run_id), claiming)  # not the release of this very claim, which waits for it
+        holder = _claim(file, run_id, max_age_s)
         claiming.taken = holder is None
-        drop = claiming.taken and claiming.abandoned
-    if drop:
-        release_quietly(file, run_id)
-    return holder
+        return holder
+    finally:
+        claiming.done.set()
 
 
 def claim_blocking(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
     """`claim` written in the calling thread, for a synchronous run (`graph.thread_claims`)."""
+    join_releases(WAIT_S, (file, run_id))
     return _claim(file, run_id, max_age_s)
 
 
-_LATER: list[tuple[str, str, threading.Thread]] = []
-"""(file, run id, thread) of the releases `release_later` started that may still run."""
+_LATER: list[tuple[str, str, threading.Event, _Claiming | None]] = []
+"""(file, run id, set once done, a cancelled `claim`'s write or None) of the releases that may still run."""
 _LATER_LOCK = threading.Lock()
 
 
 def release_later(file: str, run_id: str) -> None:
     """Drop this process's claim of `run_id` in a daemon thread, returning at once (module docstring: a run that
     ended with an error, was cancelled or closed early). A failure leaves the claim as `release_quietly` does."""
-    thread = threading.Thread(target=release_quietly, args=(file, run_id), name=f"raa-release-{run_id}",
-                              daemon=True)
-    with _LATER_LOCK:
-        _LATER[:] = [later for later in _LATER if later[2].is_alive()]
-        _LATER.append((file, run_id, thread))
-    thread.start()
+    threading.Thread(target=_release_after, args=(file, run_id, None, _pending(file, run_id, None)),
+                     name=f"raa-release-{run_id}", daemon=True).start()
 
 
-def join_releases(timeout: float | None = None, of: tuple[str, str] | None = None) -> None:
-    """Wait (each at most `timeout` seconds; None: until done) for the releases `release_later` started (`of`:
-    only those of this (file, run id))."""
+def _release_cancelled(file: str, run_id: str, claiming: _Claiming) -> None:
+    """Drop the claim a cancelled `claim` took, once written, in a worker thread of the loop (its end waits for
+    it) or, the loop's executor shut down, in a daemon thread."""
+    released = _pending(file, run_id, claiming)
+    try:
+        asyncio.get_running_loop().run_in_executor(None, _release_after, file, run_id, claiming, released)
+    except RuntimeError:  # the loop's executor is shut down
+        threading.Thread(target=_release_after, args=(file, run_id, claiming, released), name=f"raa-release-{run_id}",
+                         daemon=True).start()
+
+
+def _pending(file: str, run_id: str, claiming: _Claiming | None) -> threading.Event:
+    """A release of `run_id` about to start, listed for `join_releases`: the event it sets once done."""
+    released = threading.Event()
     with _LATER_LOCK:
-        threads = [thread for file, run_id, thread in _LATER if of is None or (file, run_id) == of]
-    for thread in threads:
-        thread.join(timeout)
+        _LATER[:] = [later for later in _LATER if not later[2].is_set()]
+        _LATER.append((file, run_id, released, claiming))
+    return released
+
+
+def _release_after(file: str, run_id: str, claiming: _Claiming | None, released: threading.Event) -> None:
+    try:
+        if claiming is not None:
+            claiming.done.wait()
+            if not claiming.taken:  # refused (another run holds the id) or failed: nothing of ours to drop
+                return
+        release_quietly(file, run_id)
+    finally:
+        released.set()
+
+
+def join_releases(timeout: float | None = None, of: tuple[str, str] | None = None,
+                  but: _Claiming | None = None) -> None:
+    """Wait (each at most `timeout` seconds; None: until done) for the pending releases (`_LATER`; `of`: only those
+    of this (file, run id); `but`: not that of this claim being written)."""
+    with _LATER_LOCK:
+        pending = [released for file, run_id, released, claiming in _LATER
+                   if (of is None or (file, run_id) == of) and (but is None or claiming is not but)]
+    for released in pending:
+        released.wait(timeout)
 
 
 def _connect(file: str) -> sqlite3.Connection:
@@ -217,8 +239,7 @@ def _write_transaction(file: str) -> Iterator[sqlite3.Connection]:
 
 def _claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
     """Claim `run_id` in `file` (None), or say who holds it; waits out a vacuum's fence up to `WAIT_S`, then
-    raises `VacuumFence`; first waits for this process's pending release of it (module docstring)."""
-    join_releases(WAIT_S, (file, run_id))
+    raises `VacuumFence`. Its callers first wait for this process's pending release of it (module docstring)."""
     deadline = time.monotonic() + WAIT_S
     while True:
         with _write_transaction(file) as conn:

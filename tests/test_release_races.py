@@ -1,0 +1,82 @@
+"""Releases of a run id's claim that this process still has pending are waited for by its next claim of the id
+(`graph.run_claims`): a retry right after a cancelled claim was refused as "already running" in its own process,
+and a wait for the pending releases could meet a release thread not yet started (`RuntimeError`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+
+from graph import run_claims
+
+
+def _claims(file: str) -> list[str]:
+    conn = sqlite3.connect(file)
+    try:
+        return [row[0] for row in conn.execute(f"SELECT thread_id FROM {run_claims.CLAIMS_TABLE}")]
+    finally:
+        conn.close()
+
+
+def test_a_retry_right_after_a_cancelled_claim_waits_for_its_release(tmp_path, monkeypatch) -> None:
+    """The claim committed, then the caller was cancelled before the write's thread returned: that thread dropped
+    the claim afterwards, but a retry of the id at once found it and was refused in its own process."""
+    file = str(tmp_path / "traces.sqlite")
+    sqlite3.connect(file).close()
+    real, committed = run_claims._claim, threading.Event()
+
+    def slow(file, run_id, max_age_s=run_claims.FOREIGN_CLAIM_MAX_AGE_S):
+        holder = real(file, run_id, max_age_s)
+        committed.set()
+        time.sleep(0.3)  # the write's thread has not returned yet when the cancellation arrives
+        return holder
+
+    async def main():
+        monkeypatch.setattr(run_claims, "_claim", slow)
+        task = asyncio.ensure_future(run_claims.claim(file, "c1"))
+        await asyncio.to_thread(committed.wait)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        monkeypatch.setattr(run_claims, "_claim", real)
+        return await run_claims.claim(file, "c1")
+
+    assert asyncio.run(main()) is None
+    assert _claims(file) == ["c1"]
+    run_claims.release_quietly(file, "c1")
+
+
+def test_waiting_for_the_pending_releases_never_meets_an_unstarted_thread(tmp_path, monkeypatch) -> None:
+    """`release_later` listed its thread before starting it: a claim of the id (or `join_releases`) in another
+    thread between the two joined a thread not started yet, and failed with RuntimeError."""
+    file = str(tmp_path / "traces.sqlite")
+    assert run_claims.claim_blocking(file, "u1") is None
+    errors: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            run_claims.join_releases(5, (file, "u1"))
+        except BaseException as exc:  # noqa: BLE001 - the failure under test
+            errors.append(exc)
+
+    base = threading.Thread
+
+    class Late(base):
+        def start(self) -> None:
+            waiter = base(target=join)
+            waiter.start()
+            waiter.join(0.3)  # another thread waits for the releases before this one starts
+            super().start()
+            self.waiter = waiter
+
+    monkeypatch.setattr(run_claims.threading, "Thread", Late)
+    run_claims.release_later(file, "u1")
+    monkeypatch.undo()
+    run_claims.join_releases(5)
+    time.sleep(0.1)
+    assert errors == [], errors
+    assert _claims(file) == []
