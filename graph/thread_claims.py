@@ -125,12 +125,14 @@ async def aclaimed(checkpointer: Any, config: RunnableConfig) -> AsyncIterator[N
 async def live_holder(checkpointer: Any, run_id: str, config: RunnableConfig) -> str | None:
     """Who holds a live claim of `run_id` in `checkpointer`'s file ("process N on HOST (since T)",
     `graph.run_claims.claim_of`; another host's stale by the claim age of `config`), or None: the API names it when
-    the id's thread already holds checkpoints (a run in flight with its steps saved is not an earlier run)."""
+    the id's thread already holds checkpoints (a run in flight with its steps saved is not an earlier run). A
+    release of the id this process has pending (a run that just failed) is waited for, as a claim waits for it."""
     max_age_s = _claim_age(config)
     if (file := await run_claims.database_file(checkpointer)) is None:
         return None
 
     def read() -> str | None:
+        run_claims.join_releases(run_claims.WAIT_S, (file, run_id))  # a release of this process's pending: not live
         try:
             conn = sqlite3.connect(file, timeout=run_claims.WAIT_S)
             try:

@@ -80,3 +80,27 @@ def test_waiting_for_the_pending_releases_never_meets_an_unstarted_thread(tmp_pa
     time.sleep(0.1)
     assert errors == [], errors
     assert _claims(file) == []
+
+
+def test_the_apis_look_up_of_a_live_claim_waits_for_this_processs_pending_release(tmp_path, monkeypatch) -> None:
+    """A retry of an id whose run just failed (its checkpoints saved, its release pending in a daemon thread) was
+    answered "already running in process N" naming this very process, instead of "already has a trace"."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graph.thread_claims import live_holder
+
+    file = str(tmp_path / "traces.sqlite")
+    assert run_claims.claim_blocking(file, "h1") is None
+    real = run_claims.release_quietly
+
+    def slow(file, run_id):
+        time.sleep(0.3)
+        real(file, run_id)
+
+    monkeypatch.setattr(run_claims, "release_quietly", slow)
+    run_claims.release_later(file, "h1")
+    saver = SqliteSaver(sqlite3.connect(file, check_same_thread=False))
+    try:
+        assert asyncio.run(live_holder(saver, "h1", {"configurable": {"thread_id": "h1"}})) is None
+    finally:
+        saver.conn.close()
