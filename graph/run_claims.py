@@ -38,17 +38,16 @@ Decisions where the issue was silent:
 - A task cancelled while its claim is being written (a cancelled request, Ctrl-C) cannot stop that write,
   and never learns that it holds the claim, so it would never release it: the claim stayed until the
   process exited and the id was refused as "already running" meanwhile. Another worker thread of the loop
-  waits for the write and drops the claim if it took it (`claim`); like `release_later`'s, a claim of the id
-  by this process waits for that release (a retry at once was refused in its own process).
+  waits for the write and drops the claim if it took it (`claim`).
 - A run that ends with an error, is cancelled or is closed early (`graph.thread_claims`) may have failed on
   another process's write lock (its final trace write, `RewardResult.trace_saved` false), which its release
   would meet again: awaited, the release held the error or result back for up to `WAIT_S` more and then, the
   lock still held, gave up and left the claim. Such a run's claim is released in a daemon thread
   (`release_later`) and its error or result returned at once; the thread waits for the lock as long as a
   release does (`WAIT_S`). A process that exits meanwhile leaves the claim of a dead process, which is taken
-  over (`join_releases` waits for these threads, e.g. before a short script exits). A claim of the same id in
-  the same file by this process waits for that release first (up to `WAIT_S`): a retry or resume right after
-  the error was otherwise refused as "already running" in its own process.
+  over (`join_releases` waits for these threads, e.g. before a short script exits). A claim of an id by this
+  process first waits (up to `WAIT_S`) for every release of it still pending (these, a cancelled claim's, one
+  cancelled at a run's end): a retry or resume right after was refused as "already running" in its own process.
 - `raa prune --vacuum` must not rewrite the file under a run in flight (the VACUUM holds the write lock longer
   than the run's trace writes wait), but its check of the claims and its VACUUM were two steps, and a run
   claimed between them went ahead. VACUUM cannot run inside a transaction, so the check cannot share one with
@@ -125,7 +124,7 @@ def _main_file(rows: list[Any]) -> str | None:
 
 
 class _Claiming:
-    """A claim being written in a worker thread, and whether the task that asked for it still waits."""
+    """A claim being written in a worker thread: whether it took the claim, set once done."""
 
     def __init__(self) -> None:
         self.taken = False
@@ -170,6 +169,12 @@ def release_later(file: str, run_id: str) -> None:
     ended with an error, was cancelled or closed early). A failure leaves the claim as `release_quietly` does."""
     threading.Thread(target=_release_after, args=(file, run_id, None, _pending(file, run_id, None)),
                      name=f"raa-release-{run_id}", daemon=True).start()
+
+
+async def release(file: str, run_id: str) -> None:
+    """Drop this process's claim of `run_id` in a worker thread (a run that ended), listed as pending (a
+    cancellation here leaves it going on)."""
+    await asyncio.to_thread(_release_after, file, run_id, None, _pending(file, run_id, None))
 
 
 def _release_cancelled(file: str, run_id: str, claiming: _Claiming) -> None:

@@ -119,7 +119,7 @@ async def aclaimed(checkpointer: Any, config: RunnableConfig) -> AsyncIterator[N
     except BaseException:
         run_claims.release_later(file, run_id)
         raise
-    await asyncio.to_thread(run_claims.release_quietly, file, run_id)
+    await run_claims.release(file, run_id)
 
 
 async def live_holder(checkpointer: Any, run_id: str, config: RunnableConfig) -> str | None:

@@ -104,3 +104,41 @@ def test_the_apis_look_up_of_a_live_claim_waits_for_this_processs_pending_releas
         assert asyncio.run(live_holder(saver, "h1", {"configurable": {"thread_id": "h1"}})) is None
     finally:
         saver.conn.close()
+
+
+def test_a_run_cancelled_while_its_claim_is_released_lets_a_retry_claim_the_id(tmp_path, monkeypatch) -> None:
+    """The release at a run's end went on in its worker thread after a cancellation there (a run timeout), unseen
+    by the next claim of the id in this process, which was refused as "already running" in its own process."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graph.thread_claims import aclaimed
+
+    file = str(tmp_path / "traces.sqlite")
+    saver = SqliteSaver(sqlite3.connect(file, check_same_thread=False))
+    real, releasing = run_claims.release_quietly, threading.Event()
+
+    def slow(file, run_id):
+        releasing.set()
+        time.sleep(0.3)
+        real(file, run_id)
+
+    async def run() -> None:
+        async with aclaimed(saver, {"configurable": {"thread_id": "e1"}}):
+            monkeypatch.setattr(run_claims, "release_quietly", slow)
+
+    async def main():
+        task = asyncio.ensure_future(run())
+        await asyncio.to_thread(releasing.wait)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        monkeypatch.setattr(run_claims, "release_quietly", real)
+        return await run_claims.claim(file, "e1")
+
+    try:
+        assert asyncio.run(main()) is None
+    finally:
+        run_claims.release_quietly(file, "e1")
+        saver.conn.close()
