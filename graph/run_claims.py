@@ -74,6 +74,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from graph.claim_releases import Claiming, join_releases, pending, release_after
 from graph.stores import TRACE_WAIT_S
 from tools.procstat import STARTTIME, read_stat_field
 
@@ -123,18 +124,10 @@ def _main_file(rows: list[Any]) -> str | None:
     return next((str(row[2]) for row in rows if row[1] == "main" and row[2]), None)
 
 
-class _Claiming:
-    """A claim being written in a worker thread: whether it took the claim, set once done."""
-
-    def __init__(self) -> None:
-        self.taken = False
-        self.done = threading.Event()
-
-
 async def claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE_S) -> str | None:
     """Claim `run_id` in the trace database `file`: None when claimed, else who holds it (`max_age_s`: when
     another host's claim is stale). A cancelled caller holds no claim afterwards (module docstring)."""
-    claiming = _Claiming()
+    claiming = Claiming()
     try:
         return await asyncio.to_thread(_claim_for, file, run_id, claiming, max_age_s)
     except asyncio.CancelledError:  # the write may go on or have committed: released once it is done, if taken
@@ -142,7 +135,7 @@ async def claim(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_AGE
         raise
 
 
-def _claim_for(file: str, run_id: str, claiming: _Claiming, max_age_s: float) -> str | None:
+def _claim_for(file: str, run_id: str, claiming: Claiming, max_age_s: float) -> str | None:
     """`_claim`, telling `claiming` whether it took the claim once done (a cancelled caller's release waits)."""
     try:
         join_releases(WAIT_S, (file, run_id), claiming)  # not the release of this very claim, which waits for it
@@ -159,64 +152,27 @@ def claim_blocking(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_
     return _claim(file, run_id, max_age_s)
 
 
-_LATER: list[tuple[str, str, threading.Event, _Claiming | None]] = []
-"""(file, run id, set once done, a cancelled `claim`'s write or None) of the releases that may still run."""
-_LATER_LOCK = threading.Lock()
-
-
 def release_later(file: str, run_id: str) -> None:
     """Drop this process's claim of `run_id` in a daemon thread, returning at once (module docstring: a run that
     ended with an error, was cancelled or closed early). A failure leaves the claim as `release_quietly` does."""
-    threading.Thread(target=_release_after, args=(file, run_id, None, _pending(file, run_id, None)),
+    threading.Thread(target=release_after, args=(release_quietly, file, run_id, None, pending(file, run_id, None)),
                      name=f"raa-release-{run_id}", daemon=True).start()
 
 
 async def release(file: str, run_id: str) -> None:
     """Drop this process's claim of `run_id` in a worker thread (a run that ended), listed as pending (a
     cancellation here leaves it going on)."""
-    await asyncio.to_thread(_release_after, file, run_id, None, _pending(file, run_id, None))
+    await asyncio.to_thread(release_after, release_quietly, file, run_id, None, pending(file, run_id, None))
 
 
-def _release_cancelled(file: str, run_id: str, claiming: _Claiming) -> None:
+def _release_cancelled(file: str, run_id: str, claiming: Claiming) -> None:
     """Drop the claim a cancelled `claim` took, once written, in a worker thread of the loop (its end waits for
     it) or, the loop's executor shut down, in a daemon thread."""
-    released = _pending(file, run_id, claiming)
+    args = (release_quietly, file, run_id, claiming, pending(file, run_id, claiming))
     try:
-        asyncio.get_running_loop().run_in_executor(None, _release_after, file, run_id, claiming, released)
+        asyncio.get_running_loop().run_in_executor(None, release_after, *args)
     except RuntimeError:  # the loop's executor is shut down
-        threading.Thread(target=_release_after, args=(file, run_id, claiming, released), name=f"raa-release-{run_id}",
-                         daemon=True).start()
-
-
-def _pending(file: str, run_id: str, claiming: _Claiming | None) -> threading.Event:
-    """A release of `run_id` about to start, listed for `join_releases`: the event it sets once done."""
-    released = threading.Event()
-    with _LATER_LOCK:
-        _LATER[:] = [later for later in _LATER if not later[2].is_set()]
-        _LATER.append((file, run_id, released, claiming))
-    return released
-
-
-def _release_after(file: str, run_id: str, claiming: _Claiming | None, released: threading.Event) -> None:
-    try:
-        if claiming is not None:
-            claiming.done.wait()
-            if not claiming.taken:  # refused (another run holds the id) or failed: nothing of ours to drop
-                return
-        release_quietly(file, run_id)
-    finally:
-        released.set()
-
-
-def join_releases(timeout: float | None = None, of: tuple[str, str] | None = None,
-                  but: _Claiming | None = None) -> None:
-    """Wait (each at most `timeout` seconds; None: until done) for the pending releases (`_LATER`; `of`: only those
-    of this (file, run id); `but`: not that of this claim being written)."""
-    with _LATER_LOCK:
-        pending = [released for file, run_id, released, claiming in _LATER
-                   if (of is None or (file, run_id) == of) and (but is None or claiming is not but)]
-    for released in pending:
-        released.wait(timeout)
+        threading.Thread(target=release_after, args=args, name=f"raa-release-{run_id}", daemon=True).start()
 
 
 def _connect(file: str) -> sqlite3.Connection:
