@@ -59,9 +59,11 @@ Decisions where the issue was silent:
   would end it) is killed. Likewise one whose process is ending (its sentinel ready): joined at once, not polled
   until `is_alive` says so.
 - Ctrl-C is this process's alone: workers do nothing on SIGINT (`graph.batch_worker`), and the KeyboardInterrupt
-  here terminates them (`_stop`); runs in flight get no row, so the same command resumes them. A worker that ended
-  on the Ctrl-C by itself was buried as a death (a replacement started, an interrupted clip could get an ineligible
-  row).
+  here terminates them (`_stop`); runs in flight get no row, so the same command resumes them. Rows the workers had
+  already sent are read first (what is in the pipes, for `DRAIN_S` at most, waiting for nothing) and written: they
+  were lost with the workers, so the resume scored those clips again (and on a paid API paid for them twice).
+  A worker that ended on the Ctrl-C by itself was buried as a death (a replacement started, an interrupted clip could
+  get an ineligible row).
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
   worker, an ineligible row with the reason, or unwritten (BatchError / interrupt) for the resume.
 """
@@ -89,6 +91,8 @@ RUN_TIMEOUT_S = 3600.0
 """Default seconds one run may take in a worker before the worker is killed (a hang: see module docstring)."""
 STOP_TIMEOUT_S = 30.0
 """Seconds a worker may take to exit after the last item before it is terminated."""
+DRAIN_S = 2.0
+"""Seconds at most, on a Ctrl-C, to read the rows the workers had already sent before they are terminated."""
 
 
 class BatchError(RuntimeError):
@@ -160,10 +164,15 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         # not daemonic: a worker may start processes of its own; it exits when the parent's pipe closes
         proc = ctx.Process(target=run_worker, args=(worker_main, child_end, settings, preset, durability, draw),
                            name="raa-batch-worker")
-        with starting_worker():  # it starts with SIGINT ignored: a Ctrl-C is this process's (graph.batch_worker);
-            proc.start()  # and no KeyboardInterrupt here can leave a started worker out of `workers` (_stop)
-            workers.append(_Worker(proc, parent_end, initial=initial))
-        child_end.close()  # so the parent sees EOF when the worker exits
+        try:
+            with starting_worker():  # it starts with SIGINT ignored: a Ctrl-C is this process's (graph.batch_worker);
+                proc.start()  # and no KeyboardInterrupt here can leave a started worker out of `workers` (_stop)
+                workers.append(_Worker(proc, parent_end, initial=initial))
+        except BaseException:  # no process: nobody else would close its pipe
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()  # so the parent sees EOF when the worker exits
         spawns_left -= 1
         spawned += 1
 
@@ -198,24 +207,6 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 room -= 1
             else:
                 open_.remove(target)
-
-    def receive(w: _Worker) -> None:
-        while True:
-            try:
-                if w.closed_at is not None or not w.conn.poll():
-                    return
-                message = w.conn.recv()
-            except (EOFError, OSError):
-                w.closed_at = time.monotonic()
-                return
-            if message[0] == "ready":
-                w.ready = True
-            elif message[0] == "row":
-                _, ticket, line, status = message
-                if w.in_flight.pop(ticket, None) is not None:
-                    writer.write(line, status)
-            elif message[0] == "fatal":
-                w.fatal = message[1]
 
     def kill_hung(w: _Worker, now: float) -> None:
         if w.closed_at is not None and now - w.closed_at > STOP_TIMEOUT_S:  # its exit hangs: it can send nothing
@@ -294,19 +285,45 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                          timeout=1.0)
             now = time.monotonic()
             for w in list(workers):
-                receive(w)
+                _receive(w, writer)
                 kill_hung(w, now)
                 # its sentinel is ready once the process has closed its files, a moment before the system has
                 # it ended (is_alive is True until then): join waits out that moment instead of the loop
                 if w.process.sentinel in ready or not w.process.is_alive():
-                    receive(w)  # rows sent just before it exited
+                    _receive(w, writer)  # rows sent just before it exited
                     w.process.join()  # sets its exit code
                     bury(w)
             warn_start_failures()
         finished = True
+    except KeyboardInterrupt:  # rows already in the pipes are finished runs: write them, or the resume pays twice
+        deadline = time.monotonic() + DRAIN_S
+        for w in workers:
+            _receive(w, writer, until=deadline)
+        raise
     finally:
         _stop(workers, graceful=finished)
     return writer.counts
+
+
+def _receive(w: _Worker, writer: RowWriter, until: float = math.inf) -> None:
+    """Read what `w` has sent so far, without waiting for more (until the monotonic clock reaches `until`: a worker
+    that keeps sending cannot hold the caller); its rows of runs in flight go to `writer`."""
+    while time.monotonic() < until:
+        try:
+            if w.closed_at is not None or not w.conn.poll():
+                return
+            message = w.conn.recv()
+        except (EOFError, OSError):
+            w.closed_at = time.monotonic()
+            return
+        if message[0] == "ready":
+            w.ready = True
+        elif message[0] == "row":
+            _, ticket, line, status = message
+            if w.in_flight.pop(ticket, None) is not None:
+                writer.write(line, status)
+        elif message[0] == "fatal":
+            w.fatal = message[1]
 
 
 def _stop(workers: list[_Worker], *, graceful: bool) -> None:

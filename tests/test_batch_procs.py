@@ -325,3 +325,31 @@ def test_workers_dying_with_nothing_in_flight_end_the_batch_saying_why(monkeypat
     assert "exit code 1" in text and "CUDA error: an illegal memory access" in text, text
     assert "3 worker process(es) started" in text and "no run in flight" in text, text
     assert not (tmp_path / "out.jsonl").exists()  # the item stays unscored, for the resume
+
+
+def test_a_worker_that_cannot_start_leaves_no_pipe_open(monkeypatch, tmp_path) -> None:
+    """`Process.start` raising (out of processes or file descriptors) left both ends of the worker's pipe open: a
+    leak on each try, in a parent that lives on (a notebook, an eval loop)."""
+    from graph import batch_procs
+    from graph.batch import RowWriter
+    from graph.settings import BackboneSettings
+
+    ctx = mp.get_context("spawn")
+    made = []
+
+    def pipe(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - Pipe's
+        ends = mp.Pipe(*args, **kwargs)
+        made.extend(ends)
+        return ends
+
+    def start(self) -> None:  # noqa: ANN001
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(ctx, "Pipe", pipe)
+    monkeypatch.setattr(mp.context.SpawnProcess, "start", start)
+    items = [{"key": "k0", "line": 0, "path": "/x/c0.mp4", "written": "c0.mp4", "instruction": "push",
+              "preset": "direct", "draw": 0, "manifest": {}, "error": None}]
+    with pytest.raises(OSError, match="Too many open files"):
+        batch_procs.run_batch_processes(items, RowWriter(tmp_path / "out.jsonl"), settings=BackboneSettings(),
+                                        preset="direct", processes=1, concurrency=1)
+    assert len(made) == 2 and all(end.closed for end in made)

@@ -134,3 +134,33 @@ def test_a_ctrl_c_while_the_workers_exit_stops_them_all(monkeypatch) -> None:
         stuck.kill()
         stuck.join()
     assert not alive
+
+
+def test_rows_the_workers_sent_before_a_ctrl_c_are_written_not_scored_again(monkeypatch, tmp_path) -> None:
+    """A Ctrl-C that comes after workers sent rows the parent had not read yet: those rows are in the pipes, finished
+    (and, on a paid API, paid for). They were lost with the workers terminated, so the resume scored those clips
+    again; now they are read (without waiting for more) and written before the workers are stopped."""
+    from graph import batch_procs
+    from tests.test_batch_procs import _fake_batch, _rows
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("RAA_FAKE_DIR", str(marks))
+    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0.2")
+    real_wait = batch_procs.wait
+
+    def ctrl_c_once_every_row_is_sent(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - wait's
+        ready = real_wait(*args, **kwargs)
+        if len(list(marks.glob("sent-*"))) == 3:  # marked just before each send: the last row is not read yet
+            time.sleep(0.5)  # their sends complete
+            raise KeyboardInterrupt
+        return ready
+
+    monkeypatch.setattr(batch_procs, "wait", ctrl_c_once_every_row_is_sent)
+    with pytest.raises(KeyboardInterrupt):
+        _fake_batch(monkeypatch, tmp_path, ["push"] * 3, processes=2, concurrency=3)
+    rows = _rows(tmp_path / "out.jsonl")
+    assert sorted(rows) == [0, 1, 2] and all(r["result"]["status"] == "scored" for r in rows.values())
+    import multiprocessing as mp
+
+    assert mp.active_children() == []
