@@ -42,7 +42,7 @@ from rich.table import Table
 from graph.backbone import default_chat_model
 from graph.endpoint import preflight
 from graph.reward_format import reward_text
-from graph.score_inputs import input_problem
+from graph.score_inputs import any_input_fine, input_problem
 from graph.settings import BackboneSettings, SettingsError
 from graph.trace_text import describe_update, printable
 from graph.tracing import open_async_saver
@@ -298,9 +298,10 @@ def score_batch_command(
                 typer.echo(line, err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
-        if to_score:  # the endpoint, before a row per clip that only says it is wrong (nothing to score: no wait)
+        live = to_score > 0 and any_input_fine(todo, settings.agent_config(preset).max_instruction_chars)
+        if live:  # the endpoint, before a row per clip; none to score, or every clip missing (graph.score_inputs): no wait
             preflight_or_exit(settings)
-        tools = loaded_tools(settings, preset) if to_score and processes == 1 else None
+        tools = loaded_tools(settings, preset) if live and processes == 1 else None
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
             retried = drop_rows(output, goes, current_fields(items))  # the rows of `output`: a torn last line the
@@ -319,7 +320,7 @@ def score_batch_command(
             with Progress(*columns, console=_err) as progress:
                 task = progress.add_task("scoring", total=len(scorable))
                 writer.on_row = lambda: progress.advance(task)
-                if scorable and processes > 1:
+                if scorable and processes > 1 and live:
                     from graph.batch_procs import BatchError, run_batch_processes
 
                     try:

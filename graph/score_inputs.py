@@ -22,11 +22,16 @@ Decisions where the issue was silent:
   waits before a run; the problem is said first on stderr ("error: ..."), then the result as usual.
 - The settings are still read first (`settings_or_exit`): a bad or missing setting costs no wait and is the
   command's exit 2, as before.
+- `raa score-batch` skips the same two waits when no clip it is to score passes these checks (`any_input_fine`:
+  every clip missing, a wrong folder in the manifest), and then scores in its own process (worker processes would
+  each load the tool models for runs that use none); the rows are the runs' ineligible results, as before. One clip
+  that passes is enough for both waits, as ever: the checks stop at the first one.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 def input_problem(video: str, instruction: str, max_instruction_chars: int) -> str | None:
@@ -43,3 +48,10 @@ def input_problem(video: str, instruction: str, max_instruction_chars: int) -> s
     except (InputFault, VideoError) as exc:
         return str(exc)
     return None
+
+
+def any_input_fine(items: list[dict[str, Any]], max_instruction_chars: int) -> bool:
+    """Whether the run of some batch item to score (a valid manifest line, not a repeat of another) passes
+    `input_problem`; False: every such run ends ineligible before any model call or tool job."""
+    return any(input_problem(item["path"], item["instruction"], max_instruction_chars) is None for item in items
+               if item["error"] is None and item.get("repeat_of") is None)

@@ -83,3 +83,22 @@ def test_a_bad_clip_loads_no_tool_model_with_the_endpoint_check_off(wrong_endpoi
     res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--json"])
     assert res.exit_code == 3 and "video file not found" in res.stderr, res.output
     assert "no-such-vjepa" not in res.output and wrong_endpoint.calls == []
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_batch_whose_clips_are_all_bad_inputs_asks_no_endpoint_and_loads_no_tool(processes, wrong_endpoint,
+                                                                                   tmp_path) -> None:
+    """`raa score-batch` over a manifest whose clips are all missing (a wrong folder) or bad inputs checked the endpoint
+    first (up to RAA_ENDPOINT_WAIT_S, 60 s), and exited 2 when it was wrong, where every run ends ineligible before
+    any model call: now the rows are written at once, as `raa score` does for one clip."""
+    (tmp_path / "clips").mkdir()
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": p, "instruction": "push"}) + "\n"
+                                for p in ("nope.mp4", "clips", "gone.mp4")))
+    out = tmp_path / "out.jsonl"
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--processes", str(processes)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 3 and all(r["result"]["status"] == "ineligible" for r in rows)
+    assert all(r["result"]["faults"][0]["stage"] == "quality" for r in rows)
+    assert _Models.asked == [] and wrong_endpoint.calls == [] and "no-such-vjepa" not in res.output
