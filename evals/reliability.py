@@ -300,8 +300,10 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
             for done in asyncio.as_completed(in_order(with_old(r) for r in to_judge)):  # each saved when judged
                 old, row = await done
                 if row["judge"]["status"] != "judged" and (old.get("judge") or {}).get("status") == "judged":
-                    counters["done"] += 1
-                    continue  # a judge that could not judge (none configured, a failure) keeps another's verdict
+                    counters["done"] += 1  # a judge that could not judge (none configured, a failure) keeps another's
+                    if on_row is not None:  # verdict, told as any row done (the printed [n/total] skipped it)
+                        on_row(old, counters["done"])
+                    continue
                 emit(row)
                 counters["rejudged"] += row["judge"]["status"] == "judged"  # sent again and judged this time
             chunk = 2 * concurrency
