@@ -247,3 +247,14 @@ def test_a_resume_refuses_a_saved_shift_that_generate_refuses(tmp_path):
 def test_a_resume_without_a_readable_saved_config_says_why_it_takes_the_checkpoints(tmp_path, saved, why):
     resolved, note = resolve_shift(_resumed(tmp_path, saved))
     assert resolved.shift == 5.0 and "scheduler" in note and "not the resumed run's: " in note and why in note
+
+
+def test_a_resume_whose_saved_config_and_checkpoint_both_fail_says_both(tmp_path):
+    """Neither the run's config.yaml nor the checkpoint's scheduler config reads: the refusal named only the
+    checkpoint, so the user was not told that the run's own saved shift was looked for first and why it failed."""
+    cfg = _resumed(tmp_path, "unreadable")
+    scheduler = Path(cfg.model_path) / "scheduler" / "scheduler_config.json"
+    scheduler.write_text('{"flow_shift": 5.0,')  # cut short
+    with pytest.raises(ConfigError, match=r"Pass --shift N") as info:
+        resolve_shift(cfg)
+    assert "not the resumed run's: " in str(info.value) and "config.yaml cannot be read" in str(info.value)

@@ -16,7 +16,7 @@ Decisions where the issue was silent:
 * A resume whose saved config.yaml is missing or cannot be read takes the checkpoint's, and its line says why
   (``not the resumed run's: ...``), as the checkpoint's fallbacks do.
 * A checkpoint whose scheduler config could not be read (the hub not reached and the file not cached) stops the
-  launch naming ``--shift`` (policy/schedule_shift.py): a run sampled with the 3.0 fallback, an RL run's
+  launch naming ``--shift`` (policy/schedule_shift.py; on a resume with ``not the resumed run's: ...`` too): a run sampled with the 3.0 fallback, an RL run's
   distribution changed by an outage, with one line on stdout. Only a checkpoint that has no such config (a tiny
   model, a folder or a hub repo without one) or whose scheduler has no single shift falls back to 3.0.
 """
@@ -73,12 +73,12 @@ def resolve_shift(cfg: TrainConfig) -> tuple[TrainConfig, str]:
     value, why = saved_shift(cfg.output_dir) if cfg.resume else (None, "")
     if value is not None:
         return dataclasses.replace(cfg, shift=value), f"sampling shift {value:g} (the resumed run's config.yaml)"
+    unsaved = f"; not the resumed run's: {why}" if why else ""
     try:
         choice = checkpoint_shift(None if cfg.tiny else cfg.model_path, cfg.model_revision)
     except CheckpointFileUnreadable as exc:  # not the fallback: it may say another number (module docstring)
-        raise ConfigError(f"shift: unset, and the checkpoint's own cannot be read: {exc}. Pass --shift N (shift: N "
-                          "in the config: the checkpoint's scheduler's flow_shift or shift, e.g. 5 for Wan 2.2 "
-                          "TI2V-5B, 3 for Wan 2.1 I2V 480P), or launch where its scheduler config can be read (a "
+        raise ConfigError(f"shift: unset, and the checkpoint's own cannot be read: {exc}{unsaved}. Pass --shift N "
+                          "(shift: N in the config: the checkpoint's scheduler's flow_shift or shift, e.g. 5 for Wan "
+                          "2.2 TI2V-5B, 3 for Wan 2.1 I2V 480P), or launch where its scheduler config can be read (a "
                           "run must not sample with the 3.0 fallback because the hub was down)") from exc
-    unsaved = f"; not the resumed run's: {why}" if why else ""
     return dataclasses.replace(cfg, shift=choice.value), f"sampling shift {choice.value:g} ({choice.source}{unsaved})"
