@@ -16,8 +16,8 @@ Decisions where the issue was silent:
 * A resume whose saved config.yaml is missing or cannot be read takes the checkpoint's, and its line says why
   (``not the resumed run's: ...``), as the checkpoint's fallbacks do.
 * A checkpoint whose scheduler config could not be read (the hub not reached and the file not cached) stops the
-  launch naming ``--shift`` (policy/schedule_shift.py; on a resume with ``not the resumed run's: ...`` too): a run sampled with the 3.0 fallback, an RL run's
-  distribution changed by an outage, with one line on stdout. Only a checkpoint that has no such config (a tiny
+  launch naming ``--shift`` (policy/schedule_shift.py; a resume's says ``not the resumed run's: ...`` too): a
+  run sampled with the 3.0 fallback, an RL run's distribution changed by an outage, with one line on stdout. Only a checkpoint that has no such config (a tiny
   model, a folder or a hub repo without one) or whose scheduler has no single shift falls back to 3.0.
 """
 
