@@ -28,10 +28,11 @@ HELD_OUT = [PromptSpec("push the red block to the left", image_seed=11), PromptS
             PromptSpec("stack the blocks", image_seed=13)]
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, partitioned: bool, fail_forward: int | None = None, fail_decode: bool = False
-         ) -> tuple[list[str], int, Exception]:
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, partitioned: bool, fail_forward: int | None = None,
+         fail_decode: bool = False, world: int = 2) -> tuple[list[str], int, Exception]:
     """(what happened: "close" and each transformer forward, the forwards run, the exception raised) of rank 1's
-    part of a 2-rank evaluation of 3 prompts x 2 samples (3 items each, 2 steps: 6 forwards)."""
+    part of a 2-rank evaluation of 3 prompts x 2 samples (3 items each, 2 steps: 6 forwards); ``world=1``: the one
+    rank's evaluation of them all."""
     import training.evaluate as ev
 
     cfg = load_config(SMOKE, ["--eval_samples", "2", "--num_steps", "2", "--output_dir", str(tmp_path)])
@@ -56,8 +57,8 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, partitioned: bool, 
     try:
         with pytest.raises(Exception) as raised:
             ev.evaluate_everywhere(model, cfg, HELD_OUT, lambda videos, prompts, **meta: [0.5] * len(videos), log,
-                                   tmp_path / "checkpoints", iteration=0, rank=1, world=2, places=None, key=None,
-                                   close=lambda: events.append("close"), partitioned=partitioned)
+                                   tmp_path / "checkpoints", iteration=0, rank=world - 1, world=world, places=None,
+                                   key=None, close=lambda: events.append("close"), partitioned=partitioned)
     finally:
         log.close()
     return events, events.count("forward"), raised.value
@@ -81,3 +82,15 @@ def test_without_zero3_a_failed_held_out_forward_is_agreed(tmp_path, monkeypatch
     events, forwards, exc = _run(tmp_path, monkeypatch, partitioned=False, fail_forward=2)
     assert isinstance(exc, RankFailed) and "(RuntimeError: CUDA out of memory)" in str(exc)
     assert events[-1] == "close" and forwards == 2  # nothing waits for its other forwards
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_one_ranks_failed_held_out_forward_names_the_iteration_and_the_resume(tmp_path, monkeypatch, partitioned):
+    """With one rank the forward's exception passed through as it was: the user read "error: CUDA out of memory"
+    alone, without the iteration, the last checkpoint or --resume that two ranks' RankFailed names, and the run's
+    files were left open. One rank now stops as several do (under ZeRO-3 too: no other rank is in a gather)."""
+    events, forwards, exc = _run(tmp_path, monkeypatch, partitioned=partitioned, fail_forward=2, world=1)
+    assert isinstance(exc, RankFailed) and str(exc).startswith("iteration 0: the held-out evaluation failed")
+    assert "(RuntimeError: CUDA out of memory)" in str(exc) and "Last checkpoint: none yet" in str(exc)
+    assert "--resume" in str(exc) and exc.failure.code == 1
+    assert events[-1] == "close" and forwards == 2

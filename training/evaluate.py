@@ -238,7 +238,7 @@ def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: 
     """One held-out evaluation (collective: call on every rank): each rank's `evaluate`, gathered; rank 0
     writes eval.jsonl and eval_rewards.jsonl. Returns the eval.jsonl row, the same on every rank. A failure on
     any rank, of its part or of rank 0's writes, raises `training.rank_failures.RankFailed` on every rank, after
-    ``close()`` (what the run opened); with one rank, its own exception. ``partitioned`` (ZeRO-3): a failure
+    ``close()`` (what the run opened), with one rank too. ``partitioned`` (ZeRO-3, several ranks): a failure
     of a transformer forward ends its rank alone (``Tried(exit_alone=close)``; module docstring)."""
     encoded, failure = attempt(rank, "encoding the held-out prompts", lambda: encode_share(
         world_model, cfg, prompts, iteration=iteration, rank=rank, world=world, places=places))

@@ -46,6 +46,12 @@ Decisions where the issue was silent:
   forward that raised there used to be kept and the rank sampled on, its parameter gathers out of step with the
   others' (gloo: "collective mismatch", the processes aborted; or a hang); its decode errors, after the forwards,
   are still agreed in the gather of the ranks' results.
+* One rank (a single-GPU launch) stops the same way: its failure in the rollouts or the held-out evaluation is
+  kept and raised as `RankFailed` (the iteration, the last checkpoint, --resume), after ``close()``. It used to
+  pass through as it was, so the user read "error: <text>" naming none of these and the run's writers (metrics,
+  TensorBoard, W&B, the reward runner) were left unclosed. The original type and text are in the message, its
+  stack printed once by `Tried` (training/train.py ``main`` prints RankFailed's one line, no second traceback);
+  the exit code is the original exception's (``exit_status``), as with several ranks.
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
   message names is where ``--resume`` continues (and evaluates the missed iteration first:
   training/best.py ``pending_eval``).
@@ -102,12 +108,14 @@ def _reported(exc: Exception, rank: int, what: str) -> RankFailure:
 
 class Tried:
     """``with Tried(rank, world, what) as tried:``: an Exception raised in the block is kept as ``tried.failure``
-    (its traceback printed as by `attempt`) for `agreed_count` to bring to every rank; with one rank it passes
-    through as it is (no other rank waits for it). BaseExceptions (KeyboardInterrupt) always pass through.
-    ``exit_alone`` (a block whose forwards gather parameters from every rank: ZeRO-3): the failure cannot be
-    agreed after the block (module docstring), so it passes through after one line naming the rank, what it was
-    doing and the error, and after ``exit_alone()`` closed what the run opened: the rank's process ends, and the
-    others stop at once. Its traceback is printed where it ends up (an unknown exception), once."""
+    (its traceback printed as by `attempt`) for `agreed_count` to bring to every rank, with one rank too: its stop
+    names the iteration, the last checkpoint and --resume as several ranks' does, after the run's files are
+    closed (module docstring). BaseExceptions (KeyboardInterrupt) always pass through.
+    ``exit_alone`` (a block whose forwards gather parameters from every rank: ZeRO-3, more than one rank): the
+    failure cannot be agreed after the block (module docstring), so it passes through after one line naming the
+    rank, what it was doing and the error, and after ``exit_alone()`` closed what the run opened: the rank's
+    process ends, and the others stop at once. Its traceback is printed where it ends up (an unknown exception),
+    once. One rank has no other rank's gather to miss: its failure is kept, ``exit_alone`` unused."""
 
     def __init__(self, rank: int, world: int, what: str, *, exit_alone: Callable[[], None] | None = None) -> None:
         self.rank, self.world, self.what, self.exit_alone = rank, world, what, exit_alone
@@ -123,9 +131,9 @@ class Tried:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
-        if self.world == 1 or not isinstance(exc, Exception):
+        if not isinstance(exc, Exception):
             return False
-        if self.exit_alone is not None:  # the others are in a parameter gather this rank will never join
+        if self.exit_alone is not None and self.world > 1:  # the others are in a parameter gather it never joins
             # one line: the exception passes through, with its traceback (training/train.py main: an unknown one
             # propagates, a known one is its "error:" line), so a traceback printed here came twice
             error = failure_of(exc, self.rank, self.what).error
