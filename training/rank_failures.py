@@ -52,6 +52,8 @@ Decisions where the issue was silent:
   TensorBoard, W&B, the reward runner) were left unclosed. The original type and text are in the message, its
   stack printed once by `Tried` (training/train.py ``main`` prints RankFailed's one line, no second traceback);
   the exit code is the original exception's (``exit_status``), as with several ranks.
+* A ``close()`` that raises before a stop (W&B's finish, say: `closed_before_stop`) is printed to stderr and the
+  stop raised as it was; its error used to replace the stop's message (the iteration, the checkpoint, --resume).
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
   message names is where ``--resume`` continues (and evaluates the missed iteration first:
   training/best.py ``pending_eval``).
@@ -111,7 +113,7 @@ class Tried:
     (its traceback printed as by `attempt`) for `agreed_count` to bring to every rank, with one rank too: its stop
     names the iteration, the last checkpoint and --resume as several ranks' does, after the run's files are
     closed (module docstring). BaseExceptions (KeyboardInterrupt) always pass through.
-    ``exit_alone`` (a block whose forwards gather parameters from every rank: ZeRO-3, more than one rank): the
+    ``exit_alone`` (a block whose collectives a failed rank leaves: ZeRO-3's forwards; several ranks): the
     failure cannot be agreed after the block (module docstring), so it passes through after one line naming the
     rank, what it was doing and the error, and after ``exit_alone()`` closed what the run opened: the rank's
     process ends, and the others stop at once. Its traceback is printed where it ends up (an unknown exception),
@@ -137,9 +139,9 @@ class Tried:
             # one line: the exception passes through, with its traceback (training/train.py main: an unknown one
             # propagates, a known one is its "error:" line), so a traceback printed here came twice
             error = failure_of(exc, self.rank, self.what).error
-            print(f"rank {self.rank}: {self.what} failed ({error}); this rank stops alone (under ZeRO-3 the other "
-                  "ranks stop on its closed connections)", file=sys.stderr, flush=True)
-            self.exit_alone()
+            print(f"rank {self.rank}: {self.what} failed ({error}); this rank stops alone (the other ranks, in a "
+                  "collective it never joins, stop on its closed connections)", file=sys.stderr, flush=True)
+            closed_before_stop(self.exit_alone)
             return False
         self.failure = _reported(exc, self.rank, self.what)
         return True
@@ -181,8 +183,19 @@ def stop_on(failures: Sequence[RankFailure | None], iteration: int, ckpt_dir: Pa
     if (failure := first_failure(failures)) is None:
         return
     if close is not None:
-        close()
+        closed_before_stop(close)
     raise RankFailed(iteration, failure, ckpt_dir)
+
+
+def closed_before_stop(close: Callable[[], None]) -> None:
+    """``close()`` (what the run opened) before a stop is raised: an Exception it raises (W&B's finish, say) is
+    printed to stderr with its traceback and not raised, so the stop's message is what the run ends with
+    (module docstring). BaseExceptions (KeyboardInterrupt) pass through."""
+    try:
+        close()
+    except Exception as exc:
+        print(f"closing the run's files before the stop failed (the stop follows):\n"
+              f"{''.join(traceback.format_exception(exc))}", file=sys.stderr, flush=True)
 
 
 class RankFailed(RuntimeError):

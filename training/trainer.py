@@ -92,7 +92,7 @@ from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, T
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.prompt_stamp import prompt_change_warning, prompt_stamp
 from training.provenance import record_scoring
-from training.rank_failures import RankFailure, Tried, agreed_count, attempt, stop_on
+from training.rank_failures import RankFailure, Tried, agreed_count, attempt, closed_before_stop, stop_on
 from training.resume import nothing_to_train, plan_resume, state_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
@@ -271,7 +271,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
         unlogged = attempt(rank, "writing failed_prompts.jsonl", log.write_failed_prompts, it + 1, failures)[1]
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
-            close()
+            closed_before_stop(close)
             raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
         assert conds is not None  # else stop_on raised above
         with Tried(rank, world, "sampling the iteration's rollouts",  # agreed at step 4; under ZeRO-3 alone at
@@ -350,7 +350,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
             bar.update(1)
         diverged_count = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
         if (row["nonfinite_losses"] or diverged_count) and cfg.nonfinite_loss == "stop":  # every rank sees the same
-            close()
+            closed_before_stop(close)
             raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir, rollouts=diverged_count)
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
@@ -371,7 +371,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
                 checkpoint(it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
-            close()
+            closed_before_stop(close)
             folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
             if signum:
                 raise TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
