@@ -52,6 +52,11 @@ Decisions where the issue was silent:
   TensorBoard, W&B, the reward runner) were left unclosed. The original type and text are in the message, its
   stack printed once by `Tried` (training/train.py ``main`` prints RankFailed's one line, no second traceback);
   the exit code is the original exception's (``exit_status``), as with several ranks.
+* The update (training/update.py ``update_policy``: forwards, backward, optimizer step) runs under ``Tried`` with
+  ``exit_alone`` on any ZeRO stage: with several ranks its backward and step are collectives (the gradients'
+  reduction; ZeRO-3's parameter gathers), so a rank that failed there (out of memory in a backward) cannot meet
+  the others in an agreement and ends alone as above; one rank's failure is kept and raised as `RankFailed`
+  (`stop_on`) right after it. It used to run under neither: the bare exception, nothing closed.
 * A ``close()`` that raises before a stop (W&B's finish, say: `closed_before_stop`) is printed to stderr and the
   stop raised as it was; its error used to replace the stop's message (the iteration, the checkpoint, --resume).
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
@@ -113,7 +118,7 @@ class Tried:
     (its traceback printed as by `attempt`) for `agreed_count` to bring to every rank, with one rank too: its stop
     names the iteration, the last checkpoint and --resume as several ranks' does, after the run's files are
     closed (module docstring). BaseExceptions (KeyboardInterrupt) always pass through.
-    ``exit_alone`` (a block whose collectives a failed rank leaves: ZeRO-3's forwards; several ranks): the
+    ``exit_alone`` (a block whose collectives a failed rank leaves: ZeRO-3's forwards, the update; several ranks): the
     failure cannot be agreed after the block (module docstring), so it passes through after one line naming the
     rank, what it was doing and the error, and after ``exit_alone()`` closed what the run opened: the rank's
     process ends, and the others stop at once. Its traceback is printed where it ends up (an unknown exception),

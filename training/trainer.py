@@ -314,8 +314,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         total = agreed_count(0.0 if tried.failure else float(valid.sum()), tried.failure, device, it + 1, ckpt_dir,
                              close)  # valid samples on all ranks; a failure of steps 1-3 on one: RankFailed on all
         lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
-        upd = update_policy(engine, groups, cfg, rcfg, reference=reference, iteration=it, grad_accum=grad_accum,
-                            device=device, valid_total=total)
+        with Tried(rank, world, "updating the policy", exit_alone=close) as updating:  # its backward and step are
+            upd = update_policy(engine, groups, cfg, rcfg, reference=reference, iteration=it,  # collectives: alone
+                                grad_accum=grad_accum, device=device, valid_total=total)  # with several ranks
+        stop_on([updating.failure], it + 1, ckpt_dir, close)  # one rank: RankFailed (training/rank_failures.py)
         t3 = time.perf_counter()
 
         # -- 5. metrics and checkpoints -------------------------------------------------------
