@@ -178,6 +178,13 @@ def _patch(case: str, rank: int) -> None:
             raise RuntimeError("decode failed")
 
         tr.decode_group = broken_decode
+    if case == "zero3_update" and rank == 1:  # the update's backward, with the other rank in its collectives
+        import training.trainer as tr
+
+        def out_of_memory(*args, **kwargs):
+            raise RuntimeError("CUDA out of memory in backward")
+
+        tr.update_policy = out_of_memory
     if case == "checkpoint_marker" and rank == 0:
         import training.checkpointing as ck
 
@@ -251,6 +258,8 @@ ALONE = {  # case: (rank 1's error, flags)
     "zero3_decode": ("RuntimeError: decode failed", ["--prompts_per_iteration", "4"]),
     # the held-out evaluation's first sample's second forward fails on rank 1: it sampled on, out of step
     "zero3_eval_forward": ("RuntimeError: CUDA out of memory", EVAL),
+    # the update: its backward and step are collectives (any ZeRO stage), rank 0 waits in one of them
+    "zero3_update": ("RuntimeError: CUDA out of memory in backward", []),
 }
 
 
