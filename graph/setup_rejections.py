@@ -52,6 +52,8 @@ SERVE_TOOLS = ("serve the model with tool calling (vLLM: --enable-auto-tool-choi
 """How to make a server take tool calls (named by a tool round's rejection, and by a tool call left in the text)."""
 PLAN_SETTING = "RAA_INSPECT_MODE=plan, AgentConfig(inspect_mode='plan')"
 """The agent's setting that inspects without tool calls."""
+INSPECT_PLAN = f"inspect with one structured plan ({PLAN_SETTING})"
+"""The remedy of a server without tool calls that the agent's own setting gives."""
 _IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided|too many images")
 """How vLLM says a request holds more images (or videos) than `--limit-mm-per-prompt` lets one prompt have:
 "At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer); how hosted APIs

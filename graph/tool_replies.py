@@ -40,10 +40,10 @@ from graph.replies import (
     reasoning_only,
     stored_reply_problem,
 )
-from graph.setup_rejections import PLAN_SETTING, SERVE_TOOLS
+from graph.setup_rejections import INSPECT_PLAN, PLAN_SETTING, SERVE_TOOLS
 from graph.validation import InvalidReply, ReplyFault, excerpt, reask_tail, shown
 
-TOOLS_REMEDY = f"{SERVE_TOOLS} or inspect with one structured plan ({PLAN_SETTING})"
+TOOLS_REMEDY = f"{SERVE_TOOLS} or {INSPECT_PLAN}"
 PLAN_REMEDY = f"inspect with one structured plan instead ({PLAN_SETTING})"
 STRUCTURED_REMEDY = "RAA_STRUCTURED_METHOD=json_mode asks for the JSON in the reply text, which any chat model can give"
 

@@ -55,7 +55,7 @@ from tenacity.wait import wait_base
 
 from graph.cache_keys import shown_endpoint
 from graph.completion_shape import MalformedCompletion, choice_problem
-from graph.setup_rejections import PLAN_SETTING, setup_rejection, unsupported_part
+from graph.setup_rejections import INSPECT_PLAN, setup_rejection, unsupported_part
 
 # re-exported: their home before graph/setup_rejections.py
 from graph.setup_rejections import limit_kind as limit_kind
@@ -214,7 +214,7 @@ BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_A
                                "frame_budget) or a lower RAA_MAX_TOKENS",
                                "fewer images per request (AgentConfig.max_images_per_call) or smaller ones "
                                "(RAA_IMAGE_LONG_SIDE, RAA_JPEG_QUALITY)", method="RAA_STRUCTURED_METHOD",
-                               no_tools=f"inspect with one structured plan ({PLAN_SETTING})")
+                               no_tools=INSPECT_PLAN)
 """The agent backbone's settings (`graph.settings.BackboneSettings`)."""
 
 
