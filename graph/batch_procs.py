@@ -126,6 +126,9 @@ class _Worker:
     """When its pipe was found at its end (the worker shut it or is exiting; monotonic clock): nothing more can come
     from it or go to it, so the parent waits on its process alone (a pipe at its end is always readable: waiting on
     it returned at once), and kills it after `STOP_TIMEOUT_S`."""
+    torn: bool = False
+    """A read of its pipe was interrupted (a Ctrl-C inside ``recv``): the pipe may be in the middle of a message,
+    so `_drain` reads nothing more from it."""
 
     def isolating(self) -> bool:
         return any(job.alone for job, _ in self.in_flight.values())
@@ -296,13 +299,20 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             warn_start_failures()
         finished = True
     except KeyboardInterrupt:  # rows already in the pipes are finished runs: write them, or the resume pays twice
-        deadline = time.monotonic() + DRAIN_S
-        for w in workers:
-            _receive(w, writer, until=deadline)
+        _drain(workers, writer)
         raise
     finally:
         _stop(workers, graceful=finished)
     return writer.counts
+
+
+def _drain(workers: list[_Worker], writer: RowWriter) -> None:
+    """On a Ctrl-C: `_receive` from every worker for `DRAIN_S` at most, but none whose read the Ctrl-C interrupted
+    (``torn``: read on from the middle of a message, a body taken for a length blocks for bytes that never come)."""
+    deadline = time.monotonic() + DRAIN_S
+    for w in workers:
+        if not w.torn:
+            _receive(w, writer, until=deadline)
 
 
 def _receive(w: _Worker, writer: RowWriter, until: float = math.inf) -> None:
@@ -312,7 +322,9 @@ def _receive(w: _Worker, writer: RowWriter, until: float = math.inf) -> None:
         try:
             if w.closed_at is not None or not w.conn.poll():
                 return
+            w.torn = True  # until the message is read whole
             message = w.conn.recv()
+            w.torn = False
         except (EOFError, OSError):
             w.closed_at = time.monotonic()
             return

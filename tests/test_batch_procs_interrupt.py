@@ -73,6 +73,8 @@ def test_ctrl_c_with_processes_writes_no_row_for_unfinished_clips_and_exits_130(
     marks.mkdir()
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "push"}) + "\n" for i in range(3)))
+    for i in range(3):  # clips that exist: a batch of missing ones is scored in-process (graph/score_inputs.py)
+        (tmp_path / f"c{i}.mp4").write_bytes(b"")
     out = tmp_path / "results.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAA_BASE_URL": "http://127.0.0.1:9/v1", "RAA_MODEL": "m",
            "RAA_API_KEY": "EMPTY", "RAA_TRACES_PATH": str(tmp_path / "traces.sqlite"), "RAA_CACHE_PATH": "off",
@@ -164,3 +166,30 @@ def test_rows_the_workers_sent_before_a_ctrl_c_are_written_not_scored_again(monk
     import multiprocessing as mp
 
     assert mp.active_children() == []
+
+
+def test_a_ctrl_c_in_the_middle_of_reading_a_row_leaves_that_pipe_undrained(tmp_path) -> None:
+    """A Ctrl-C that lands inside `Connection.recv` (its length read, its body not) leaves the pipe in the middle of a
+    message: the drain read on from there, took body bytes for a length and blocked for bytes that never come (the
+    worker idle, not yet terminated), so the Ctrl-C hung the batch instead of stopping it."""
+    from graph import batch_procs
+    from graph.batch import RowWriter
+
+    class TornPipe:
+        reads = 0
+
+        def poll(self) -> bool:
+            return True
+
+        def recv(self) -> tuple:
+            self.reads += 1
+            if self.reads == 1:
+                raise KeyboardInterrupt  # between the header and the body
+            raise AssertionError("read on past a torn message: a bogus length, blocks for ever")
+
+    w = batch_procs._Worker(process=None, conn=TornPipe())  # type: ignore[arg-type]
+    writer = RowWriter(tmp_path / "out.jsonl")
+    with pytest.raises(KeyboardInterrupt):
+        batch_procs._receive(w, writer)
+    batch_procs._drain([w], writer)
+    assert w.conn.reads == 1
