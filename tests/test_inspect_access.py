@@ -106,3 +106,26 @@ def test_surprise_frames_in_reflect_do_not_spend_the_inspection_allowance(tmp_pa
     reflect = next(s for s in out["steps"] if s["node"] == "reflect")
     surprise = {15, 16, 20, 23}  # FakeSurprise's window 8..23: its last context frame and 3 predicted frames
     assert surprise - allowed and surprise <= set(reflect["frames"]), reflect["frames"]
+
+
+def test_viewing_sample_frames_again_costs_nothing_from_the_allowance(tmp_path):
+    """The initial sample is free on a long clip: a re-look at sampled frames leaves all 16 extra frames."""
+    long_clip = moving_square(tmp_path / "long.mp4", frames=120)
+    probe = run(make_agent("full")[0], long_clip, run_id="probe")
+    sampled, a = probe["sample"][:4], _outside(probe["sample"], 120, 10)[5]
+    asks = [tool_call("view_frames", {"frames": sampled}, call_id="c1"),
+            tool_call("view_frames", {"frames": [a]}, call_id="c2"), "done"]
+    out = run(make_agent("full", full_script(inspect=asks))[0], long_clip)
+    first, second = out["exchanges"]
+    assert first["frames"] == sampled
+    assert second["frames"] == [a] and "(15 of 16 left)" in second["text"]
+
+
+@pytest.mark.parametrize(("n", "any_frame"), [(81, True), (82, False)])
+def test_access_text_tells_the_model_the_policy_of_its_clip_length(n, any_frame):
+    """The prompt's access policy follows the same 81-frame threshold the tools enforce."""
+    from graph.nodes.evidence import access_text
+
+    text = access_text(n, [0, 10, n - 1], NEARBY_EXTRA_LIMIT)
+    assert (text == f"any frame 0..{n - 1}") is any_frame
+    assert ("at most 16 extra frames" in text) is not any_frame

@@ -60,7 +60,7 @@ from graph.nodes.tool_args import call_args as bound_args
 from graph.nodes.tracking import query_index, track_frames, track_overlays
 from graph.schemas import VIEW_FRAMES, CropBox, TrackArgs
 from graph.state import AgentState, ToolExchange
-from tools.sampling import FrameIndex
+from tools.sampling import ALL_FRAMES_LIMIT, FrameIndex
 
 OVERLAY_FRAMES = 4
 
@@ -95,7 +95,7 @@ def tool_specs(motion: bool) -> list[dict[str, Any]]:
 
 def access_text(n: int, sample: list[int], extra: int) -> str:
     """The access policy in words (for the prompts)."""
-    if n <= 81:
+    if n <= ALL_FRAMES_LIMIT:
         return f"any frame 0..{n - 1}"
     return (f"the initial sample {sample} plus at most {extra} extra frames of your choice, track overlays "
             "included (once they are used, a request for another frame is answered with the nearest allowed "
@@ -111,8 +111,6 @@ def allowance(state: AgentState, ctx: RunContext, exchanges: list[ToolExchange])
     """(frames a long clip may show without spending more of its allowance: the sample and the extra frames
     any tool showed so far, overlays included; frames of the allowance left), or None for a clip of at most
     81 frames (any frame)."""
-    from tools.video import ALL_FRAMES_LIMIT
-
     if int(state["meta"]["frames"]) <= ALL_FRAMES_LIMIT:
         return None
     sample = set(state.get("sample", []))
