@@ -59,6 +59,7 @@ def test_normalize_crop_valid_and_clamped():
     ((0.5, 0.5, 0.2, 0.8), "inverted"),
     ((0.3, 0.3, 0.3, 0.5), "inverted"),
     ((0.1, 0.1, 0.11, 0.5), "too small"),
+    ((0.1, 0.1, 0.5, 0.11), "too small"),  # a sliver in height falls back as one in width does
     ((0.1, 0.2, 0.5), "4 numbers"),
     ((0.1, 0.2, 0.5, 0.6, 0.7), "4 numbers"),
     ("0,0,1,1", "sequence"),
