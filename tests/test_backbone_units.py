@@ -8,7 +8,7 @@ import threading
 import httpx
 import openai
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, Field
 
 from graph.backbone import (
@@ -132,6 +132,30 @@ def test_stage_key_hashes_images_and_covers_every_input() -> None:
         assert k != stage_key(messages=_msgs("data:image/jpeg;base64,AAAA"), **{**base, **change})
     rendered = str(render_messages(_msgs("data:image/jpeg;base64,AAAA")))
     assert "base64" not in rendered and "sha256" in rendered
+
+
+def _round(frames: list[int], call_id: str = "c1", reply_id: str = "c1") -> list:
+    return [SystemMessage(content="# stage: inspect"), HumanMessage(content="look again"),
+            AIMessage(content="", tool_calls=[{"name": "view_frames", "args": {"frames": frames}, "id": call_id}]),
+            ToolMessage(content="frames shown", tool_call_id=reply_id)]
+
+
+def test_stage_key_of_a_tool_round_covers_the_tools_the_calls_and_the_image_detail() -> None:
+    """A cached inspect round is keyed by the tools it was offered (no_motion vs full), the calls the model made
+    (an empty AI text holds nothing else) and the replies they answer: otherwise another history's cached tool
+    call (a track_motion offered to a run without it) would be replayed."""
+    spec = [{"type": "function", "function": {"name": "view_frames"}}]
+    k = stage_key(model_name="m", method="tools", stage="inspect", messages=_round([3]), tools=spec)
+    again = {"model_name": "m", "method": "tools", "stage": "inspect"}
+    assert k == stage_key(messages=_round([3]), tools=spec, **again)
+    assert k != stage_key(messages=_round([3]), tools=[*spec, {"type": "function", "function": {"name": "t"}}],
+                          **again)
+    assert k != stage_key(messages=_round([4]), tools=spec, **again)
+    assert k != stage_key(messages=_round([3], call_id="c2", reply_id="c1"), tools=spec, **again)
+    assert k != stage_key(messages=_round([3], reply_id="c2"), tools=spec, **again)
+    low, high = ([HumanMessage(content=[{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA",
+                                                                           "detail": d}}])] for d in ("low", "high"))
+    assert stage_key(messages=low, **again) != stage_key(messages=high, **again)
 
 
 @pytest.mark.parametrize("on_disk", [True, False])
