@@ -43,6 +43,15 @@ def test_dynamic_mask_parts_hand_computed():
         dynamic_mask_parts(dx, tau=0.5, r_base=0.2, binary=other.view(1, 1, 1, 4, 1))
 
 
+def test_a_given_binary_part_replaces_the_own_one_when_gradients_flow_too():
+    """The autograd path (D differentiable, as in the loss) uses the given B as the no-grad path does."""
+    dx = torch.tensor([0.0, 0.0, 0.0, 4.0]).view(1, 1, 1, 1, 4).requires_grad_()
+    other = torch.tensor([True, False, False, False]).view(1, 1, 1, 1, 4)
+    m, b = dynamic_mask_parts(dx, tau=0.5, r_base=0.2, binary=other)
+    assert m.requires_grad and m.detach().flatten().tolist() == pytest.approx([0.6, 0.2, 0.2, 0.6])
+    assert b.flatten().tolist() == [False, False, False, True]
+
+
 def test_mask_flip_fraction_hand_computed():
     own = torch.zeros(2, 1, 2, 1, 4, dtype=torch.bool)
     recorded = own.clone()
