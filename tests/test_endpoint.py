@@ -130,6 +130,7 @@ def test_a_key_that_cannot_travel_in_a_header_is_the_setting_to_fix_not_a_crash(
 def test_score_batch_stops_before_writing_rows(server, monkeypatch, tmp_path):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"path": "a.mp4", "instruction": "push"}) + "\n")
+    (tmp_path / "a.mp4").write_bytes(b"")  # a clip that is there: a batch of missing clips asks no endpoint
     env = {"RAA_BASE_URL": server, "RAA_MODEL": "typo-model", "RAA_API_KEY": "EMPTY", "RAA_ENDPOINT_WAIT_S": "5",
            "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off"}
     res = CliRunner().invoke(app, ["score-batch", str(manifest), "--out", str(tmp_path / "r.jsonl")], env=env)
@@ -177,6 +178,7 @@ def test_score_batch_loads_its_tool_models_before_scoring(monkeypatch, tmp_path)
     """A V-JEPA 2 folder that cannot load made every row of a full-preset batch ineligible."""
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"path": "a.mp4", "instruction": "push"}) + "\n")
+    (tmp_path / "a.mp4").write_bytes(b"")  # a clip that is there: a batch of missing clips asks no endpoint
     env = {"RAA_BASE_URL": "http://127.0.0.1:9/v1", "RAA_MODEL": "m", "RAA_API_KEY": "EMPTY",
            "RAA_ENDPOINT_WAIT_S": "0", "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off",
            "RAA_VJEPA_MODEL": str(tmp_path / "no-vjepa")}

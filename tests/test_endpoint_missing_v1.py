@@ -68,6 +68,7 @@ def test_a_404_without_a_model_list_under_v1_still_cannot_tell(root):
 def test_score_batch_stops_before_writing_rows(root, tmp_path):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"path": "a.mp4", "instruction": "push"}) + "\n")
+    (tmp_path / "a.mp4").write_bytes(b"")  # a clip that is there: a batch of missing clips asks no endpoint
     env = {"RAA_BASE_URL": root, "RAA_MODEL": "Qwen/Qwen2.5-VL-7B-Instruct", "RAA_API_KEY": "EMPTY",
            "RAA_ENDPOINT_WAIT_S": "2", "RAA_TRACES_PATH": str(tmp_path / "t.sqlite"), "RAA_CACHE_PATH": "off"}
     res = CliRunner().invoke(app, ["score-batch", str(manifest), "--out", str(tmp_path / "r.jsonl")], env=env)
