@@ -54,6 +54,7 @@ class _Traced:
 
     def __init__(self, traced: bool) -> None:
         self.checkpointer = object() if traced else None
+        self.config = None  # a compiled graph's bound config (graph.api reads the claim age from it)
 
     async def aget_state(self, config):
         return type("State", (), {"values": {"result": "earlier"}})()
