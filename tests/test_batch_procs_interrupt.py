@@ -21,7 +21,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DRIVER = ("import sys; from graph import batch_procs; from tests.batch_fakes import fake_worker; "
+# Ctrl-C handled as in a terminal's foreground command, whatever this test process inherited (a test run started
+# in the background by a non-interactive shell ignores SIGINT, and its children would too)
+DRIVER = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+          "from graph import batch_procs; from tests.batch_fakes import fake_worker; "
           "batch_procs.worker_main = fake_worker; from graph.cli import app; app(sys.argv[1:], prog_name='raa')")
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process groups from /proc")
