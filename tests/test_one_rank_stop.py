@@ -17,19 +17,18 @@ from training.rank_failures import RankFailed
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 
 
-@pytest.mark.slow  # two training iterations in process (~40 s here)
-@pytest.mark.usefixtures("one_rank_env")
-def test_one_ranks_rollout_failure_names_the_iteration_the_checkpoint_and_resume(tmp_path, monkeypatch, capsys):
+def stopped_run(monkeypatch, tmp_path: Path, name: str, nth: int, error: str) -> tuple[RankFailed, list, Path]:
+    """A one-rank smoke run of 3 iterations whose `training.trainer.<name>` raises RuntimeError(`error`) on its
+    `nth` call: the RankFailed it stops with, the calls of close_opened, and the run's folder."""
     import training.trainer as tr
-    from training.train import exit_status
 
-    decode, calls = tr.decode_group, []
+    real, calls = getattr(tr, name), []
 
-    def broken(*args, **kwargs):  # the first group of iteration 2 (2 prompts an iteration, one rank)
+    def broken(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("VAE decode failed")
-        return decode(*args, **kwargs)
+        if len(calls) == nth:
+            raise RuntimeError(error)
+        return real(*args, **kwargs)
 
     close, closed = tr.close_opened, []
 
@@ -37,7 +36,7 @@ def test_one_ranks_rollout_failure_names_the_iteration_the_checkpoint_and_resume
         closed.append(1)
         close(*args)
 
-    monkeypatch.setattr(tr, "decode_group", broken)
+    monkeypatch.setattr(tr, name, broken)
     monkeypatch.setattr(tr, "close_opened", closing)
     out = tmp_path / "run"
     cfg = load_config(SMOKE, ["--output_dir", str(out), "--max_iterations", "3", "--checkpoint_every", "1",
@@ -45,10 +44,20 @@ def test_one_ranks_rollout_failure_names_the_iteration_the_checkpoint_and_resume
                               "--tensorboard", "false"])
     with pytest.raises(RankFailed) as info:
         tr.train(cfg)
-    text = str(info.value)
+    return info.value, closed, out
+
+
+@pytest.mark.slow  # two training iterations in process (~40 s here)
+@pytest.mark.usefixtures("one_rank_env")
+def test_one_ranks_rollout_failure_names_the_iteration_the_checkpoint_and_resume(tmp_path, monkeypatch, capsys):
+    from training.train import exit_status
+
+    # the first group of iteration 2 (2 prompts an iteration, one rank)
+    failed, closed, out = stopped_run(monkeypatch, tmp_path, "decode_group", 3, "VAE decode failed")
+    text = str(failed)
     assert text.startswith("iteration 2: sampling the iteration's rollouts failed")
     assert "(RuntimeError: VAE decode failed)" in text and "--resume" in text
     assert f"Last checkpoint: {out / 'checkpoints' / 'iter_000001'}" in text
-    assert exit_status(info.value) == (1, True) and closed  # the run's files closed before the stop
+    assert exit_status(failed) == (1, True) and closed  # the run's files closed before the stop
     err = capsys.readouterr().err
     assert err.count("Traceback") == 1 and "in broken" in err  # the original stack, printed once

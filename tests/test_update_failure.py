@@ -8,15 +8,11 @@ replaced the stop's message with its own error."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.test_one_rank_stop import stopped_run
 from tests.test_prompt_failures import one_rank_env  # noqa: F401  (a fixture: train() in this process)
-from training.config_io import load_config
 from training.rank_failures import RankFailed, RankFailure, Tried, stop_on
-
-SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 
 
 def _wandb_finish_fails() -> None:
@@ -42,35 +38,14 @@ def test_a_rank_exiting_alone_raises_its_own_error_when_close_raises(capsys):
 @pytest.mark.slow  # two training iterations in process (~40 s here)
 @pytest.mark.usefixtures("one_rank_env")
 def test_one_ranks_update_failure_names_the_iteration_the_checkpoint_and_resume(tmp_path, monkeypatch, capsys):
-    import training.trainer as tr
     from training.train import exit_status
 
-    update, calls = tr.update_policy, []
-
-    def broken(*args, **kwargs):  # iteration 2's update: its backward ran out of memory
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("CUDA out of memory in backward")
-        return update(*args, **kwargs)
-
-    close, closed = tr.close_opened, []
-
-    def closing(*args):
-        closed.append(1)
-        close(*args)
-
-    monkeypatch.setattr(tr, "update_policy", broken)
-    monkeypatch.setattr(tr, "close_opened", closing)
-    out = tmp_path / "run"
-    cfg = load_config(SMOKE, ["--output_dir", str(out), "--max_iterations", "3", "--checkpoint_every", "1",
-                              "--num_steps", "2", "--num_frames", "5", "--progress", "false",
-                              "--tensorboard", "false"])
-    with pytest.raises(RankFailed) as info:
-        tr.train(cfg)
-    text = str(info.value)
+    # iteration 2's update: its backward ran out of memory
+    failed, closed, out = stopped_run(monkeypatch, tmp_path, "update_policy", 2, "CUDA out of memory in backward")
+    text = str(failed)
     assert text.startswith("iteration 2: updating the policy failed on rank 0")
     assert "(RuntimeError: CUDA out of memory in backward)" in text and "--resume" in text
     assert f"Last checkpoint: {out / 'checkpoints' / 'iter_000001'}" in text
-    assert exit_status(info.value) == (1, True) and closed  # the run's files closed before the stop
+    assert exit_status(failed) == (1, True) and closed  # the run's files closed before the stop
     err = capsys.readouterr().err
     assert err.count("Traceback") == 1 and "in broken" in err  # the original stack, printed once
