@@ -329,6 +329,20 @@ def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *,
     assert outcomes == ["ok"] * world, ranks_report(folder, world)
 
 
+def destroy_process_group() -> None:
+    """Destroy this process's group (a test's teardown), as training/train.py does once DeepSpeed has taken it
+    up (an engine was built on it): DeepSpeed's destroy also drops the groups it caches, which torch's left
+    naming the destroyed group, so the next ``deepspeed.initialize`` in this process failed ("Group ... is not
+    registered"). torch's when DeepSpeed never took it up (DeepSpeed's then has no backend to destroy)."""
+    import torch.distributed as dist
+
+    comm = sys.modules.get("deepspeed.comm")
+    if comm is not None and comm.is_initialized():
+        comm.destroy_process_group()
+    else:
+        dist.destroy_process_group()
+
+
 def release_after(exc: Exception) -> None:
     """In a spawned rank that called ``train()`` directly and caught ``exc``: release the process group as
     ``training.train.main`` does (only for a failure every rank raised). Left to interpreter teardown, gloo's

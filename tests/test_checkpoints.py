@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.launches import launch, run_to_end
+from tests.launches import destroy_process_group, launch, run_to_end
 from training.config import ConfigError
 from training.config_io import config_to_dict, load_config
 from training.engine import prune, stale_checkpoints
@@ -119,7 +119,7 @@ def test_a_refused_resume_releases_its_process_group(tmp_path):
         assert not dist.is_initialized()
     finally:
         if dist.is_initialized():
-            dist.destroy_process_group()
+            destroy_process_group()
         for k in keys:
             os.environ.pop(k, None)
         os.environ.update(saved)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.launches import no_shm_op, release_after, rendezvous_store, spawn_ranks
+from tests.launches import destroy_process_group, no_shm_op, release_after, rendezvous_store, spawn_ranks
 from training.config import PromptSpec
 from training.config_io import load_config
 
@@ -136,9 +136,7 @@ def one_rank_env(monkeypatch):
             monkeypatch.setenv(key, value)
         yield
         if dist.is_initialized():  # a run that raised leaves it (training/train.py releases it)
-            import deepspeed.comm
-
-            deepspeed.comm.destroy_process_group()
+            destroy_process_group()
 
 
 def _run_cfg(tmp_path: Path, path: Path, overlap: str = "groups"):

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from tests.launches import destroy_process_group
+
 KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE")
 
 
@@ -37,7 +39,7 @@ def no_launcher(monkeypatch):
         import torch.distributed as dist
 
         if dist.is_initialized():
-            dist.destroy_process_group()
+            destroy_process_group()
 
 
 def test_the_settings_of_a_plain_run_do_not_outlive_the_test(monkeypatch):

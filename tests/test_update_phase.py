@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from tests.launches import destroy_process_group
 from training.config import TrainConfig
 from training.grpo import clipped_policy_loss
 from training.update import Group, UpdateLog, chunk, take, update_policy
@@ -30,7 +31,7 @@ def one_rank_group(tmp_path_factory):
     store = tmp_path_factory.mktemp("pg") / "store"
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
     yield
-    dist.destroy_process_group()
+    destroy_process_group()
 
 
 @dataclass
