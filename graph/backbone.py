@@ -81,6 +81,7 @@ import copy
 import json
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 import openai
@@ -102,6 +103,7 @@ from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text
 from graph.flights import FlightFailed
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
+from graph.setup_rejections import sent_messages
 from graph.tool_replies import STRUCTURED_REMEDY, unsupported
 from graph.tool_rounds import tool_round
 from graph.transport import (
@@ -198,10 +200,11 @@ class Backbone:
     # -- one model invocation with transport retries ---------------------------------------------
     async def invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
         """`runnable`'s output for `messages`, counted in `usage`; raises InvalidReply (re-ask) or BackboneFault."""
+        sent = sent_messages(messages)  # what another chat model's error is read against (graph/setup_rejections.py)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=PacedWait(self.retry_wait[0], self.retry_wait[1]),
-            retry=retry_if_exception(is_transient), reraise=True)
+            retry=retry_if_exception(partial(is_transient, sent=sent)), reraise=True)
         tries = 0
         try:
             async for attempt in retrying:
@@ -234,12 +237,12 @@ class Backbone:
             if is_timeout(exc):
                 raise BackboneFault(stage, "timeout", f"no reply within {self.timeout_s}s after {attempts} "
                                     f"({type(exc).__name__})") from exc
-            if transient_error(exc):  # the kind is the error's, whatever x-should-retry said (graph/transport.py)
+            if transient_error(exc, sent):  # the kind is the error's, whatever x-should-retry said (graph/transport.py)
                 detail = str(exc)[:_ERR_CHARS]
                 if hint := connection_hint(exc, self.setting_names):  # one sentence: "Connection error; the ..."
                     detail = f"{detail.rstrip('. ')}; {hint}"
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts}: {detail}") from exc
-            if (fix := settings_problem(exc, self.setting_names)) is not None:
+            if (fix := settings_problem(exc, self.setting_names, sent)) is not None:
                 raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}; "
                                     f"{fix}") from exc
             if isinstance(exc, openai.APIStatusError | ModelError):

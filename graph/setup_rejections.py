@@ -27,9 +27,12 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 Also a 500 that says so (llama.cpp's server answers these with 500s, as a gateway may): not retried
 (`graph.transport.transient_error`), the same request gets the same answer. Decided where the issue was silent:
 only a rejection of what the request carried counts (a 400 naming tools for a request without tools, a content
-policy that mentions a tool or an image, a malformed tool message, stay "refused"), and only an error with its
-request attached (the openai SDK's; another chat model's `ModelError` has none to read), but vLLM's limit of no
-image, whose words say images were sent (it was an image limit, "settings", before this matcher).
+policy that mentions a tool or an image, a malformed tool message, stay "refused"). The request is the one the
+openai SDK attaches to its error; another chat model's `ModelError` has none, so the caller passes what it sent
+(`sent_messages`: the backbone's messages, whose image parts say whether images went; not its tools or response
+format, which only the SDK's body shows). Without it only llama.cpp's "image input is not supported" (a 500, a
+retryable `ModelAPIError`) was retried and then "transport", as a 400 was "refused". vLLM's limit of no image needs
+no request: its words say images were sent (it was an image limit, "settings", before this matcher).
 The words matched are the servers' own, quoted above; a reworded message falls back to "refused", as before.
 """
 
@@ -37,12 +40,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import openai
 from langchain_core.exceptions import ContextOverflowError, ModelError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from langchain_core.messages import BaseMessage
+
     from graph.transport import EndpointNames
 
 Part = Literal["structured", "tools", "images"]
@@ -132,17 +138,27 @@ _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 """The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
 
 
-def unsupported_part(exc: BaseException) -> Part | None:
+Sent = Mapping[str, Any]
+"""A chat-completions request body as sent (or what is known of it: `sent_messages`)."""
+
+
+def sent_messages(messages: Sequence[BaseMessage]) -> Sent:
+    """What is known of the request that sent `messages` when its error has none attached (another chat model's
+    `ModelError`): their content, as a chat-completions body's messages (module docstring)."""
+    return {"messages": [{"content": m.content} for m in messages]}
+
+
+def unsupported_part(exc: BaseException, sent: Sent | None = None) -> Part | None:
     """Which part of the request the server or model does not take, when `exc` is a 4xx (or 500) rejection that says
-    so of a part the request carried (module docstring), else None."""
-    found = _rejected_part(exc)
+    so of a part the request carried (module docstring), else None. `sent`: the request, where `exc` has none."""
+    found = _rejected_part(exc, sent)
     return found[0] if found is not None else None
 
 
-def unsupported_fix(exc: BaseException, names: EndpointNames) -> str | None:
+def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None = None) -> str | None:
     """What to change when the server rejected a part of the request it does not take (`unsupported_part`), naming
     the settings `names`; None for any other error."""
-    found = _rejected_part(exc)
+    found = _rejected_part(exc, sent)
     if found is None:
         return None
     part, sent = found
@@ -161,22 +177,22 @@ def unsupported_fix(exc: BaseException, names: EndpointNames) -> str | None:
             f"{names.method}={' or '.join(others)}")
 
 
-def setup_rejection(exc: BaseException, names: EndpointNames) -> str | None:
+def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None = None) -> str | None:
     """What to change when the server rejected a request for its setup: a part it does not take (`unsupported_fix`),
     or a limit the request exceeds (`server_limit`); None for any other error."""
-    return unsupported_fix(exc, names) or server_limit(exc, names)
+    return unsupported_fix(exc, names, sent) or server_limit(exc, names)
 
 
-def _rejected_part(exc: BaseException) -> tuple[Part, dict[str, Any]] | None:
+def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] | None:
     """(the part, the request body sent) when `exc` is a 4xx or 500 saying a part the request carried is not taken:
-    an openai SDK error, whose request is read, or another chat model's rejection (`rejected_request`, no request to
-    read) with vLLM's limit of no image, whose words say images were sent."""
+    an openai SDK error, whose request is read, or another chat model's rejection (`rejected_request`) read against
+    the request `given` (module docstring), if any."""
     if isinstance(exc, openai.APIStatusError):
         if not (400 <= exc.status_code < 500 or exc.status_code == 500):
             return None
         sent = _sent_body(exc)
     elif rejected_request(exc):
-        sent = {}
+        sent = given or {}
     else:
         return None
     text = str(exc).lower()
@@ -198,7 +214,7 @@ def _sent_body(exc: openai.APIStatusError) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def _carries_images(sent: dict[str, Any]) -> bool:
+def _carries_images(sent: Sent) -> bool:
     """Whether a chat-completions body holds an image part in one of its messages."""
     messages = sent.get("messages")
     return isinstance(messages, list) and any(

@@ -55,7 +55,7 @@ from tenacity.wait import wait_base
 
 from graph.cache_keys import shown_endpoint
 from graph.completion_shape import MalformedCompletion, choice_problem
-from graph.setup_rejections import INSPECT_PLAN, setup_rejection, unsupported_part
+from graph.setup_rejections import INSPECT_PLAN, Sent, setup_rejection, unsupported_part
 
 # re-exported: their home before graph/setup_rejections.py
 from graph.setup_rejections import limit_kind as limit_kind
@@ -70,21 +70,22 @@ _STALE_LOOP = ("Event loop is closed", "bound to a different event loop", "attac
 drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 
-def is_transient(exc: BaseException) -> bool:
+def is_transient(exc: BaseException, sent: Sent | None = None) -> bool:
     """True for a failed model call worth trying again: an error reply's `x-should-retry: true|false` header when
-    it has one (module docstring), else `transient_error`."""
+    it has one (module docstring), else `transient_error` (`sent`: as there)."""
     if isinstance(exc, openai.APIStatusError):
         told = exc.response.headers.get("x-should-retry")
         if told in ("true", "false"):
             return told == "true"
-    return transient_error(exc)
+    return transient_error(exc, sent)
 
 
-def transient_error(exc: BaseException) -> bool:
+def transient_error(exc: BaseException, sent: Sent | None = None) -> bool:
     """True for a transport error, by the error alone (timeouts, connection errors, Python's own `ConnectionError`
     too: refused or reset, from a chat model that does not wrap it; 408, 409, 429, 5xx but 501 and 505, which
     say the server cannot serve such a request at all, and a 500 saying the server or model does not take a part of
-    the request, `graph.setup_rejections.unsupported_part`; a stale pooled connection): what the fault of a call that
+    the request, `graph.setup_rejections.unsupported_part`, read against `sent` where another chat model's retryable
+    `ModelError` has no request attached; a stale pooled connection): what the fault of a call that
     failed with it is (kind "transport"), whatever the server's `x-should-retry` said about trying again."""
     if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
@@ -96,7 +97,7 @@ def transient_error(exc: BaseException) -> bool:
         return True
     if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _STALE_LOOP):
         return True
-    return isinstance(exc, ModelError) and type(exc).is_retryable
+    return isinstance(exc, ModelError) and type(exc).is_retryable and unsupported_part(exc, sent) is None
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -250,7 +251,7 @@ UNSERVED_STATUSES = (501, 505)
 setup, not the clip (`settings_problem`), as the tool client reads a tool service's 501 (tools/client.py)."""
 
 
-def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
+def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None = None) -> str | None:
     """What to fix when a model call failed with an error the client's or the server's settings cause, naming
     the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
     the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
@@ -258,7 +259,8 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
     size, too many images, a request longer than the model's context) or with a part the server or model does not
     take (`graph.setup_rejections.unsupported_fix`: structured output, tool calls, images); or a 501 or 505
     (`UNSERVED_STATUSES`: the server does not implement the request, every clip's). Any other 400 or 422
-    (a content policy, a request the server rejects) is no such problem: the same settings serve other requests."""
+    (a content policy, a request the server rejects) is no such problem: the same settings serve other requests.
+    `sent`: the request as sent, read where `exc` has none attached (another chat model's `ModelError`)."""
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     if status not in SETTINGS_STATUSES:
         status = next((code for code, kind in zip(SETTINGS_STATUSES, _SETTINGS_ERRORS, strict=True)
@@ -275,7 +277,7 @@ def settings_problem(exc: BaseException, names: EndpointNames) -> str | None:
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
                 f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "
                 "structured output, tool calls), which some servers serve only when started with an option for it")
-    return setup_rejection(exc, names)
+    return setup_rejection(exc, names, sent)
 
 
 def connection_hint(exc: BaseException, names: EndpointNames) -> str:

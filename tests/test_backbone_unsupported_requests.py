@@ -211,3 +211,32 @@ def test_another_chat_model_s_limit_of_no_image_is_still_a_settings_fault() -> N
         asyncio.run(bb.astructured("judge", Verdict, list(WITH_IMAGE), Usage()))
     assert info.value.kind == "settings" and len(model.calls) == 1, info.value
     assert "RAA_MODEL" in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize("error", ["ModelAPIError", "ModelInvalidRequestError"])
+def test_another_chat_model_s_rejection_of_images_it_was_sent_is_a_settings_fault(error: str) -> None:
+    """A chat model other than ChatOpenAI raises LangChain's `ModelError`s with no request attached: the matcher read
+    none, so llama.cpp's "image input is not supported" (a 500: `ModelAPIError`, retryable) was retried and then
+    "transport", a 400 (`ModelInvalidRequestError`) "refused". The messages the backbone sent say images went."""
+    from langchain_core import exceptions
+
+    from tests.test_backbone_scripted import _bb
+
+    text = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+    bb, model = _bb([getattr(exceptions, error)(text)] * 3 + [{"label": "a", "score": 2}])
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(WITH_IMAGE), Usage()))
+    assert info.value.kind == "settings" and len(model.calls) == 1, info.value
+    assert "RAA_MODEL" in info.value.message, info.value.message
+
+
+def test_another_chat_model_s_rejection_naming_images_it_was_not_sent_stays_as_it_was() -> None:
+    """Only a rejection of what the request carried counts: the same words for a text-only request are no setup."""
+    from langchain_core.exceptions import ModelInvalidRequestError
+
+    from tests.test_backbone_scripted import _bb
+
+    bb, model = _bb([ModelInvalidRequestError("image input is not supported"), {"label": "a", "score": 2}])
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
+    assert info.value.kind == "refused", info.value
