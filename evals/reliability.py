@@ -65,6 +65,7 @@ from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.result_rows import ManifestError, damaged, result_row, results_rows, stale, stamped
 from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from evals.table_rows import not_boolean
+from graph.api import fault_result
 from graph.schemas import Fault, RewardResult
 from tools.jsonl import mend_tail, write_text_atomic
 
@@ -378,8 +379,6 @@ async def _score_chunk(scorer: PresetScorer, preset: str,
             raise RuntimeError(f"scorer returned {len(results)} results for {len(clips)} clips")
         return results, None
     except Exception as exc:  # noqa: BLE001 - one bad chunk never takes down the run
-        what = f"scorer failed: {type(exc).__name__}: {exc}"[:2000]
-        fault = Fault(stage="harness", kind="internal", message=what)  # an outage (escaped and cut by Fault)
-        return ([RewardResult(reward=None, status="ineligible", reasons=[f"harness: {what}"[:2000]], preset=preset,
-                              faults=[fault]) for _ in clips],
+        fault = Fault(stage="harness", kind="internal", message=f"scorer failed: {type(exc).__name__}: {exc}")
+        return ([fault_result(preset, fault) for _ in clips],  # an outage; its reason the fault's, as every other's
                 "the scorer crashed before reporting the calls and tokens this chunk spent")
