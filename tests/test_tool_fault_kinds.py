@@ -105,3 +105,15 @@ def test_a_videoerror_of_a_tool_given_the_clip_is_the_clips():
     assert info.value.kind == "run"
     with pytest.raises(ToolFault, match="ValueError: bad"):
         run_clip_tool("surprise", _raise(ValueError("bad")))
+
+
+def test_the_agents_requests_fit_the_services_default_frame_limit():
+    """The service's frame-count limit (``RAA_TOOLS_MAX_FRAMES``) stays a limit of its setup (a 413, kind "config":
+    an outage that ``--retry-ineligible`` scores again once it is raised), not the clip's final fault as its decode
+    limit is: the agent asks for at most `MAX_SURPRISE_FRAMES` frames to score (an upload with frame_indices) and
+    `TRACK_FRAMES` to track (a ``.npy`` body), whatever the clip's length, and the in-process tools have no frame
+    limit, so a clip refused by count is scored once the limit is raised. The default must admit both."""
+    from graph.nodes.surprise import MAX_SURPRISE_FRAMES
+    from graph.nodes.tracking import TRACK_FRAMES
+
+    assert max(MAX_SURPRISE_FRAMES, TRACK_FRAMES) <= ToolSettings().max_frames
