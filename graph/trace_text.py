@@ -87,6 +87,17 @@ def start_time(started: Any, *, date: bool = False) -> str:
     return f"{when:%Y-%m-%d} {time}" if date else time
 
 
+def audit_round_text(audit: Any) -> str:
+    """A step's stored `audit_round` (0-based: the repair rounds done before it) as the round it belongs to, from 1:
+    an audit and the repair acting on it share a round ("round 1: ..." is the first repair's decision, and the
+    report names it "repair 1"), the audit after repair N is round N + 1. The column printed the stored value, so
+    the first repair read 0 beside its "round 1". "" for a step of no round; a value that is no int (an edited
+    fork) as written."""
+    if audit is None:
+        return ""
+    return str(audit + 1) if isinstance(audit, int) and not isinstance(audit, bool) else str(audit)
+
+
 def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
     """One StepRecord as display strings (columns of `raa trace`), control characters written out (`printable`)."""
     duration = step.get("duration_s")
@@ -100,7 +111,7 @@ def step_row(index: int, step: dict[str, Any]) -> dict[str, str]:
         "frames": _fmt_frames(step.get("frames")),
         "crops": _fmt_crops(step.get("crops")),
         "tools": "\n".join(str(t) for t in step.get("tool_summaries") or []),
-        "audit": "" if audit is None else str(audit),
+        "audit": audit_round_text(audit),
         "gate": _fmt_gate(step.get("gate_inputs")),
     }
     return {k: printable(v) for k, v in row.items()}

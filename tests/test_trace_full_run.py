@@ -73,7 +73,7 @@ def test_full_run_stream_and_trace_show_every_item(monkeypatch, tmp_path) -> Non
     before = [line.split(" (")[0] for line in at_reflect.splitlines()]
     assert canonical(before) == NODES[:NODES.index("reflect")], at_reflect
     assert "tool_call (" in res.stderr and "crops=f16[0.10,0.20,0.60,0.70]" in res.stderr
-    assert "audit=0" in res.stderr and "audit=1" in res.stderr and "gate=eligible=True" in res.stderr
+    assert "audit=1" in res.stderr and "audit=2" in res.stderr and "gate=eligible=True" in res.stderr
 
     steps = json.loads(runner.invoke(app, ["trace", run_id, "--json"]).output)["values"]["steps"]
     assert [s["node"] for s in steps] == NODES
@@ -100,11 +100,11 @@ def test_full_run_stream_and_trace_show_every_item(monkeypatch, tmp_path) -> Non
             assert [c[1] for c in cells] == NODES and [c[0] for c in cells] == [str(i) for i in range(len(NODES))]
             assert all(re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3}", c[2]) for c in cells)  # each step's start (UTC)
             assert all(re.fullmatch(r"\d+\.\d\ds", c[3]) for c in cells)
-            assert [c[8] for c in cells if c[8]] == ["0", "0", "1"]
+            assert [c[8] for c in cells if c[8]] == ["1", "1", "2"]  # the rounds counted from 1, as repair decisions
         else:
             heads = re.findall(r"^\[(\d+)\] (\w+)  \d\d:\d\d:\d\d\.\d{3}  \d+\.\d\ds$", out, re.M)
             assert [h[1] for h in heads] == NODES and [int(h[0]) for h in heads] == list(range(len(NODES)))
-            assert re.findall(r"^    audit     (\d)$", out, re.M) == ["0", "0", "1"]
+            assert re.findall(r"^    audit     (\d)$", out, re.M) == ["1", "1", "2"]
             assert "view_crop({'frame': 16, 'box': [0.1, 0.2, 0.6, 0.7]}): frame 16 crop [0.1, 0.2, 0.6, 0.7]" in out
             assert "track_motion({'start_frame': 0, 'end_frame': 32, 'points': []}): tracked frames 0..32" in out
         texts = ("f16[0.10,0.20,0.60,0.70]", "scored: R = 0.975", "reward=0.975", "eligible=True", "V=0.750")

@@ -58,7 +58,7 @@ def test_read_trace_returns_steps_in_order_and_result(tmp_path) -> None:
     assert trace.status == "scored" and trace.reward == pytest.approx(0.62)
     assert trace.values["video"] == "a.mp4"
     row = step_row(1, trace.steps[1])
-    assert row["frames"] == "3,4" and "fallback: x0 >= x1" in row["crops"] and row["audit"] == "1"
+    assert row["frames"] == "3,4" and "fallback: x0 >= x1" in row["crops"] and row["audit"] == "2"  # stored round 1: the second
     assert "view_crop" in row["tools"]
     assert "failure=False" in step_row(2, trace.steps[2])["gate"]
     assert step_row(0, trace.steps[0])["frames"] == "0-19"  # every frame, runs as ranges
