@@ -124,16 +124,21 @@ def skipped_lines(skipped: list[SkippedLine]) -> list[str]:
 
 
 def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
-    """`raa eval reward`'s usage per clip of each preset, naming the rows whose usage is unknown (a scorer
-    chunk that crashed): the means leave them out (`evals.table`)."""
-    from evals.table import USAGE_DIGITS, USAGE_NAMES
+    """`raa eval reward`'s usage per clip of each preset, naming the rows the means leave out (`evals.table`): those
+    whose usage is unknown (a scorer chunk that crashed) and the outage rows (no output of the preset)."""
+    from evals.table_means import USAGE_DIGITS, USAGE_NAMES
 
     lines = []
     for m in metrics:  # the decimals of table.md (USAGE_DIGITS): calls/clip read 2.25 here and 2.2 there
         line = f"{m.preset}: " + ", ".join(f"{USAGE_NAMES[k]}/clip {m.usage_cell(k, d)}" for k, d, _ in USAGE_DIGITS)
-        if m.usage_unknown:
-            line += (f" (usage unknown for {plural(m.usage_unknown, 'row')}: not recorded, as when a scorer chunk crashed; "
-                     f"means over the other {m.n - m.usage_unknown})")
+        left = [f"usage unknown for {plural(m.usage_unknown, 'row')}: not recorded, as when a scorer chunk crashed"] \
+            if m.usage_unknown else []
+        if m.usage_outage:
+            one = m.usage_outage == 1
+            left.append(f"{plural(m.usage_outage, 'outage row')} left out, as from R: {'its' if one else 'their'} "
+                        f"requests were sent, but {'it is' if one else 'they are'} no output of the preset")
+        if left:
+            line += f" ({'; '.join(left)}; means over the other {m.usage_rows})"
         lines.append(line)
     return lines
 

@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING
 from evals.eval_views import plural
 from evals.report_html import badge, esc, page, section, table
 from evals.report_links import link_reports
-from evals.table import DISPLAY_NAMES, PAPER_ORDER, USAGE_DIGITS, USAGE_NAMES, all_metrics, incomplete_notes
+from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics, incomplete_notes
+from evals.table_means import USAGE_DIGITS, USAGE_NAMES
 from graph.reward_format import reward_text
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from tools.jsonl import write_text_atomic
@@ -83,8 +84,8 @@ def _means(metrics: list[PresetMetrics], attr: str) -> str:
     rows = []
     for m in metrics:
         groups = getattr(m, attr)
-        rows.append([m.preset, *(f"{reward_text(groups[n].mean)} ({groups[n].rewarded}/{groups[n].total})" if n in groups
-                                 else "" for n in names)])
+        rows.append([m.preset, *(f"{reward_text(groups[n].mean)} ({groups[n].counts})" if n in groups else ""
+                                 for n in names)])
     return table(["preset", *names], rows) if names else ""
 
 

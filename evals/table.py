@@ -31,7 +31,8 @@ Definitions (decisions where the issue was silent are marked *):
   say how many of the n_neg / n_prog rows were ineligible ("0 / 60 (5 ineligible)"), so a preset that
   failed to score does not read as a perfect one. The cells' denominators leave the outage rows out (below).
 - *Mean rewards by label / pattern average the rows with a reward (ineligible rows excluded); the count of
-  rewarded rows is given next to each mean.
+  rewarded rows and of the group's rows less the outage ones is given next to each mean, naming the outage rows
+  ("0.250 (2/3; 1 outage not counted)": it read "(2/4)", counting a row the F+ cell beside it did not).
 - *Ineligible rows are told apart by cause: `outage` counts those whose recorded ``faults`` say the reward machinery
   failed (`graph.schemas.Fault.outage`: an endpoint down or too slow, a tool or the harness crashed, a clip the
   machine could not read), not the clip or the preset's agent (a refused or invalid reply, an undecodable clip).
@@ -54,10 +55,14 @@ Definitions (decisions where the issue was silent are marked *):
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens, stage-cache hits
   (a stage output served from the cache is a hit, not a call) and attempts (requests sent, a reply or not: a
   timed-out or refused request is an attempt, not a call; rows written before attempts were counted leave it
-  out of its mean, `LATE_USAGE_KEYS`), over the rows that recorded their usage: a
+  out of its mean, `evals.table_means.LATE_USAGE_KEYS`), over the rows that recorded their usage: a
   row whose usage is null (its scorer chunk crashed, `evals.reliability`) or absent (another tool's row) is
   counted in `usage_unknown` ("Usage unknown" / ``usage_unknown`` in table.md / table.csv) and left out of
-  the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV).
+  the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV). An outage
+  row is left out of the mean too (`usage_outage`, named by `raa eval reward`), as from N: a run the endpoint's
+  outage stopped made few calls or none, so a preset that lost clips read as a cheaper one, and once
+  `--retry-ineligible` fills the row its usage is gone from the table anyway. The requests it sent were sent
+  (score-batch's closing line sums them); the table's usage is the cost of the preset's outputs.
 - *table.csv's `method` column holds `DISPLAY_NAMES` as they are, the cumulative block's "+ ..." included,
   though a spreadsheet opening the file may read a cell starting with "+" as a formula: the values are fixed
   text (no manifest or row fills a cell that starts with "=", "+", "-" or "@"), pandas and csv readers and
@@ -72,23 +77,12 @@ import io
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from evals.table_means import USAGE_DIGITS, USAGE_NAMES, MeanReward, mean_rewards, usage_means
 from evals.table_rows import check_row, not_boolean, outage
 from graph.config import PRESETS
-from graph.usage import USAGE_KEYS
 
 NEGATIVE_LABELS = ("failure", "unobservable")
 PROGRESS_LABEL = "progress"
-USAGE_NAMES = {key: key.replace("_", " ") for key in USAGE_KEYS}
-"""Each usage figure's key in a row's usage (`graph.usage.USAGE_KEYS`) and its name in the tables' headers and on
-the console ("<name>/clip"; table.csv's column is "<key>_per_clip")."""
-USAGE_DIGITS = tuple((key, *((0, 1) if key.endswith("_tokens") else (1, 3))) for key in USAGE_KEYS)
-"""Each usage figure per clip (`graph.usage.USAGE_KEYS`, in its order): (key, decimals in table.md and on the
-console, decimals in table.csv); token counts are large, the others a few per clip. Derived, so a new `Usage`
-counter gets its column without a second list to keep in step."""
-LATE_USAGE_KEYS = frozenset({"attempts"})
-"""Usage figures added after rows were first written: a row whose usage lacks one did not record it (it is left
-out of that figure's mean, not counted as 0: 0 attempts beside 3 calls would read as fewer requests than replies)."""
-
 # Row names of the paper's Table 2, in its order (cumulative block, then removals from the full agent).
 DISPLAY_NAMES: dict[str, str] = {
     "direct": "Direct base-model scoring",
@@ -118,18 +112,6 @@ def ordered_presets(presets: Iterable[str]) -> list[str]:
     if not chosen:
         raise ValueError("no preset given")
     return sorted(chosen, key=PAPER_ORDER.index)
-
-
-@dataclass
-class MeanReward:
-    """Mean reward over the rows of one group that have a reward."""
-
-    mean: float | None
-    """Mean reward (None when no row of the group has one)."""
-    rewarded: int
-    """Rows with a reward (the mean's denominator)."""
-    total: int
-    """Rows in the group."""
 
 
 @dataclass
@@ -176,10 +158,18 @@ class PresetMetrics:
     """Mean reward per hacking pattern."""
     usage_per_clip: dict[str, float | None] = field(default_factory=dict)
     """Mean calls, images, input and output tokens, stage-cache hits and attempts per clip, over the rows that
-    recorded their usage (None when none did; attempts over the rows that recorded it, `LATE_USAGE_KEYS`)."""
+    recorded their usage, less the outage rows (None when none is left; attempts over the rows that recorded it,
+    `evals.table_means.LATE_USAGE_KEYS`)."""
     usage_unknown: int = 0
     """Rows whose usage is not recorded (null: a scorer chunk that crashed; absent: another tool's rows), left
     out of `usage_per_clip` rather than counted as free."""
+    usage_outage: int = 0
+    """Outage rows whose recorded usage is left out of `usage_per_clip` (no output of the preset; `usage_means`)."""
+
+    @property
+    def usage_rows(self) -> int:
+        """The rows `usage_per_clip` averages (attempts: those of them that recorded it)."""
+        return self.n - self.usage_unknown - self.usage_outage
 
     def usage_cell(self, key: str, digits: int, missing: str = "-") -> str:
         """`usage_per_clip[key]` with `digits` decimals; `missing` when no row recorded its usage."""
@@ -253,31 +243,12 @@ def incomplete_notes(metrics: Sequence[PresetMetrics]) -> list[str]:
     lost = f"{hit[0].preset} lost {hit[0].outage} of {hit[0].n} rows" + "".join(
         f", {m.preset} {m.outage} of {m.n}" for m in hit[1:])
     notes = [f"incomplete: {lost}, to an outage of the reward machinery (an endpoint down, a tool or the scorer "
-             "crashed, a setting refused): R, F+ and P0 leave those rows out; once that is fixed, `raa eval reward "
-             "--retry-ineligible` scores them again"]
+             "crashed, a setting refused): R, F+, P0, the mean rewards and the usage per clip leave those rows out; once "
+             "that is fixed, `raa eval reward --retry-ineligible` scores them again"]
     if len({tuple(m.outage_paths) for m in metrics}) > 1:
         notes.append("the presets lost different clips to the outage, so their R, F+ and P0 are measured over "
                      "different clips: compare them once a rerun has filled the rows")
     return notes
-
-
-def _mean_reward(rows: Sequence[dict]) -> MeanReward:
-    rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
-    return MeanReward(sum(rewards) / len(rewards) if rewards else None, len(rewards), len(rows))
-
-
-def _group(rows: Sequence[dict], key: str) -> dict[str, MeanReward]:
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(str(row.get(key) or "-"), []).append(row)
-    return {name: _mean_reward(group) for name, group in sorted(groups.items())}
-
-
-def _usage_mean(known: Sequence[dict], key: str) -> float | None:
-    """The mean of one usage figure over the recorded usages `known` (a figure of `LATE_USAGE_KEYS` over those that
-    record it; any other absent figure counts as 0); None when there is none to average."""
-    usages = [u for u in known if key in u] if key in LATE_USAGE_KEYS else known
-    return sum(float(u.get(key, 0)) for u in usages) / len(usages) if usages else None
 
 
 def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
@@ -289,8 +260,7 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
     # a row without a verdict (results written by another tool) is unjudged, or skipped when it has no reward
     # to judge, as the judge itself would have said
     judge = [r.get("judge") or ({"status": "skipped"} if r.get("reward") is None else {}) for r in rows]
-    known = [r["usage"] for r in rows if isinstance(r.get("usage"), dict)]  # None / absent: not recorded, not 0
-    usage = {k: _usage_mean(known, k) for k in USAGE_KEYS}
+    usage, unknown, spent = usage_means(rows)
     lost = [r for r in rows if outage(r)]
     return PresetMetrics(
         preset=preset, n=len(rows),
@@ -306,8 +276,8 @@ def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
         neg_outage=sum(map(outage, neg)), prog_outage=sum(map(outage, prog)),
         outage_paths=sorted(str(r.get("path")) for r in lost),
         verdict_not_boolean=sum(1 for j in judge if not_boolean(j)),
-        by_label=_group(rows, "label"), by_pattern=_group(rows, "pattern"), usage_per_clip=usage,
-        usage_unknown=len(rows) - len(known))
+        by_label=mean_rewards(rows, "label"), by_pattern=mean_rewards(rows, "pattern"), usage_per_clip=usage,
+        usage_unknown=unknown, usage_outage=spent)
 
 
 def all_metrics(rows: Sequence[dict], presets: Sequence[str]) -> list[PresetMetrics]:
@@ -347,7 +317,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
                   "| Preset | " + " | ".join(map(md_cell, names)) + " |", "| --- |" + " --- |" * len(names)]
         for m in metrics:
             groups = getattr(m, attr)
-            cells = [f"{_fmt(groups[n].mean)} ({groups[n].rewarded}/{groups[n].total})" if n in groups else ""
+            cells = [f"{_fmt(groups[n].mean)} ({groups[n].counts})" if n in groups else ""
                      for n in names]
             lines.append(f"| {m.preset} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
