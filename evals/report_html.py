@@ -22,6 +22,7 @@ figure.wide{width:260px} figure.wide img{width:260px}
 .badge{display:inline-block;padding:1px 7px;border-radius:10px;font-size:12px;font-weight:600;color:#fff}
 .met{background:#2e8b57}.partial{background:#d4a017}.not_met{background:#c0392b}.unverifiable{background:#7f8c8d}
 .scored{background:#2e8b57}.zero{background:#c0392b}.ineligible{background:#7f8c8d}.incomplete{background:#7f8c8d}
+.outage{background:#b9770e}
 .yes{color:#2e8b57;font-weight:600}.no{color:#c0392b;font-weight:600}.muted{color:#6b7382}
 .reward{font-size:30px;font-weight:700} code{background:#eef1f6;padding:0 3px;border-radius:3px}
 """
@@ -46,9 +47,10 @@ def section(section_id: str, title: str, inner: str) -> str:
     return f"<section id=\"{esc(section_id)}\"><h2>{esc(title)}</h2>{inner}</section>"
 
 
-def badge(text: object, css: str | None = None) -> str:
-    """A coloured status badge."""
-    return f"<span class=\"badge {esc(css or text)}\">{esc(text)}</span>"
+def badge(text: object, css: str | None = None, *, title: str | None = None) -> str:
+    """A coloured status badge (`title`: its tooltip)."""
+    tip = "" if title is None else f" title=\"{esc(title)}\""
+    return f"<span class=\"badge {esc(css or text)}\"{tip}>{esc(text)}</span>"
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[str]], *, table_id: str | None = None,

@@ -5,7 +5,9 @@ presets of the last `raa eval reward` run, as its summary.json names them, so th
 that run; results.jsonl also keeps rows of earlier manifests), and writes
 DIR/index.html: the table [table], reliability extras [extras], and one row per clip with one cell per preset
 (reward, status, judge verdict: ✓ / ✗ for a `judged` verdict only, as the table counts it; "not true/false"
-for a `judged` one without a boolean, as the R cell names it; the verdict's status otherwise) linking to that run's report [clips]. Run reports are written to DIR/reports/<run id>.html
+for a `judged` one without a boolean, as the R cell names it; the verdict's status otherwise; a row an outage of the
+reward machinery took reads "outage", its fault as the tooltip, and "not counted", as the table leaves it out of N:
+it read as the preset's own ineligible result) linking to that run's report [clips]. Run reports are written to DIR/reports/<run id>.html
 from the trace database when the run is found there; a report already there is linked with or without one
 (`evals.report_links`).
 
@@ -53,6 +55,7 @@ from evals.report_html import badge, esc, page, section, table
 from evals.report_links import link_reports
 from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics, incomplete_notes
 from evals.table_means import USAGE_DIGITS, USAGE_NAMES
+from evals.table_rows import outage, row_faults
 from graph.reward_format import reward_text
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
 from tools.jsonl import write_text_atomic
@@ -90,6 +93,15 @@ def _means(metrics: list[PresetMetrics], attr: str) -> str:
 
 
 def _cell(row: dict, link: str | None) -> str:
+    text = _cell_text(row)
+    return f"<a class=\"run-link\" href=\"{esc(link)}\">{text}</a>" if link else text
+
+
+def _cell_text(row: dict) -> str:
+    """Reward, status badge and verdict of one row; an outage row's "outage" (module docstring)."""
+    lost = [f for f in row_faults(row) if f.outage] if outage(row) else []
+    if lost:  # no output of the preset (left out of N): not its own ineligible result, which N counts
+        return f"{reward_text(None)} {badge('outage', title=lost[0].reason())} <span class=\"muted\">not counted</span>"
     j = row.get("judge") or ({"status": "skipped"} if row.get("reward") is None else {})  # as the table reads it
     status = j.get("status", "unjudged")
     reasonable = j.get("reasonable") if status == "judged" else None  # as the table counts it: a judged verdict,
@@ -97,8 +109,7 @@ def _cell(row: dict, link: str | None) -> str:
     verdict = ("<span class=\"yes\">✓</span>" if reasonable is True else "<span class=\"no\">✗</span>"
                if reasonable is False else  # a judged verdict without a boolean is no verdict: named as R names it
                f"<span class=\"muted\">{esc('not true/false' if status == 'judged' else status)}</span>")
-    text = f"{reward_text(row.get('reward'))} {badge(row.get('status'))} {verdict}"
-    return f"<a class=\"run-link\" href=\"{esc(link)}\">{text}</a>" if link else text
+    return f"{reward_text(row.get('reward'))} {badge(row.get('status'))} {verdict}"
 
 
 def _thumb(path: str) -> str:
