@@ -39,7 +39,8 @@ Decisions where the issue was silent:
   clip through a link, as its manifest gave it, pairs with one written before rows did (naming the link's target).
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
   comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible --draw K`` fills them, K among
-  ``outage_draws``: a plain one retries draw 0's rows): the others are
+  ``outage_draws``: a plain one retries draw 0's rows; each file's own draws are ``outage_draws_a`` / ``_b``, and the
+  hint names each file with its draws: the draws of both files in one list sent a retry of A's draw to B): the others are
   the videos' own (an undecodable clip), never seen by the paired statistics. Both read as one count.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
@@ -170,6 +171,10 @@ class Comparison:
     """The draw compared (None: every row of both files)."""
     outage_draws: list[int] = field(default_factory=list)
     """The draws of the rows in the `pairs_outage` pairs: `score-batch --retry-ineligible --draw K` fills each."""
+    outage_draws_a: list[int] = field(default_factory=list)
+    """Of those, the draws of A's outage rows (each file is retried on its own: `--out A --draw K`)."""
+    outage_draws_b: list[int] = field(default_factory=list)
+    """Of those, the draws of B's outage rows."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -381,4 +386,10 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
         by_instruction=by_instruction, hint=hint, draw=draw,
-        outage_draws=sorted({_draw(row, "") for k in shared for row in (rows_a[k], rows_b[k]) if outage(row["result"])}))
+        outage_draws=sorted({*(draws_a := _outage_draws(rows_a, shared)), *(draws_b := _outage_draws(rows_b, shared))}),
+        outage_draws_a=draws_a, outage_draws_b=draws_b)
+
+
+def _outage_draws(rows: dict[str, dict[str, Any]], keys: list[str]) -> list[int]:
+    """The draws of the rows under `keys` an outage of the reward machinery made ineligible, sorted."""
+    return sorted({_draw(rows[k], "") for k in keys if outage(rows[k]["result"])})

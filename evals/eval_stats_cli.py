@@ -28,7 +28,7 @@ def compare_command(
                                              "(score-batch --draw K into one output).")] = None,
 ) -> None:
     from evals.compare import CompareError, compare, most_changed
-    from evals.eval_views import changed_table, empty_sides, mean_text, refill, sides_table
+    from evals.eval_views import changed_table, empty_sides, mean_text, refill_sides, sides_table
 
     try:
         result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw)
@@ -60,8 +60,8 @@ def compare_command(
                           "(ineligible, not paired)", style="yellow")
     if draw is not None:
         console.print(f"draw {draw} of each file")
-    outages = (f", {result.pairs_outage} of them for an outage of the reward machinery ("
-               f"{refill([] if result.outage_draws == [0] else result.outage_draws)})") if result.pairs_outage else ""
+    outages = (f", {result.pairs_outage} of them for an outage of the reward machinery ({refill_sides(result)})"
+               if result.pairs_outage else "")
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward{outages}; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
     if result.n:

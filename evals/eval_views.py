@@ -24,6 +24,7 @@ Decisions where the issues were silent:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,13 +172,23 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     return notes
 
 
-def refill(draws: Sequence[int] = ()) -> str:
+def refill(draws: Sequence[int] = (), *, out: str | None = None, whose: str = "them") -> str:
     """The command that fills the rows of a score-batch output an outage left ineligible, as `raa eval compare` and
     `raa eval draws` name it beside their count: `--retry-ineligible` retries the rows of the draw it runs, so the
-    draws holding them are named when known."""
+    draws holding them are named when known; `out` names the output it retries (`raa eval compare`: one per side,
+    `whose` "A's")."""
+    command = "score-batch" + ("" if out is None else f" --out {shlex.quote(out)}") + " --retry-ineligible"
     if not draws:
-        return "score-batch --retry-ineligible fills them"
-    return f"score-batch --retry-ineligible --draw K fills them, K = {', '.join(map(str, draws))}"
+        return f"{command} fills {whose}"
+    return f"{command} --draw K fills {whose}, K = {', '.join(map(str, draws))}"
+
+
+def refill_sides(result: Comparison) -> str:
+    """`refill` for each side of `raa eval compare` holding outage rows in its left-out pairs, naming its file and its
+    own draws (draw 0 alone: a plain retry)."""
+    sides = (("A", result.a.path, result.outage_draws_a), ("B", result.b.path, result.outage_draws_b))
+    return "; ".join(refill([] if draws == [0] else draws, out=path, whose=f"{name}'s") for name, path, draws in sides
+                     if draws)
 
 
 def no_rows(note: str, what: str) -> str:

@@ -68,4 +68,24 @@ def test_the_refill_hint_names_the_draw_of_the_outage_pairs(tmp_path):
     assert compare(a, b).outage_draws == [2]
     result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b)], terminal_width=300)
     assert result.exit_code == 0, result.output
-    assert "score-batch --retry-ineligible --draw K fills them, K = 2" in " ".join(result.output.split())
+    assert f"score-batch --out {a} --retry-ineligible --draw K fills A's, K = 2" in " ".join(result.output.split())
+
+
+def test_the_refill_hint_says_which_file_holds_each_draw(tmp_path):
+    """A's outage rows in draw 2, B's in draw 0: the hint listed "K = 0, 2" for both files together, so a user ran
+    `--retry-ineligible --draw 2` on B (nothing to retry there) and a plain one on A (draw 0: none either). Each
+    file is now named with the draws of its own outage rows."""
+    a = _scores(tmp_path, "a", {"1": 0.9, "2": OUTAGE})
+    b = _scores(tmp_path, "b", {"1": OUTAGE, "2": 0.3})
+    a.write_text("".join(json.dumps({**json.loads(line), "draw": 2}) + "\n" for line in a.read_text().splitlines()))
+    b_rows = [json.loads(line) for line in b.read_text().splitlines()]  # B: video 1 (its outage) in draw 0, 2 in 2
+    b.write_text("".join(json.dumps({**r, "draw": 0 if r["manifest"]["key"] == "1" else 2}) + "\n" for r in b_rows))
+    c = compare(a, b)
+    assert (c.pairs_outage, c.outage_draws, c.outage_draws_a, c.outage_draws_b) == (2, [0, 2], [2], [0])
+    result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b)], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"score-batch --out {a} --retry-ineligible --draw K fills A's, K = 2" in text, text
+    assert f"score-batch --out {b} --retry-ineligible fills B's" in text, text  # draw 0: a plain one
+    assert "K = 0, 2" not in text
+    assert c.as_dict()["outage_draws_b"] == [0]
