@@ -39,7 +39,7 @@ from graph.nodes.tracking import grid_side, track_frames
 from graph.reward_format import reward_text
 from graph.routes import expected_nodes
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from graph.trace_text import assessment_stages
+from graph.trace_text import assessment_stages, audit_round_text
 from tools.jsonl import write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -275,10 +275,10 @@ def _audits(v: dict[str, Any], steps: list[dict]) -> str:
     audits = v.get("audits") or []
     if not audits:
         return section("audits", "Scope audit", _absent(v, steps, "audit"))
-    rows = [[str(k), badge("clean" if a.get("clean") else "issues", "met" if a.get("clean") else "not_met"),
+    rows = [[str(k + 1), badge("clean" if a.get("clean") else "issues", "met" if a.get("clean") else "not_met"),
              esc("; ".join(a.get("missing_requirements") or [])), esc("; ".join(a.get("invented_conditions") or [])),
              esc("; ".join(a.get("contradictions") or []))] for k, a in enumerate(audits)]
-    repairs = [[esc(s.get("audit_round")), esc(s.get("decision")), " ".join(frame_link(f) for f in s.get("frames") or [])]
+    repairs = [[esc(audit_round_text(s.get("audit_round"))), esc(s.get("decision")), " ".join(frame_link(f) for f in s.get("frames") or [])]
                for s in steps if s.get("node") == "repair"]
     return section("audits", f"Scope audit ({len(audits)} rounds, {v.get('repair_rounds', 0)} repairs)",
                    table(["round", "verdict", "missing", "invented", "contradictions"], rows, raw=True)

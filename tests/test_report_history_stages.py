@@ -34,3 +34,20 @@ def test_report_history_names_the_stages(clip):
     html = render_run_report(read_trace(agent.checkpointer, "h"))
     row = re.search(r'id="req-R2".*?</tr>', html, re.S).group(0)
     assert "assess: met → reflect: met → repair 1: partial" in row
+
+
+def test_report_audit_rounds_count_from_1_as_the_repair_decision(clip):
+    """The run report's "Scope audit" tables numbered the audits 0, 1 and the first repair round 0 beside its
+    decision "round 1: ...", as `raa trace`'s audit column did; both count from 1 now, as the history's "repair 1"."""
+    from evals.report import render_run_report
+    from graph.tracing import read_trace
+
+    agent, _ = make_agent("full", full_script(audit=[BAD, CLEAN_AUDIT], repair=[assessment()]))
+    agent.invoke({"video": str(clip), "instruction": "push the red block to the right"},
+                 {"configurable": {"thread_id": "a"}})
+    section = re.search(r'<section id="audits">(.*?)</section>', render_run_report(read_trace(agent.checkpointer, "a")),
+                        re.S).group(1)
+    audits, repairs = (re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td>", t)
+                       for t in re.findall(r"<tbody>(.*?)</tbody>", section))
+    assert [n for n, _ in audits] == ["1", "2"], audits
+    assert len(repairs) == 1 and repairs[0][0] == "1" and repairs[0][1].startswith("round 1: "), repairs
