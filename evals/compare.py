@@ -39,8 +39,9 @@ Decisions where the issue was silent:
   clip through a link, as its manifest gave it, pairs with one written before rows did (naming the link's target).
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
   comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible --draw K`` fills them, K among
-  ``outage_draws``: a plain one retries draw 0's rows; each file's own draws are ``outage_draws_a`` / ``_b``, and the
-  hint names each file with its draws: the draws of both files in one list sent a retry of A's draw to B): the others are
+  ``outage_draws``: a plain one retries draw 0's rows; each file's own draws are ``outage_draws_a`` / ``_b``,
+  and the hint names each file with its draws: the draws of both files in one list sent a retry of A's draw
+  to B): the others are
   the videos' own (an undecodable clip), never seen by the paired statistics. Both read as one count.
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two

@@ -58,10 +58,10 @@ Definitions (decisions where the issue was silent are marked *):
   out of its mean, `evals.table_means.LATE_USAGE_KEYS`), over the rows that recorded their usage: a
   row whose usage is null (its scorer chunk crashed, `evals.reliability`) or absent (another tool's row) is
   counted in `usage_unknown` ("Usage unknown" / ``usage_unknown`` in table.md / table.csv) and left out of
-  the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV). An outage
-  row is left out of the mean too (`usage_outage`, named by `raa eval reward`), as from N: a run the endpoint's
-  outage stopped made few calls or none, so a preset that lost clips read as a cheaper one, and once
-  `--retry-ineligible` fills the row its usage is gone from the table anyway. The requests it sent were sent
+  the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV). An
+  outage row is left out of the mean too (`usage_outage`, in table.csv, named by `raa eval reward`), as from
+  N: a run the endpoint's outage stopped made few calls or none, so a preset that lost clips read as a
+  cheaper one, and once `--retry-ineligible` fills the row its usage is gone from the table anyway. The requests it sent were sent
   (score-batch's closing line sums them); the table's usage is the cost of the preset's outputs.
 - *table.csv's `method` column holds `DISPLAY_NAMES` as they are, the cumulative block's "+ ..." included,
   though a spreadsheet opening the file may read a cell starting with "+" as a formula: the values are fixed
@@ -325,7 +325,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
 
 CSV_FIELDS = ("preset", "method", "n", "r", "r_pct", "unjudged", "skipped", "f_plus", "n_neg", "neg_ineligible", "p0",
               "n_prog", "prog_ineligible", "ineligible", "ineligible_outage", *(f"{k}_per_clip" for k, _, _ in USAGE_DIGITS),
-              "usage_unknown", "verdict_not_boolean", "n_r", "neg_outage", "prog_outage")
+              "usage_unknown", "verdict_not_boolean", "n_r", "neg_outage", "prog_outage", "usage_outage")
 
 
 def render_csv(metrics: Sequence[PresetMetrics]) -> str:
@@ -342,7 +342,7 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
                              m.unjudged, m.skipped, m.f_plus, m.n_neg, m.neg_ineligible, m.p0,
                              m.n_prog, m.prog_ineligible, m.ineligible, m.outage,
                              *(m.usage_cell(k, d, "") for k, _, d in USAGE_DIGITS), m.usage_unknown,
-                             m.verdict_not_boolean, m.n_r, m.neg_outage, m.prog_outage]
+                             m.verdict_not_boolean, m.n_r, m.neg_outage, m.prog_outage, m.usage_outage]
         row += ["" if x not in m.by_label or m.by_label[x].mean is None else f"{m.by_label[x].mean:.4f}"
                 for x in labels]
         row += ["" if x not in m.by_pattern or m.by_pattern[x].mean is None else f"{m.by_pattern[x].mean:.4f}"

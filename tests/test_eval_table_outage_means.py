@@ -62,6 +62,13 @@ def test_usage_per_clip_leaves_outage_rows_out_and_says_so():
     assert m.usage_per_clip["attempts"] == 4.0  # was 15 / 4
     assert (m.usage_unknown, m.usage_outage, m.usage_rows) == (0, 1, 3)
     assert "| full | 2 (1 outage) | 0 | 2 | 4.0 | 40.0 | 1000 | 100 | 0.0 | 4.0 | 0 |" in render_markdown([m])
+    import csv
+    import io
+
+    from evals.table import render_csv
+
+    (row,) = csv.DictReader(io.StringIO(render_csv([m])))  # the means' denominator: n - usage_unknown - usage_outage
+    assert (row["calls_per_clip"], row["n"], row["usage_unknown"], row["usage_outage"]) == ("4.000", "4", "0", "1")
     (line,) = usage_lines([m])
     assert line.endswith("(1 outage row left out, as from R: its requests were sent, but it is no output of the "
                          "preset; means over the other 3)"), line
