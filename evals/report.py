@@ -278,8 +278,8 @@ def _audits(v: dict[str, Any], steps: list[dict]) -> str:
     rows = [[str(k + 1), badge("clean" if a.get("clean") else "issues", "met" if a.get("clean") else "not_met"),
              esc("; ".join(a.get("missing_requirements") or [])), esc("; ".join(a.get("invented_conditions") or [])),
              esc("; ".join(a.get("contradictions") or []))] for k, a in enumerate(audits)]
-    repairs = [[esc(audit_round_text(s.get("audit_round"))), esc(s.get("decision")), " ".join(frame_link(f) for f in s.get("frames") or [])]
-               for s in steps if s.get("node") == "repair"]
+    repairs = [[esc(audit_round_text(s.get("audit_round"))), esc(s.get("decision")),  # rounds from 1, as decisions
+                " ".join(frame_link(f) for f in s.get("frames") or [])] for s in steps if s.get("node") == "repair"]
     return section("audits", f"Scope audit ({len(audits)} rounds, {v.get('repair_rounds', 0)} repairs)",
                    table(["round", "verdict", "missing", "invented", "contradictions"], rows, raw=True)
                    + (table(["repair round", "decision", "frames re-viewed"], repairs, raw=True) if repairs else ""))

@@ -61,8 +61,9 @@ Definitions (decisions where the issue was silent are marked *):
   the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV). An
   outage row is left out of the mean too (`usage_outage`, in table.csv, named by `raa eval reward`), as from
   N: a run the endpoint's outage stopped made few calls or none, so a preset that lost clips read as a
-  cheaper one, and once `--retry-ineligible` fills the row its usage is gone from the table anyway. The requests it sent were sent
-  (score-batch's closing line sums them); the table's usage is the cost of the preset's outputs.
+  cheaper one, and once `--retry-ineligible` fills the row its usage is gone from the table anyway. The
+  requests it sent were sent (score-batch's closing line sums them); the table's usage is the cost of the
+  preset's outputs.
 - *table.csv's `method` column holds `DISPLAY_NAMES` as they are, the cumulative block's "+ ..." included,
   though a spreadsheet opening the file may read a cell starting with "+" as a formula: the values are fixed
   text (no manifest or row fills a cell that starts with "=", "+", "-" or "@"), pandas and csv readers and
