@@ -74,6 +74,13 @@
   earlier line's clip and instruction under other fields ("repeat_of", `graph.batch_manifest.drop_repeats`) is not
   counted among them: it holds a copy of that line's row, and the flag writes the copy again without a run of its own
   (it was counted, so "N rows ... scores them again" named more runs than the flag made); such rows are named apart.
+- The row of a line repeating an earlier line's clip and instruction ("repeat_of") is a copy of that line's row, kept
+  only while it is one (`stale_repeats`): it goes, to be written again from that line's row, when that row goes or
+  holds another result (deleted by hand to score the clip again: the repeats kept the old result beside the new), and
+  it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
+  move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output).
+  Only rows repeating one of this run's items are touched; a manifest sharing the output with more repeats of one of
+  its lines gets those rows written again (no run) when it runs next.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
   and loads its tools before any row goes, so a tool that cannot load leaves the output as it was.
 """
@@ -91,6 +98,7 @@ from graph.batch import (
     bad_line_key,
     clip_stamp,
     is_bad_line_row,
+    kept_rows,
     quality_zero,
     scored_by_other,
 )
@@ -223,6 +231,29 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
         return None
 
     return goes
+
+
+def stale_repeats(output: Output, items: list[dict[str, Any]],
+                  goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+    """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
+    that item's row as it stays in `output` (that row goes, or holds another result) or whose line is gone (its key
+    is none of `items`'): module docstring. The rows that stay are looked up once, at the first row asked about."""
+    sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
+    repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
+    staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
+
+    def went(row: Any) -> str | None:
+        why = goes(row)
+        source = row.get("repeat_of") if why is None and isinstance(row, dict) else None
+        if not isinstance(source, str) or source not in sources:
+            return why
+        if not staying:
+            staying.append({key: r.get("result") for key, r in kept_rows(output, goes).items() if key in sources})
+        if row.get("key") not in repeats or source not in staying[0] or staying[0][source] != row.get("result"):
+            return "repeat"
+        return None
+
+    return went
 
 
 def current_fields(items: list[dict[str, Any]]) -> Callable[[Any], dict[str, Any] | None]:

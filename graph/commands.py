@@ -218,6 +218,7 @@ def score_batch_command(
         fixable_lines,
         fixable_rows,
         removed_lines,
+        stale_repeats,
         stale_rows,
         updated_lines,
     )
@@ -282,7 +283,8 @@ def score_batch_command(
         if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
             typer.echo(f"error: {problem}", err=True)
             raise typer.Exit(2)
-        goes = stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible, scorer=scorer_of(settings))
+        goes = stale_repeats(output, items, stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible,
+                                                       scorer=scorer_of(settings)))
         kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
         todo = [it for it in items if it["key"] not in kept]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)

@@ -120,3 +120,46 @@ def test_a_repeat_follows_its_lines_row_whatever_it_holds(tmp_path):
     assert repeat["result"] == first["result"] and repeat["scorer"] == {"model": "m"}
     assert writer.counts["ineligible"] == 2 and writer.faults["batch: internal"][0] == 2
     assert writer.followers == {}
+
+
+def _repeats_manifest(tmp_path, ids: list[str]):
+    """A manifest naming clip c0 once per id of `ids` (lines 2.. repeat line 1's clip and instruction), then c1."""
+    square_clips(tmp_path, 2)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ids]
+           + [{"path": "c1.mp4", "instruction": TASK, "id": "z"}])
+    return manifest, out, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+
+
+def test_deleting_a_middle_repeat_line_leaves_one_row_per_line(monkeypatch, tmp_path):
+    """Repeat rows are keyed by their place among the repeats (`repeat_key`): deleting line 2 of a, b, c moved c into
+    b's place (its row took id c) and c's old row stayed, so the output held id c twice."""
+    model = _scripted(monkeypatch, tmp_path)
+    manifest, out, args = _repeats_manifest(tmp_path, ["a", "b", "c"])
+    assert runner.invoke(app, args).exit_code == 0
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "b", "c", "z"]
+    calls = len(model.calls)
+    _write(manifest, [line for line in manifest.read_text().splitlines() if '"id": "b"' not in line])
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output, res.output
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "c", "z"], _rows(out)
+    assert len(model.calls) == calls
+
+
+def test_a_lines_rescored_row_is_copied_again_into_its_repeats(monkeypatch, tmp_path):
+    """Deleting the row of a line to score it again rescored it, but the rows of lines repeating it kept the old copy:
+    one clip with two results, which `raa eval compare` then refuses (or reads as two runs)."""
+    _scripted(monkeypatch, tmp_path)
+    manifest, out, args = _repeats_manifest(tmp_path, ["a", "b"])
+    assert runner.invoke(app, args).exit_code == 0
+    rows = _rows(out)
+    first = next(r for r in rows if r["manifest"]["id"] == "a")
+    # an old result of line 1 in every copy: deleting line 1's row must not leave it in line 2's
+    old = {**first["result"], "reward": 0.123}
+    out.write_text("".join(json.dumps({**r, "result": old}) + "\n" for r in rows if r["manifest"]["id"] == "b")
+                   + "".join(json.dumps(r) + "\n" for r in rows if r["manifest"]["id"] == "z"))
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 to score, 1 to take an earlier line's result" in res.output, res.output
+    rows = {r["manifest"]["id"]: r for r in _rows(out)}
+    assert sorted(rows) == ["a", "b", "z"] and len(_rows(out)) == 3, _rows(out)
+    assert rows["b"]["result"] == rows["a"]["result"] and rows["a"]["result"]["reward"] != 0.123
