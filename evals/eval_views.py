@@ -52,22 +52,19 @@ def percent(value: float | None) -> str:
 
 
 def vqa_table(report: VQAReport) -> Table:
-    """Questions, correct, unanswered and accuracy per task and over the Domain."""
+    """Questions, correct, unanswered (naming those an outage took, as the reward table's Ineligible cell) and
+    accuracy per task and over the Domain."""
+    from evals.table import outage_cell
+
     t = Table(title="World-model VQA (question-level accuracy)")
     for col in ("Task", "Questions", "Correct", "No answer", "Accuracy"):
         t.add_column(col)
     for task, row in report.by_task.items():
         t.add_row(task, str(int(row["questions"] or 0)), str(int(row["correct"] or 0)),
-                  no_answer_cell(int(row["failed"] or 0), int(row.get("outage") or 0)), percent(row["accuracy"]))
-    t.add_row("Domain", str(report.questions), str(report.correct), no_answer_cell(report.failed, report.outage),
+                  outage_cell(int(row["failed"] or 0), int(row.get("outage") or 0)), percent(row["accuracy"]))
+    t.add_row("Domain", str(report.questions), str(report.correct), outage_cell(report.failed, report.outage),
               percent(report.domain))
     return t
-
-
-def no_answer_cell(failed: int, outage: int) -> str:
-    """Questions without an answer, naming those an outage took ("3 (2 outage)"), as the reward table's
-    Ineligible cell does (`evals.table.PresetMetrics.ineligible_cell`)."""
-    return f"{failed}" + (f" ({outage} outage)" if outage else "")
 
 
 def outage_lines(report: VQAReport) -> list[str]:

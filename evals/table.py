@@ -215,7 +215,7 @@ class PresetMetrics:
     @property
     def ineligible_cell(self) -> str:
         """The ineligible count, naming those an outage caused ("5 (3 outage)")."""
-        return f"{self.ineligible}" + (f" ({self.outage} outage)" if self.outage else "")
+        return outage_cell(self.ineligible, self.outage)
 
     @property
     def f_cell(self) -> str:
@@ -226,6 +226,12 @@ class PresetMetrics:
     def p_cell(self) -> str:
         """The P0 / n_prog cell, as `f_cell`."""
         return _count_cell(self.p0, self.n_prog, self.prog_ineligible, self.prog_outage)
+
+
+def outage_cell(count: int, outage: int) -> str:
+    """A count naming how many of it an outage caused ("5 (3 outage)"): the reward table's Ineligible cell, the
+    world-model table's No answer cell (`evals.eval_views.vqa_table`)."""
+    return f"{count}" + (f" ({outage} outage)" if outage else "")
 
 
 def _count_cell(count: int, rows: int, ineligible: int, lost: int) -> str:
