@@ -15,7 +15,11 @@ Decisions where the issue was silent:
   lines it skipped (`comment_lines`).
 - A row names its clip as the manifest gave it (joined to the manifest's folder, symlinks not followed: a clip in a
   Hugging Face cache's "snapshots" folder is not named by its "blobs/<sha>" target); the resume key is of the
-  resolved path, so two names of one file are one clip (`item_key`).
+  resolved path, so two names of one file are one clip (`item_key`). A path with ".." parts ("../clips/a.mp4") is
+  named without them ("<parent>/clips/a.mp4", not "<folder>/../clips/a.mp4") where that names the same file, and as
+  given where it does not (a symlink before the ".." makes it lead out of the link's target, not back to the folder
+  the link is in: the name without it would be another file than the run scored). The run reads the clip by the name
+  its row gives.
 - A line repeating an earlier line's clip and instruction is scored once (`drop_repeats`): a line whose other fields
   are the earlier line's too gets no row of its own (it would be the same row twice, which `raa eval compare` refuses
   as a duplicate); a line whose other fields differ (another "id") gets its own row, under its own key
@@ -124,8 +128,8 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                 path, instruction = row.get("path"), row.get("instruction")
                 if not isinstance(path, str) or not path or not isinstance(instruction, str):
                     raise ValueError(manifest_row_error(row))
-                shown = str(base / path)
                 resolved = str((base / path).resolve())
+                shown = _named(base / path, resolved)
             except (ValueError, OSError, RuntimeError) as exc:  # of resolve: a name no file can have, a symlink loop
                 error = f"line {number}: {exc}"
         if error is not None:
@@ -138,6 +142,16 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra, "error": error,
                       "object": is_object, "array": line.lstrip().startswith("[")})
     return items
+
+
+def _named(path: Path, resolved: str) -> str:
+    """`path` as its row names it (module docstring): without its ".." parts when that names the file it names
+    (`resolved`), else as given (a link before a ".." makes the ".." lead elsewhere than the folder it is in)."""
+    plain = os.path.normpath(path)
+    try:
+        return plain if plain != str(path) and os.path.realpath(plain) == resolved else str(path)
+    except (OSError, ValueError):
+        return str(path)
 
 
 def not_json_lines(manifest: Path, items: list[dict[str, Any]]) -> str | None:

@@ -163,3 +163,23 @@ def test_a_lines_rescored_row_is_copied_again_into_its_repeats(monkeypatch, tmp_
     rows = {r["manifest"]["id"]: r for r in _rows(out)}
     assert sorted(rows) == ["a", "b", "z"] and len(_rows(out)) == 3, _rows(out)
     assert rows["b"]["result"] == rows["a"]["result"] and rows["a"]["result"]["reward"] != 0.123
+
+
+def test_a_path_with_dotdot_is_named_without_it_where_that_names_the_same_file(tmp_path):
+    """A manifest line's "../clips/a.mp4" was kept in the row as "<folder>/m/../clips/a.mp4"; it is the clip's name
+    without the ".." when that names the same file, and as given when a link on the way makes ".." lead elsewhere."""
+    from graph.batch import read_manifest
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "a.mp4").write_bytes(b"a")
+    (tmp_path / "far" / "deep").mkdir(parents=True)
+    (tmp_path / "far" / "a.mp4").write_bytes(b"far")
+    (tmp_path / "m" / "link").symlink_to(tmp_path / "far" / "deep")  # link/.. is far/, not m/
+    manifest = tmp_path / "m" / "m.jsonl"
+    _write(manifest, [{"path": "../clips/a.mp4", "instruction": TASK}, {"path": "link/../a.mp4", "instruction": TASK}])
+    plain, linked = read_manifest(manifest, "full")
+    root = tmp_path.resolve()
+    assert plain["path"] == str(root / "clips" / "a.mp4") and plain["written"] == "../clips/a.mp4"
+    assert linked["path"] == str(root / "m" / "link" / ".." / "a.mp4")  # normalised it would name m/a.mp4
+    assert linked["resolved"] == str(root / "far" / "a.mp4")
