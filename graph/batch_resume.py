@@ -74,6 +74,9 @@
   earlier line's clip and instruction under other fields ("repeat_of", `graph.batch_manifest.drop_repeats`) is not
   counted among them: it holds a copy of that line's row, and the flag writes the copy again without a run of its own
   (it was counted, so "N rows ... scores them again" named more runs than the flag made); such rows are named apart.
+  So are the rows of clips over the decode limit (`over_decode_limit`): final, as any video fault of an unchanged clip,
+  but a setting (`RAA_TOOLS_MAX_DECODE_MB`) admits them once raised, and the reason named only the size that would:
+  the batch says the row must be deleted for the clip to be scored again.
 - The row of a line repeating an earlier line's clip and instruction ("repeat_of") is a copy of that line's row, kept
   only while it is one (`stale_repeats`): it goes, to be written again from that line's row, when that row goes or
   holds another result (deleted by hand to score the clip again: the repeats kept the old result beside the new), and
@@ -329,14 +332,29 @@ def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], pr
     """How many clips of `items` whose rows in `output` a run without `--retry-ineligible` keeps the flag would score
     again, by `stale_rows`' why ("retry", "changed"), and how many rows of lines repeating an earlier line's clip and
     instruction it would write again from that line's row ("copied": no run of their own; module docstring): told, a
-    batch whose endpoint was down no longer reads as complete."""
+    batch whose endpoint was down no longer reads as complete. And how many rows the flag leaves though a setting
+    would admit their clips ("too_large": over the decode limit, `over_decode_limit`), which only deleting them
+    scores again."""
     goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer)
+    keys = {it["key"] for it in items if it["error"] is None}
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
-    found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set()}
+    found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set(), "too_large": set()}
     for row in output.values:
         if row is not NOT_JSON and (why := goes(row)) in ("retry", "changed"):
             found["copied" if row["key"] in repeats else why].add(row["key"])
+        elif (isinstance(row, dict) and why is None and row.get("key") in keys - repeats
+              and over_decode_limit(row.get("result"))):
+            found["too_large"].add(row["key"])
     return {why: len(keys) for why, keys in found.items()}
+
+
+def over_decode_limit(result: Any) -> bool:
+    """True for an ineligible `result` (a row's "result") with a video fault of a clip over the decode limit
+    (`tools.video_errors.over_decode_limit`): final while the clip is unchanged, though raising the limit admits it."""
+    from tools.video_errors import over_decode_limit as too_large
+
+    return (isinstance(result, dict) and result.get("status") == "ineligible"
+            and any(f.kind == "video" and too_large(f.message) for f in recorded_faults(result)))
 
 
 def _them(n: int) -> str:
@@ -356,6 +374,10 @@ def fixable_lines(fixable: dict[str, int], out: Path) -> list[str]:
     if n := fixable.get("copied", 0):
         lines.append(f"{n} row(s) already in {out} of a line repeating an earlier line's clip and instruction hold its "
                      f"result: --retry-ineligible writes {_them(n)} again from that line's row")
+    if n := fixable.get("too_large", 0):
+        lines.append(f"{n} row(s) already in {out} ineligible for a clip over the decode limit its reason names: final "
+                     "while the clip is unchanged (--retry-ineligible leaves them); after raising the limit, delete "
+                     f"{_them(n)} (the rows whose reason reads VideoTooLargeError) and run again to score {_them(n)}")
     return lines
 
 

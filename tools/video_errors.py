@@ -163,6 +163,13 @@ def environmental(message: str) -> bool:
     return "(MemoryError: " in message or any(int(n) in MACHINE_ERRNOS for n in _ERRNO.findall(message))
 
 
+def over_decode_limit(message: str) -> bool:
+    """True for a recorded video fault's message of a clip refused for the decode limit (``VideoTooLargeError``, from
+    the in-process reader or the tool service's; its class named first, as ``graph.nodes.faults.to_fault`` writes
+    it, or after "VideoError: " in a row written before the client raised the service's error as its own)."""
+    return message.startswith(("VideoTooLargeError: ", "VideoError: VideoTooLargeError: "))
+
+
 class EmptyVideoError(VideoError):
     """The input has 0 bytes or contains no video frames."""
 

@@ -1,0 +1,30 @@
+"""A clip over the decode limit is a final video fault (`tools.video_limits`): `--retry-ineligible` leaves its row
+while the clip is unchanged, so after raising the limit its row must be deleted for the clip to be scored again. The
+batch said only the size that would admit it, not that step: it now names the rows and what to do."""
+
+from __future__ import annotations
+
+import json
+
+from graph.cli import app
+from tests.cli_agent_helpers import _scripted, runner
+from tests.graph_scripts import square_clips
+
+
+def test_a_batch_says_how_a_clip_over_the_decode_limit_gets_scored_again(monkeypatch, tmp_path):
+    import tools.video_limits
+
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 2)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "push"}) + "\n" for i in range(2)))
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    monkeypatch.setattr(tools.video_limits, "DECODE_LIMIT_BYTES", 100)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert all("VideoTooLargeError" in json.loads(line)["result"]["reasons"][0] for line in out.read_text().splitlines())
+    hint = (f"2 row(s) already in {out} ineligible for a clip over the decode limit its reason names: final while the "
+            "clip is unchanged (--retry-ineligible leaves them); after raising the limit, delete them")
+    assert hint in " ".join(res.output.split()), res.output
+    res = runner.invoke(app, args)  # a plain resume says it too
+    assert res.exit_code == 0 and hint in " ".join(res.output.split()), res.output
