@@ -37,6 +37,7 @@ Decisions where the issue was silent:
   its result is that row's (a copy; one that differs is of another run, two outputs concatenated: an error).
   ``--pair-by path`` pairs by the resolved path (`graph.batch.clip_identity`, as score-batch's key): a row naming a
   clip through a link, as its manifest gave it, pairs with one written before rows did (naming the link's target).
+  Two links to one file are two clips (`evals.path_pairs`).
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
   comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible --draw K`` fills them, K among
   ``outage_draws``: a plain one retries draw 0's rows; each file's own draws are ``outage_draws_a`` / ``_b``,
@@ -78,6 +79,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +87,7 @@ from typing import Any
 import numpy as np
 
 from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
+from evals.path_pairs import by_name, two_names
 from evals.table_rows import outage, row_faults
 from tools.jsonl import LineError, SkippedLine, no_usable_row, skipped_listing, usable_rows
 
@@ -214,10 +217,12 @@ def score_batch_row(where: str, row: Any) -> dict[str, Any]:
     return row
 
 
-def _parsed(where: str, row: Any, pair_by: str) -> tuple[str, dict[str, Any], str | None]:
+def _parsed(where: str, row: Any, pair_by: str,
+            identity: Callable[[Any], str]) -> tuple[str, dict[str, Any], str | None]:
     """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
-    raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported)."""
-    from graph.batch import clip_identity, is_bad_line_row
+    raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported).
+    `identity`: `graph.batch.clip_identities`' (a path's key)."""
+    from graph.batch import is_bad_line_row
 
     row = score_batch_row(where, row)
     if is_bad_line_row(row):
@@ -228,26 +233,27 @@ def _parsed(where: str, row: Any, pair_by: str) -> tuple[str, dict[str, Any], st
     key = manifest.get(pair_by, row.get(pair_by))
     if key is None:
         raise LineError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
-    return where, row, clip_identity(key) if pair_by == "path" else str(key)  # a link and its target: one clip
+    return where, row, identity(key) if pair_by == "path" else str(key)  # a link and its target: one clip
 
 
-def read_results(path: Path, pair_by: str, draw: int | None = None
+def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Callable[[Any], str] | None = None,
                  ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[SkippedLine]]:
     """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), the rows of
     manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw`, only
     the rows of that draw. Raises CompareError for a missing file, one whose every line is skipped, and rows
     that contradict each other (module docstring)."""
-    from graph.batch import same_run
+    from graph.batch import clip_identities, same_run
 
-    path = Path(path)
+    path, identity = Path(path), identity or clip_identities()
     if problem := results_file_problem(path):
         raise CompareError(problem)
-    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by))
+    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by, identity))
     if skipped and not parsed:
         raise no_usable_row(path, skipped, CompareError)
     rows: dict[str, dict[str, Any]] = {}
     bad: list[dict[str, Any]] = []
     draws: set[int] = set()
+    named: set[str] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
     for where, row, key in parsed:
         draws.add(row_draw := _draw(row, where))
         if draw is not None and row_draw != draw:
@@ -255,6 +261,13 @@ def read_results(path: Path, pair_by: str, draw: int | None = None
         if key is None:
             bad.append(row)
             continue
+        key = str(row.get("path")) if key in named and row.get("path") != key else key
+        if (key in rows and pair_by == "path" and _draw(rows[key], where) == row_draw
+                and not same_run(rows[key], row) and two_names(key, rows[key], row)):
+            named.add(key)
+            earlier = rows.pop(key)
+            rows[str(earlier.get("path"))] = earlier
+            key = str(row.get("path"))
         if key in rows:
             if same_run(rows[key], row):  # a repeated line's row and its line's: the line's own stays
                 rows[key] = rows[key] if row.get("repeat_of") else row
@@ -348,10 +361,14 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
             draw: int | None = None) -> Comparison:
     """Pair the rows of two score-batch outputs (of draw `draw` only, when given) and compare their rewards
     (see module docstring)."""
-    from graph.batch import clip_identity
+    from graph.batch import clip_identities
 
-    (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw),
-                                                        read_results(path_b, pair_by, draw))
+    identity = clip_identities()
+    (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity),
+                                                        read_results(path_b, pair_by, draw, identity))
+    if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there
+        rows_b = by_name(rows_b, rows_a)
+        rows_a = by_name(rows_a, rows_b)
     shared = sorted(k for k in rows_a if k in rows_b)  # not A's row order: the bootstrap's draws index the pairs
     kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
     kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
@@ -368,8 +385,8 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
     mismatched = [k for k, _, _ in kept if rows_a[k].get("instruction") != rows_b[k].get("instruction")]
     hint = None
     if not shared and pair_by != "path":
-        paths = {clip_identity(r["path"]) for r in rows_a.values() if r.get("path") is not None} & \
-            {clip_identity(r["path"]) for r in rows_b.values() if r.get("path") is not None}
+        paths = {identity(r["path"]) for r in rows_a.values() if r.get("path") is not None} & \
+            {identity(r["path"]) for r in rows_b.values() if r.get("path") is not None}
         if paths:
             hint = (f"no row of A shares a {pair_by!r} with a row of B, but {len(paths)} video path(s) appear in "
                     "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")

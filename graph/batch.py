@@ -57,6 +57,7 @@ from graph.batch_manifest import (  # noqa: F401  (re-exported: the manifest is 
     FIELD_ALIASES,
     bad_line_key,
     bad_line_path,
+    clip_identities,
     clip_identity,
     comment_lines,
     drop_repeats,

@@ -29,7 +29,8 @@ Decisions where the issue was silent:
   by mistake), or one that opens a JSON array on its first line however the array is laid out, is refused before
   anything is written (`not_json_lines`, exit 2).
 - Readers of the output that tell clips apart by path take the resolved one (`clip_identity`), as the key does: rows
-  written before rows named clips as given named them by their resolved path.
+  written before rows named clips as given named them by their resolved path. A reader resolves each folder once
+  (`clip_identities`): `os.path.realpath` of every row's path stats each of its folders, slow on a network disk.
 - Clips missing where a manifest points but present relative to the current directory get a warning before the
   batch starts (`misplaced_paths`); their rows are still "video not found".
 """
@@ -39,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +254,35 @@ def clip_identity(path: Any) -> str:
         return os.path.realpath(str(path))
     except (OSError, ValueError):
         return str(path)
+
+
+def clip_identities() -> Callable[[Any], str]:
+    """`clip_identity` for a reader that asks it of every row: each folder resolved once, then only the clip's own
+    link followed (one `os.readlink` per link on the way), each path answered once. `os.path.realpath` stats every
+    folder of each path it resolves, slow on a network disk for thousands of rows of a few folders."""
+    folders: dict[str, str] = {}
+    known: dict[str, str] = {}
+
+    def resolve(text: str, hops: int) -> str:
+        head, name = os.path.split(text)
+        if not head or not name or name in (".", "..") or hops > 40:  # 40: the system's own limit on links
+            return clip_identity(text)
+        if head not in folders:
+            folders[head] = clip_identity(head)
+        joined = os.path.join(folders[head], name)
+        try:
+            target = os.readlink(joined)
+        except (OSError, ValueError):  # no link (or no file): the name in its resolved folder
+            return joined
+        return resolve(os.path.join(folders[head], target), hops + 1)  # an absolute target replaces the folder
+
+    def identity(path: Any) -> str:
+        text = str(path)
+        if text not in known:
+            known[text] = resolve(text, 0)
+        return known[text]
+
+    return identity
 
 
 def bad_line_path(number: int) -> str:

@@ -113,3 +113,86 @@ def test_a_repeat_row_whose_result_differs_from_its_lines_is_a_contradiction(tmp
         read_draws(out)
     with pytest.raises(CompareError, match="appears twice"):
         compare(out, out, pair_by="path")
+
+
+def _blob_links(tmp: Path, names: tuple[str, ...]) -> None:
+    """snapshots/<name>.mp4 for each of `names`, all links to one blob (two clips of the same bytes, as a Hugging Face
+    cache stores them), and snapshots/c.mp4 to a blob of its own."""
+    (tmp / "blobs").mkdir()
+    (tmp / "snapshots").mkdir()
+    (tmp / "blobs" / "same").write_bytes(b"same")
+    (tmp / "blobs" / "other").write_bytes(b"other")
+    for name in names:
+        (tmp / "snapshots" / f"{name}.mp4").symlink_to(Path("..") / "blobs" / "same")
+    (tmp / "snapshots" / "c.mp4").symlink_to(tmp / "blobs" / "other")
+
+
+def _rows_of(tmp: Path, name: str, lines: list[tuple[str, str]], rewards: dict[str, float], old: bool = False) -> Path:
+    """An output of a manifest of (clip name, instruction) `lines` (rewards by clip name; each line's "id" its clip
+    name); `old`: rows name the link's target, as rows did before they named clips as the manifest gave them."""
+    manifest = tmp / f"{name}.manifest.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"snapshots/{n}.mp4", "instruction": task, "id": n}) + "\n"
+                                for n, task in lines))
+    out = tmp / f"{name}.jsonl"
+    writer = RowWriter(out)
+    items, _, _ = drop_repeats(read_manifest(manifest, "full"))
+    for item in write_repeats(items, {}, writer):
+        row = RewardResult(reward=rewards[Path(item["path"]).stem], status="scored", preset="full")
+        writer.write(result_line({**item, "path": item["resolved"]} if old else item, row), "scored")
+    return out
+
+
+def test_two_clips_of_one_blob_are_two_clips_by_path(tmp_path):
+    """Two clips of one Hugging Face cache blob (identical bytes, two names) with their own instructions were one path
+    for `raa eval compare --pair-by path` (the blob's), which refused the output: "appears twice"."""
+    _blob_links(tmp_path, ("a", "b"))
+    lines = [("a", "push"), ("b", "pull"), ("c", "push")]
+    a = _rows_of(tmp_path, "a", lines, {"a": 0.1, "b": 0.5, "c": 0.9})
+    b = _rows_of(tmp_path, "b", lines, {"a": 0.2, "b": 0.7, "c": 0.9})
+    c = compare(a, b, pair_by="path")
+    assert (c.pairs, c.n, c.pairs_instruction_differs) == (3, 3, 0)
+    assert c.mean_diff == pytest.approx(((0.1 - 0.2) + (0.5 - 0.7) + 0.0) / 3)
+    one = _rows_of(tmp_path, "one", [("b", "pull"), ("c", "push")], {"b": 0.6, "c": 0.8})  # one of the two: its pair
+    c = compare(a, one, pair_by="path")
+    assert (c.pairs, c.unpaired_a, c.pairs_instruction_differs) == (2, 1, 0)
+    old = _rows_of(tmp_path, "old", [("c", "push")], {"c": 0.8}, old=True)  # a row naming the target still pairs
+    assert compare(a, old, pair_by="path").pairs == 1
+
+
+def test_readers_resolve_each_folder_once_not_each_rows_path(tmp_path, monkeypatch):
+    """`clip_identity` resolved every row's path in full (`os.path.realpath` stats each folder on the way, slow on a
+    network disk); a reader now resolves each folder once and each clip's own link."""
+    import posixpath
+
+    from graph.batch import clip_identity
+
+    _blob_links(tmp_path, tuple(f"n{i}" for i in range(40)))
+    lines = [(f"n{i}", f"task {i}") for i in range(40)] + [("c", "push")]
+    out = _rows_of(tmp_path, "o", lines, {**{f"n{i}": 0.5 for i in range(40)}, "c": 0.9})
+    calls = []
+    real = posixpath.realpath
+    monkeypatch.setattr(posixpath, "realpath", lambda p, *a, **k: calls.append(p) or real(p, *a, **k))
+    c = compare(out, out, pair_by="path")
+    assert c.pairs == 41 and len(calls) <= 10, len(calls)
+    monkeypatch.setattr(posixpath, "realpath", real)
+    from graph.batch_manifest import clip_identities
+
+    identity = clip_identities()
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "chain.mp4").symlink_to("snapshots/c.mp4")
+    for path in (tmp_path / "snapshots" / "n3.mp4", tmp_path / "chain.mp4", tmp_path / "missing.mp4",
+                 tmp_path / "snapshots" / ".." / "chain.mp4", tmp_path / "loop", "rel/x.mp4", "", "/",
+                 tmp_path / "blobs" / "same", "a\0b"):
+        assert identity(path) == identity(path) == clip_identity(path), path
+
+
+def test_two_links_to_one_blob_with_one_instruction_stay_one_run(tmp_path):
+    """Two links to one blob with one instruction are one score-batch item (the second line's row "repeat_of" the
+    first's): still one pair, not two of one run."""
+    _blob_links(tmp_path, ("a", "b"))
+    lines = [("a", "push"), ("b", "push"), ("c", "push")]
+    a = _rows_of(tmp_path, "a", lines, {"a": 0.1, "c": 0.9})
+    b = _rows_of(tmp_path, "b", lines, {"a": 0.3, "c": 0.9})
+    assert sum("repeat_of" in json.loads(line) for line in a.read_text().splitlines()) == 1
+    c = compare(a, b, pair_by="path")
+    assert (c.pairs, c.n) == (2, 2) and c.mean_diff == pytest.approx(-0.1)
