@@ -221,7 +221,7 @@ def _parsed(where: str, row: Any, pair_by: str,
             identity: Callable[[Any], str]) -> tuple[str, dict[str, Any], str | None]:
     """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
     raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported).
-    `identity`: `graph.batch.clip_identities`' (a path's key)."""
+    `identity`: `graph.batch.path_identities`' (a path's key)."""
     from graph.batch import is_bad_line_row
 
     row = score_batch_row(where, row)
@@ -242,9 +242,9 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw`, only
     the rows of that draw. Raises CompareError for a missing file, one whose every line is skipped, and rows
     that contradict each other (module docstring)."""
-    from graph.batch import clip_identities, same_run
+    from graph.batch import path_identities, same_run
 
-    path, identity = Path(path), identity or clip_identities()
+    path, identity = Path(path), identity or path_identities()
     if problem := results_file_problem(path):
         raise CompareError(problem)
     parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by, identity))
@@ -361,9 +361,9 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
             draw: int | None = None) -> Comparison:
     """Pair the rows of two score-batch outputs (of draw `draw` only, when given) and compare their rewards
     (see module docstring)."""
-    from graph.batch import clip_identities
+    from graph.batch import path_identities
 
-    identity = clip_identities()
+    identity = path_identities()
     (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity),
                                                         read_results(path_b, pair_by, draw, identity))
     if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there

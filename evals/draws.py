@@ -174,7 +174,7 @@ def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
 def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[SkippedLine]]:
     """The clips of a score-batch output with their draws, in first-seen order, the rows of manifest lines
     that named no clip per preset, and the lines skipped as no usable row (module docstring)."""
-    from graph.batch import clip_identities, is_bad_line_row, same_run
+    from graph.batch import is_bad_line_row, path_identities, same_run
 
     path = Path(path)
     if problem := results_file_problem(path):
@@ -182,7 +182,7 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
     parsed, skipped = usable_rows(path, _parsed)
     if skipped and not parsed:
         raise no_usable_row(path, skipped, DrawsError)
-    identity = clip_identities()  # each folder resolved once, not each row's path in full
+    identity = path_identities()  # each folder resolved once, not each row's path in full
     seen: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
     shown: dict[tuple[str, str, str], str] = {}  # per clip: the path its last row names it by
     bad: dict[str, int] = {}

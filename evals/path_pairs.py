@@ -10,7 +10,7 @@ appears twice". Decisions where the issue was silent:
 - A row of the other side keyed by the file (it alone names it there) pairs with the row of this side naming its own
   path, when there is one (`by_name`); a row naming the file itself (written before rows named links) pairs with
   neither link's row: which of the two clips it was, the file does not say.
-- Each folder is resolved once per comparison (`graph.batch.clip_identities`), not every row's path in full.
+- Each folder is resolved once per comparison (`graph.batch.path_identities`), not every row's path in full.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ Decisions where the issue was silent:
   anything is written (`not_json_lines`, exit 2).
 - Readers of the output that tell clips apart by path take the resolved one (`clip_identity`), as the key does: rows
   written before rows named clips as given named them by their resolved path. A reader resolves each folder once
-  (`clip_identities`): `os.path.realpath` of every row's path stats each of its folders, slow on a network disk.
+  (`path_identities`): `os.path.realpath` of every row's path stats each of its folders, slow on a network disk.
 - Clips missing where a manifest points but present relative to the current directory get a warning before the
   batch starts (`misplaced_paths`); their rows are still "video not found".
 """
@@ -256,7 +256,7 @@ def clip_identity(path: Any) -> str:
         return str(path)
 
 
-def clip_identities() -> Callable[[Any], str]:
+def path_identities() -> Callable[[Any], str]:
     """`clip_identity` for a reader that asks it of every row: each folder resolved once, then only the clip's own
     link followed (one `os.readlink` per link on the way), each path answered once. `os.path.realpath` stats every
     folder of each path it resolves, slow on a network disk for thousands of rows of a few folders."""

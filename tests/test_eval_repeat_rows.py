@@ -175,9 +175,9 @@ def test_readers_resolve_each_folder_once_not_each_rows_path(tmp_path, monkeypat
     c = compare(out, out, pair_by="path")
     assert c.pairs == 41 and len(calls) <= 10, len(calls)
     monkeypatch.setattr(posixpath, "realpath", real)
-    from graph.batch_manifest import clip_identities
+    from graph.batch_manifest import path_identities
 
-    identity = clip_identities()
+    identity = path_identities()
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     (tmp_path / "chain.mp4").symlink_to("snapshots/c.mp4")
     for path in (tmp_path / "snapshots" / "n3.mp4", tmp_path / "chain.mp4", tmp_path / "missing.mp4",
