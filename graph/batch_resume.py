@@ -351,10 +351,13 @@ def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], pr
 def over_decode_limit(result: Any) -> bool:
     """True for an ineligible `result` (a row's "result") with a video fault of a clip over the decode limit
     (`tools.video_errors.over_decode_limit`): final while the clip is unchanged, though raising the limit admits it."""
-    from tools.video_errors import over_decode_limit as too_large
+    if not isinstance(result, dict) or result.get("status") != "ineligible":
+        return False
+    if not (videos := [f for f in recorded_faults(result) if f.kind == "video"]):
+        return False
+    from tools.video_errors import over_decode_limit as too_large  # lazy: PyAV, only for a video fault
 
-    return (isinstance(result, dict) and result.get("status") == "ineligible"
-            and any(f.kind == "video" and too_large(f.message) for f in recorded_faults(result)))
+    return any(too_large(f.message) for f in videos)
 
 
 def _them(n: int) -> str:

@@ -28,3 +28,16 @@ def test_a_batch_says_how_a_clip_over_the_decode_limit_gets_scored_again(monkeyp
     assert hint in " ".join(res.output.split()), res.output
     res = runner.invoke(app, args)  # a plain resume says it too
     assert res.exit_code == 0 and hint in " ".join(res.output.split()), res.output
+
+
+def test_rows_over_the_decode_limit_are_told_from_other_video_faults():
+    from graph.batch_resume import over_decode_limit
+
+    def row(message: str, kind: str = "video") -> dict:
+        return {"status": "ineligible", "faults": [{"stage": "quality", "kind": kind, "message": message}]}
+
+    assert over_decode_limit(row("VideoTooLargeError: c.mp4: 33 frame(s) of 128x128 would take 1.55 MiB decoded"))
+    assert over_decode_limit(row("VideoError: VideoTooLargeError: c.mp4: ..."))  # the service's, as rows read before
+    assert not over_decode_limit(row("VideoDecodeError: c.mp4: invalid data"))
+    assert not over_decode_limit(row("surprise config: HTTP 413: VideoTooLargeError", kind="tool"))
+    assert not over_decode_limit({"status": "scored", "faults": []})
