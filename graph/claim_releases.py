@@ -2,8 +2,9 @@
 
 A run that ended with an error, was cancelled or closed early releases its claim in a daemon thread; a claim
 cancelled while it was written is released once the write is done; a run's release at its end goes on when the
-run is cancelled there. Each is listed here while it runs, so that a claim of the same id by this process waits
-for it (`join_releases`): a retry or resume right after was refused as "already running" in its own process.
+run is cancelled (a sync one interrupted, Ctrl-C) there. Each is listed here while it runs, so that a claim of the
+same id by this process waits for it (`join_releases`): a retry or resume right after was refused as "already
+running" in its own process.
 Each is listed with an event it sets once done, not with its thread: a thread listed before it started could
 not be joined (RuntimeError).
 """

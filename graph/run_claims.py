@@ -152,11 +152,21 @@ def claim_blocking(file: str, run_id: str, max_age_s: float = FOREIGN_CLAIM_MAX_
     return _claim(file, run_id, max_age_s)
 
 
-def release_later(file: str, run_id: str) -> None:
+def release_later(file: str, run_id: str) -> threading.Event:
     """Drop this process's claim of `run_id` in a daemon thread, returning at once (module docstring: a run that
-    ended with an error, was cancelled or closed early). A failure leaves the claim as `release_quietly` does."""
-    threading.Thread(target=release_after, args=(release_quietly, file, run_id, None, pending(file, run_id, None)),
+    ended with an error, was cancelled or closed early) the event the thread sets once done. A failure leaves the
+    claim as `release_quietly` does."""
+    released = pending(file, run_id, None)
+    threading.Thread(target=release_after, args=(release_quietly, file, run_id, None, released),
                      name=f"raa-release-{run_id}", daemon=True).start()
+    return released
+
+
+def release_blocking(file: str, run_id: str) -> None:
+    """`release` for a synchronous run that ended (`graph.thread_claims`): waits for the release in its thread, so a
+    Ctrl-C while it waits on another process's write lock leaves it going on, listed as pending; in the calling
+    thread the interrupt rolled the release back and the claim stayed for the process's life."""
+    release_later(file, run_id).wait()
 
 
 async def release(file: str, run_id: str) -> None:

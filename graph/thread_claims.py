@@ -31,7 +31,9 @@ Decisions where the issue was silent:
   (its callers' settings), so a ready agent's stands; else the default.
   A key beginning "__" is never copied into checkpoint metadata by LangGraph.
 - A run that ends normally releases its claim at once (a failure leaves a claim that is taken over once the process
-  has ended). One that ends with an error (its final trace write failed, most likely on another process's write
+  has ended), in a worker thread listed as pending (`graph.claim_releases`) that the run waits for: a Ctrl-C of a sync
+  run, or a cancellation of an async one, while the release waits on another process's write lock leaves it going
+  on (in the calling thread a Ctrl-C rolled it back, and the claim stayed for the process's life). One that ends with an error (its final trace write failed, most likely on another process's write
   lock, which the release would meet again), is cancelled or is closed early releases it in a daemon thread
   (`graph.run_claims.release_later`) so the error comes back without waiting on that lock.
 """
@@ -96,7 +98,7 @@ def claimed(checkpointer: Any, config: RunnableConfig) -> Iterator[None]:
     except BaseException:
         run_claims.release_later(file, run_id)
         raise
-    run_claims.release_quietly(file, run_id)
+    run_claims.release_blocking(file, run_id)
 
 
 @asynccontextmanager

@@ -142,3 +142,42 @@ def test_a_run_cancelled_while_its_claim_is_released_lets_a_retry_claim_the_id(t
     finally:
         run_claims.release_quietly(file, "e1")
         saver.conn.close()
+
+
+def test_a_ctrl_c_while_a_sync_runs_release_waits_on_the_lock_still_releases_the_claim(tmp_path, monkeypatch) -> None:
+    """A sync run (`agent.invoke`, `stream`) released its claim at its end in the calling thread: a Ctrl-C while that
+    release waited on another process's write lock rolled it back, and the claim stayed for the process's life, so
+    every later run or resume of the id in that process (a notebook's kernel) was refused as "already running" in
+    its own process. The release goes on in its thread, listed as pending, as an async run's does."""
+    import signal
+
+    import pytest
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graph.thread_claims import claimed
+
+    file = str(tmp_path / "traces.sqlite")
+    saver = SqliteSaver(sqlite3.connect(file, check_same_thread=False))
+    real, main = run_claims._release, threading.main_thread().ident
+    other = sqlite3.connect(file, check_same_thread=False, isolation_level=None)
+
+    def locked(file, run_id):  # another process takes the write lock as the run ends; the user presses Ctrl-C
+        other.execute("BEGIN IMMEDIATE")
+        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+        threading.Timer(1.0, other.execute, ("COMMIT",)).start()
+        real(file, run_id)
+
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with claimed(saver, {"configurable": {"thread_id": "k1"}}):
+                monkeypatch.setattr(run_claims, "_release", locked)
+        monkeypatch.undo()
+        run_claims.join_releases(run_claims.WAIT_S, (file, "k1"))
+        assert _claims(file) == []
+        assert run_claims.claim_blocking(file, "k1") is None
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        run_claims.release_quietly(file, "k1")
+        saver.conn.close()
+        other.close()
