@@ -101,9 +101,21 @@ class VacuumFence(sqlite3.OperationalError):
 
 
 def sqlite_file(checkpointer: Any) -> str | None:
-    """The file of a (sync) SqliteSaver; None for in-memory databases and other checkpointers (`database_file`)."""
+    """The file of a SQLite checkpointer for a synchronous run; None for in-memory databases and other checkpointers
+    (`database_file`). An AsyncSqliteSaver's is read on its event loop, where LangGraph runs the saver's sync calls
+    from another thread (a sync `agent.invoke` in a worker thread); it wrote no claim. None on the loop's own thread
+    (LangGraph refuses the sync call there: waiting on the loop would hang) or with the loop not running."""
     from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+    if isinstance(checkpointer, AsyncSqliteSaver):
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs in this thread
+            here = None
+        if here is checkpointer.loop or not checkpointer.loop.is_running():
+            return None
+        return asyncio.run_coroutine_threadsafe(database_file(checkpointer), checkpointer.loop).result()
     if not isinstance(checkpointer, SqliteSaver):
         return None
     with checkpointer.lock:

@@ -52,7 +52,7 @@ def _claims(db) -> list[str]:
         conn.close()
 
 
-def _agent(db, **script):
+def _agent(db, checkpointer=None, **script):
     from graph import AgentConfig, AgentTools, build_reward_agent
     from graph.backbone import Backbone
     from graph.builder import default_checkpointer
@@ -61,7 +61,7 @@ def _agent(db, **script):
 
     backbone = Backbone(ScriptedChatModel(full_script(**script)), schema_retries=1, max_retries=1, timeout_s=10,
                         retry_wait=(0.0, 0.0))
-    return build_reward_agent(AgentConfig(preset="decomposed"), backbone=backbone, checkpointer=default_checkpointer(db),
+    return build_reward_agent(AgentConfig(preset="decomposed"), backbone=backbone, checkpointer=checkpointer or default_checkpointer(db),
                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
 
 
@@ -205,3 +205,47 @@ def test_the_api_says_a_run_id_with_steps_saved_and_a_live_claim_is_running(clip
     done = asyncio.run(arun_agent(agent, str(clip), PUSH, "p3", "decomposed"))
     assert asyncio.run(arun_agent(agent, str(clip), PUSH, "p3", "decomposed")).reasons[0].startswith(
         "agent: settings: run id 'p3' already has a trace"), done
+
+
+@pytest.mark.timeout(120)
+def test_a_sync_run_on_an_async_trace_database_holds_a_claim(clip, tmp_path) -> None:
+    """A sync run from a worker thread on an agent with an AsyncSqliteSaver (`await asyncio.to_thread(agent.invoke,
+    ...)`; LangGraph runs the saver's sync calls on its event loop) wrote no claim: a run of the id another process
+    ran was not refused, so both wrote one thread's trace, and the run read "incomplete" or "no traced run" while it
+    ran. On the loop's own thread LangGraph refuses the sync call, as before (no wait on the loop for the file)."""
+    import socket
+
+    from graph.thread_claims import RunIdClaimed
+    from graph.trace_savers import open_async_saver
+    from tests.graph_scripts import assessment
+
+    db = tmp_path / "traces.sqlite"
+    seen: list[list[str]] = []
+
+    def assess(messages, k):
+        seen.append(_claims(db))
+        return assessment()
+
+    async def main():
+        async with open_async_saver(db) as saver:
+            agent = _agent(db, saver, assess=assess)
+            out = await asyncio.to_thread(agent.invoke, {"video": str(clip), "instruction": PUSH},
+                                          {"configurable": {"thread_id": "a1"}})
+            conn = sqlite3.connect(str(db))
+            conn.execute("CREATE TABLE IF NOT EXISTS raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
+                         "pid INTEGER NOT NULL, claimed TEXT NOT NULL)")
+            conn.execute("INSERT INTO raa_run_claims VALUES ('busy', ?, ?, '2030-01-01T00:00:00+00:00')",
+                         (socket.gethostname(), os.getppid()))
+            conn.commit()
+            conn.close()
+            with pytest.raises(RunIdClaimed, match=f"process {os.getppid()} on"):
+                await asyncio.to_thread(agent.invoke, {"video": str(clip), "instruction": PUSH},
+                                        {"configurable": {"thread_id": "busy"}})
+            with pytest.raises(asyncio.InvalidStateError, match="only allowed from a different thread"):
+                agent.invoke({"video": str(clip), "instruction": PUSH}, {"configurable": {"thread_id": "a2"}})
+            return out
+
+    out = asyncio.run(main())
+    assert out["result"].status == "scored", out["result"].reasons
+    assert seen == [["a1"]], seen
+    assert _claims(db) == ["busy"]
