@@ -75,19 +75,23 @@ def _claim_age(config: RunnableConfig) -> float:
     return float((config.get("configurable") or {}).get(CLAIM_AGE_KEY, run_claims.FOREIGN_CLAIM_MAX_AGE_S))
 
 
-def _failed(run_id: str, exc: Exception) -> RunClaimFailed:
-    return RunClaimFailed(f"run id {run_id!r} could not be claimed in the trace database ({type(exc).__name__}: {exc})")
+@contextmanager
+def _claim_errors(run_id: str) -> Iterator[None]:
+    """A failure to look up the trace file or write the claim in it as `RunClaimFailed` naming the error: the trace
+    database cannot be written, so the run could not record its trace."""
+    try:
+        yield
+    except Exception as exc:
+        raise RunClaimFailed(f"run id {run_id!r} could not be claimed in the trace database "
+                             f"({type(exc).__name__}: {exc})") from exc
 
 
 @contextmanager
-def claimed(checkpointer: Any, config: RunnableConfig) -> Iterator[None]:
-    """Hold the claim of the run of `config` (with a thread id) in `checkpointer`'s file while the body runs."""
-    run_id, max_age_s = _claim_of(config)
-    try:
-        file = run_claims.sqlite_file(checkpointer)
-        holder = None if file is None else run_claims.claim_blocking(file, run_id, max_age_s)
-    except Exception as exc:  # the trace database cannot be written: the run could not record its trace
-        raise _failed(run_id, exc) from exc
+def _held(file: str | None, run_id: str, holder: str | None) -> Iterator[None]:
+    """The run's body under the claim its call answered (`holder`: who holds `run_id` in `file`, None when claimed):
+    nothing claimed without a file; refused (`RunIdClaimed`) under a live holder; released in a daemon thread when
+    the body ends with an error, is cancelled or closed early (module docstring). After a body that ended, the caller
+    releases it (its sync or async `release`)."""
     if file is None:
         yield
         return
@@ -98,7 +102,19 @@ def claimed(checkpointer: Any, config: RunnableConfig) -> Iterator[None]:
     except BaseException:
         run_claims.release_later(file, run_id)
         raise
-    run_claims.release_blocking(file, run_id)
+
+
+@contextmanager
+def claimed(checkpointer: Any, config: RunnableConfig) -> Iterator[None]:
+    """Hold the claim of the run of `config` (with a thread id) in `checkpointer`'s file while the body runs."""
+    run_id, max_age_s = _claim_of(config)
+    with _claim_errors(run_id):
+        file = run_claims.sqlite_file(checkpointer)
+        holder = None if file is None else run_claims.claim_blocking(file, run_id, max_age_s)
+    with _held(file, run_id, holder):
+        yield
+    if file is not None:
+        run_claims.release_blocking(file, run_id)
 
 
 @asynccontextmanager
@@ -106,22 +122,13 @@ async def aclaimed(checkpointer: Any, config: RunnableConfig) -> AsyncIterator[N
     """`claimed` for async runs: the claim's writes run in worker threads; a run cancelled while its claim is
     written holds none afterwards (`graph.run_claims.claim`)."""
     run_id, max_age_s = _claim_of(config)
-    try:
+    with _claim_errors(run_id):
         file = await run_claims.database_file(checkpointer)
         holder = None if file is None else await run_claims.claim(file, run_id, max_age_s)
-    except Exception as exc:  # the trace database cannot be written: the run could not record its trace
-        raise _failed(run_id, exc) from exc
-    if file is None:
+    with _held(file, run_id, holder):
         yield
-        return
-    if holder is not None:
-        raise RunIdClaimed(run_id, holder)
-    try:
-        yield
-    except BaseException:
-        run_claims.release_later(file, run_id)
-        raise
-    await run_claims.release(file, run_id)
+    if file is not None:
+        await run_claims.release(file, run_id)
 
 
 async def live_holder(checkpointer: Any, run_id: str, config: RunnableConfig) -> str | None:
