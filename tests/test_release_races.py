@@ -106,6 +106,33 @@ def test_the_apis_look_up_of_a_live_claim_waits_for_this_processs_pending_releas
         saver.conn.close()
 
 
+def test_the_apis_look_up_of_a_live_claim_does_not_wait_on_another_processs_write_lock(tmp_path, monkeypatch) -> None:
+    """`live_holder` reads the claim on a connection with the trace file's busy timeout: on the trace file (WAL, as
+    every saver sets it up) that read does not wait while another process holds the write lock, so the API's
+    refusal of an id in flight comes at once, not after `WAIT_S`."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from graph.thread_claims import live_holder
+
+    file = str(tmp_path / "traces.sqlite")
+    saver = SqliteSaver(sqlite3.connect(file, check_same_thread=False))
+    saver.setup()
+    assert run_claims.claim_blocking(file, "w1") is None
+    monkeypatch.setattr(run_claims, "WAIT_S", 3.0)
+    other = sqlite3.connect(file, isolation_level=None)
+    try:
+        other.execute("BEGIN EXCLUSIVE")
+        other.execute(f"DELETE FROM {run_claims.CLAIMS_TABLE}")
+        start = time.monotonic()
+        holder = asyncio.run(live_holder(saver, "w1", {"configurable": {"thread_id": "w1"}}))
+        assert time.monotonic() - start < 1.5
+        assert holder is not None and holder.startswith("process ")
+    finally:
+        other.close()
+        run_claims.release_quietly(file, "w1")
+        saver.conn.close()
+
+
 def test_a_run_cancelled_while_its_claim_is_released_lets_a_retry_claim_the_id(tmp_path, monkeypatch) -> None:
     """The release at a run's end went on in its worker thread after a cancellation there (a run timeout), unseen
     by the next claim of the id in this process, which was refused as "already running" in its own process."""
