@@ -33,9 +33,10 @@ Decisions where the issue was silent:
 - A run that ends normally releases its claim at once (a failure leaves a claim that is taken over once the process
   has ended), in a worker thread listed as pending (`graph.claim_releases`) that the run waits for: a Ctrl-C of a sync
   run, or a cancellation of an async one, while the release waits on another process's write lock leaves it going
-  on (in the calling thread a Ctrl-C rolled it back, and the claim stayed for the process's life). One that ends with an error (its final trace write failed, most likely on another process's write
-  lock, which the release would meet again), is cancelled or is closed early releases it in a daemon thread
-  (`graph.run_claims.release_later`) so the error comes back without waiting on that lock.
+  on (in the calling thread a Ctrl-C rolled it back, and the claim stayed for the process's life). One that ends
+  with an error (its final trace write failed, most likely on another process's write lock, which the release would
+  meet again), is cancelled or is closed early releases it in a daemon thread (`graph.run_claims.release_later`) so
+  the error comes back without waiting on that lock.
 """
 
 from __future__ import annotations
