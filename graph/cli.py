@@ -11,7 +11,8 @@ import typer
 
 from evals.cli import make_clips_command
 from evals.eval_cli import eval_app, report_command
-from graph.commands import score_batch_command, score_command
+from graph.batch_command import score_batch_command
+from graph.commands import score_command
 from graph.demo import demo_command
 from graph.doctor import doctor_command
 from graph.prune_command import prune_command

@@ -1,0 +1,236 @@
+"""`raa score-batch`: score every clip of a manifest into a resumable JSONL output; registered in graph/cli.py.
+
+The edge, as graph/commands.py (exit codes there: 0 = rows written, 2 = configuration / input error): settings,
+the chat model (`make_chat_model`, the seam tests monkeypatch), the tools and the endpoint pre-flight come from
+that module, looked up when the command runs.
+
+Rows, resume keys and bad manifest lines are described in `graph.batch`; the summary counts the rows written
+whose trace was not saved (`RowWriter.unsaved_traces`); runs use an AsyncSqliteSaver as checkpointer, so rows
+are appended as runs finish and traces stay readable. `--processes N` (N > 1) spreads the runs over worker
+processes (`graph.batch_procs`); those build the chat model with `graph.backbone.default_chat_model`, not with
+`make_chat_model`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from graph import commands
+from graph.score_inputs import any_input_fine
+from graph.tracing import open_async_saver
+
+# markup and emoji codes off, as graph/commands.py's console: reasons and paths in the log lines are data
+_err = Console(stderr=True, markup=False, emoji=False)
+
+
+def score_batch_command(
+    manifest: Path = typer.Argument(..., help="manifest.jsonl with rows {path, instruction, ...}."),
+    out: Path = typer.Option(Path("results.jsonl"), "--out", help="JSONL output (appended; resumable)."),
+    concurrency: int = typer.Option(16, "--concurrency", min=1, max=256,
+                                    help="Runs in flight at once (over all processes)."),
+    preset: str = typer.Option("full", "--preset", help="Agent preset (paper Table 2)."),
+    processes: int = typer.Option(1, "--processes", min=1, max=64,
+                                  help="Worker processes (1: score in this process); at most --concurrency are "
+                                       "started (more would get no run yet load the tool models)."),
+    run_timeout: float = typer.Option(3600.0, "--run-timeout", min=0.0,
+                                      help="With --processes > 1: seconds one run may take before its worker "
+                                           "is killed (a hang); it is retried alone once, then ineligible. 0: no limit."),
+    retry_ineligible: bool = typer.Option(False, "--retry-ineligible",
+                                          help="Score again the items whose row is ineligible for a reason a rerun "
+                                               "can fix (endpoint, model, tool faults; not bad input; a video "
+                                               "fault only once the clip's size or mtime changed since its run, or "
+                                               "once a clip not found, not permitted or failed by the machine "
+                                               "(I/O error, too many open files, out of memory) can be read; and a quality "
+                                               "zero (under 2 frames, uniform) once its clip changed)."),
+    draw: int = typer.Option(0, "--draw", min=0,
+                             help="Stage-cache draw (as for score); draws of one manifest may share --out "
+                                  "(rows say their draw)."),
+) -> None:
+    """Score every clip of a manifest; items already in the output are skipped."""
+    from graph.batch import (
+        OutputBusy,
+        OutputWriteError,
+        RowWriter,
+        build_batch_agent,
+        comment_lines,
+        drop_repeats,
+        file_stamp,
+        kept_rows,
+        lock_output,
+        misplaced_paths,
+        not_json_lines,
+        not_results,
+        other_scorer,
+        read_manifest,
+        read_output,
+        run_batch,
+        scorer_of,
+        write_bad_lines,
+        write_repeats,
+    )
+    from graph.batch_resume import (
+        current_fields,
+        drop_rows,
+        edited_rows,
+        fixable_lines,
+        fixable_rows,
+        removed_lines,
+        stale_repeats,
+        stale_rows,
+        updated_lines,
+    )
+
+    settings = commands.settings_or_exit(require_endpoint=True)
+    if manifest.is_dir():  # there, but no file: "not found" misled
+        inside = manifest / "manifest.jsonl"
+        typer.echo(f"error: manifest {manifest} is a folder; give the manifest file's path"
+                   + (f", e.g. {inside}" if inside.is_file() else ""), err=True)
+        raise typer.Exit(2)
+    if not manifest.is_file():
+        typer.echo(f"error: manifest not found: {manifest}", err=True)
+        raise typer.Exit(2)
+    if out.is_dir():  # else an IsADirectoryError traceback once the rows are read
+        typer.echo(f"error: --out {out} is a folder; give the results file's path, e.g. {out / 'results.jsonl'}",
+                   err=True)
+        raise typer.Exit(2)
+    if out.exists() and out.samefile(manifest):  # else rows appended to it, its bad and blank lines dropped
+        typer.echo(f"error: --out {out} is the manifest; write the results to another file", err=True)
+        raise typer.Exit(2)
+    try:
+        output = read_output(out)  # the one read of the output (graph.batch: again only if it changes meanwhile)
+        foreign = not_results(output)
+    except OSError as exc:
+        foreign = f"--out {out} cannot be read ({type(exc).__name__}: {exc})"
+    if foreign:  # else a traceback, or a resume that drops the file's lines
+        typer.echo(f"error: {foreign}; write the results to another file", err=True)
+        raise typer.Exit(2)
+    commands.check_preset(preset)
+    settings.ensure_parent_dirs()
+    try:
+        items, repeats, shared = drop_repeats(read_manifest(manifest, preset, draw))
+        comments = comment_lines(manifest)
+    except OSError as exc:  # unreadable (permissions), or gone since the check above
+        typer.echo(f"error: cannot read manifest {manifest}: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if problem := not_json_lines(manifest, items):  # else a row per "line" of a video or CSV
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
+    if comments:
+        typer.echo(f"{len(comments)} comment line(s) (#) skipped: line(s) " + ", ".join(map(str, comments[:5]))
+                   + (" ..." if len(comments) > 5 else ""), err=True)
+    for lines, what in ((repeats, "repeat an earlier one and are scored once"),
+                        (shared, "repeat an earlier one's clip and instruction with other fields: each gets its own "
+                                 "row with that line's result")):
+        if lines:
+            typer.echo(f"{len(lines)} manifest line(s) {what}: " + ", ".join(lines[:5])
+                       + (" ..." if len(lines) > 5 else ""), err=True)
+    if warning := misplaced_paths(manifest, items, Path.cwd()):
+        typer.echo(f"warning: {warning}", err=True)
+    try:  # held until the batch ends (the system drops it with the process, however that ends)
+        lock = lock_output(out)
+    except OutputBusy as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except OSError as exc:  # a parent of --out is a file, or a folder it cannot write in
+        typer.echo(f"error: cannot write --out {out}: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    with lock:
+        if output.stamp != file_stamp(out):  # another batch wrote to it before this one held the lock
+            output = read_output(out)
+        if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
+            typer.echo(f"error: {problem}", err=True)
+            raise typer.Exit(2)
+        goes = stale_repeats(output, items, stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible,
+                                                       scorer=scorer_of(settings)))
+        kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
+        todo = [it for it in items if it["key"] not in kept]
+        bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
+        copies = sum(it.get("repeat_of") is not None for it in todo)  # they take an earlier line's result
+        n, to_score = len(items) - bad, len(todo) - bad - copies
+        typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {to_score} to score"
+                   + (f", {copies} to take an earlier line's result" if copies else "")
+                   + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
+        if warning := edited_rows(output, items, preset, draw):
+            typer.echo(f"warning: {warning}", err=True)
+        if not retry_ineligible:  # the rows a plain resume skips though the flag would score them again
+            for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw, scorer_of(settings)), out):
+                typer.echo(line, err=True)
+        # the preset's tool models, loaded in the process that scores (worker processes load their own), only
+        # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
+        live = to_score > 0 and any_input_fine(todo, settings.agent_config(preset).max_instruction_chars)
+        if live:  # the endpoint, before a row per clip; none to score, or every clip missing (graph.score_inputs): no wait
+            commands.preflight_or_exit(settings)
+        tools = commands.loaded_tools(settings, preset) if live and processes == 1 else None
+        try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
+            writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
+            retried = drop_rows(output, goes, current_fields(items))  # the rows of `output`: a torn last line the
+            # writer cut goes here too; the rows kept take their manifest line's fields as it is now
+        except OutputWriteError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        for line in updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
+            typer.echo(line, err=True)
+        if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
+            typer.echo(f"{bad} bad manifest line(s): their rows written again", err=True)
+        try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
+            scorable = write_repeats(write_bad_lines(todo, writer), kept, writer)  # before the bar, which counts
+            # the clips to score; a repeat of a line still to score is written with that line's row
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=_err) as progress:
+                task = progress.add_task("scoring", total=len(scorable))
+                writer.on_row = lambda: progress.advance(task)
+                if scorable and processes > 1 and live:
+                    from graph.batch_procs import BatchError, run_batch_processes
+
+                    try:
+                        run_batch_processes(scorable, writer, settings=settings, preset=preset, processes=processes,
+                                            concurrency=concurrency, durability=settings.trace_durability, draw=draw,
+                                            run_timeout_s=run_timeout or None,
+                                            log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
+                    except BatchError as exc:
+                        typer.echo(f"error: {exc}", err=True)
+                        raise typer.Exit(2) from exc
+                elif scorable:
+                    async def main() -> None:
+                        async with open_async_saver(settings.traces_path) as saver:
+                            agent = build_batch_agent(settings, preset, saver, commands.make_chat_model(settings), tools,
+                                                      draw=draw)
+                            await run_batch(agent, scorable, writer, concurrency, settings.trace_durability,
+                                            settings.foreign_claim_max_age_s)
+
+                    asyncio.run(main())
+        except OutputWriteError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from exc
+        except KeyboardInterrupt:  # Ctrl-C: what the rows written so far cost still gets said
+            _closing_lines(writer, out)
+            typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch", err=True)
+            raise typer.Exit(130) from None
+        _closing_lines(writer, out)
+        if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
+            try:  # the file as the run left it (unreadable now: the summary above stands alone)
+                ended = read_output(out)
+            except OSError:
+                ended = None
+            if ended is not None:
+                for line in fixable_lines(fixable_rows(ended, manifest, items, preset, draw, scorer_of(settings)), out):
+                    typer.echo(line, err=True)
+
+
+def _closing_lines(writer: Any, out: Path) -> None:
+    """score-batch's closing line (this invocation's rows by status and their model usage: what the batch cost)
+    and, under it, one line per failing stage and fault kind, and the rows whose trace was not saved."""
+    usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
+    typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
+               + f"  -> {out}", err=True)
+    for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
+        typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
+    if writer.unsaved_traces:
+        typer.echo(f"  traces not saved: {writer.unsaved_traces} of {sum(writer.counts.values())} row(s) (their "
+                   "results stand; `raa trace` cannot show them, their last reason says why)", err=True)
