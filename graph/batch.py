@@ -199,7 +199,7 @@ def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any
 def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict[str, Any]]:
     """Append the ineligible row (no run; an "input" fault of stage "manifest", reason "manifest: input: ...") of
     every bad manifest line among `items`; return the other items, the ones to score."""
-    from graph.api import fault_result
+    from graph.run_results import fault_result
     from graph.schemas import Fault
 
     for item in items:

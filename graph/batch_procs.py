@@ -220,7 +220,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             w.process.kill()
 
     def bury(w: _Worker) -> None:
-        from graph.api import fault_result
+        from graph.run_results import fault_result
 
         nonlocal last_death
         workers.remove(w)

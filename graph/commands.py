@@ -9,7 +9,7 @@ produce a reward without a model.
 Decisions where the issue was silent:
 - Exit codes: 0 = a result was produced (scored or zero); 3 = `raa score` produced an ineligible
   result (reward None, reasons printed); 2 = configuration / input error; 1 = unknown run id. A result
-  whose trace could not be saved (`graph.api.unsaved_trace`, `trace_saved` false) is still a result: exit 0 (3 when
+  whose trace could not be saved (`graph.run_results.unsaved_trace`, `trace_saved` false) is still a result: exit 0 (3 when
   ineligible), its last reason says why, and stderr says "trace not saved" instead of the `raa trace` hint.
 - `raa score --json` prints only the RewardResult JSON on stdout (the trace hint goes to stderr).
 - `raa score` checks the endpoint first, as score-batch does (graph/endpoint.py): exit 2, not 3 after the retries;
@@ -115,7 +115,8 @@ def score_command(
                              "backbone's answers anew (RAA_TEMPERATURE > 0) instead of reusing cached ones."),
 ) -> None:
     """Score one video against an instruction with the reward agent."""
-    from graph.api import clip_path, new_run_id, trace_saved  # deferred: the agent graph is heavy to import
+    from graph.api import clip_path, new_run_id  # deferred: the agent graph is heavy to import
+    from graph.run_results import trace_saved
 
     settings = settings_or_exit(require_endpoint=True)
     settings.ensure_parent_dirs()

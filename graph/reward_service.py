@@ -17,7 +17,7 @@ Decisions where the issues were silent:
 - One agent serves every request (built once by the caller; `raa serve-reward` builds it from the
   `RAA_*` settings with the on-disk stage cache and trace database), so tool models load once and
   `raa trace RUN_ID` on the service host explains any reward a trainer received (`run_id` is in each
-  result); one whose trace could not be saved says so in its last reason (`graph.api.unsaved_trace`).
+  result); one whose trace could not be saved says so in its last reason (`graph.run_results.unsaved_trace`).
 - At most `max_concurrency` agent runs are in flight over all requests together (one semaphore), so
   several trainer ranks posting at once share the backbone instead of multiplying its load. The semaphore is
   made on the first request, for the event loop serving it (an asyncio semaphore belongs to one loop), not at
@@ -35,9 +35,9 @@ Decisions where the issues were silent:
   undecodable video, a bad instruction, a model that refused it or never answered it validly) has `"kind": null`
   (a client that does not know the field ignores it). Each result also carries its `faults` (stage, kind,
   message), the structured form of its reasons, and `"kind"` is read from them alone (`RewardResult.outage`), so
-  the two never disagree. A result the service made has its fault too (`graph.api.fault_result`): a bad item
+  the two never disagree. A result the service made has its fault too (`graph.run_results.fault_result`): a bad item
   or a clip it cannot write is an "internal" fault of stage "service" (the client's request or the service host
-  failed, never the clip: the item reached no agent), a run that raised `graph.api.machinery_failed`'s
+  failed, never the clip: the item reached no agent), a run that raised `graph.run_results.machinery_failed`'s
   ("agent: internal"); they had a reason and `"kind": "error"` but no fault, so a client reading faults saw
   the agent's ⊥ for the clip. An undecodable
   video is the agent's own ineligible result (video fault), and a clip the service cannot write (a full
@@ -101,10 +101,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from graph.api import arun_agent, fault_result, machinery_failed, new_run_id
+from graph.api import arun_agent, new_run_id
 from graph.frame_store import FrameStore
 from graph.reward_limits import DEFAULT_MAX_BODY_MB, DEFAULT_MAX_CONCURRENCY, DEFAULT_MAX_ITEMS
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
+from graph.run_results import fault_result, machinery_failed
 from graph.schemas import Fault, RewardResult
 from graph.settings import TraceDurability
 from tools.service_budget import DEFAULT_REWARD_BUSY_WAIT_S, BodyBudget, Reservation, buffered_limit_bytes

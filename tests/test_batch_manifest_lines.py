@@ -103,9 +103,9 @@ def test_a_symlinked_clips_row_names_the_path_the_manifest_gave(monkeypatch, tmp
 def test_a_repeat_follows_its_lines_row_whatever_it_holds(tmp_path):
     """The repeat's row is written with its earlier line's, in one process or from a worker (`RowWriter.follow`):
     an ineligible result (a worker that died on the clip) is the repeat's too, counted, not in the usage twice."""
-    from graph.api import fault_result
     from graph.batch import ROW_FIELDS, result_line
     from graph.batch_output import RowWriter
+    from graph.run_results import fault_result
     from graph.schemas import Fault
 
     item = {"key": "k0", "line": 1, "path": "/x/c.mp4", "instruction": TASK, "preset": "full", "draw": 0,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
-from graph.api import ineligible_result
 from graph.batch_output import RowWriter
+from graph.run_results import ineligible_result
 from graph.schemas import Fault
 
 

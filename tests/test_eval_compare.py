@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.compare import CompareError, bootstrap_ci, compare, sign_test
-from graph.api import ineligible_result
 from graph.batch import read_manifest, result_line
 from graph.cli import app
+from graph.run_results import ineligible_result
 from graph.schemas import RewardResult
 
 runner = CliRunner()

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from evals.compare import compare
 from evals.eval_views import sides_table
-from graph.api import ineligible_result
 from graph.batch import read_manifest, result_line
 from graph.cli import app
+from graph.run_results import ineligible_result
 from graph.schemas import Fault, RewardResult
 
 OUTAGE = Fault(stage="observe", kind="transport", message="endpoint down")

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from evals.draws import DrawsError, clip_labels, draw_statistics, summarize_draws
-from graph.api import ineligible_result
 from graph.batch import read_manifest, result_line
 from graph.cli import app
+from graph.run_results import ineligible_result
 from graph.schemas import RewardResult
 
 runner = CliRunner()
@@ -150,7 +150,7 @@ def test_bad_manifest_lines_are_counted_but_are_no_clip(tmp_path):
     """A manifest line that named no clip has score-batch's placeholder path "<line N>" in every draw: it was
     summarised as one more clip (with < 2 eligible draws), and two manifests' bad line 2 in one output were
     "draw 0 of <line 2> appears twice", refusing a valid score-batch output."""
-    from graph.api import ineligible_result as bad_result
+    from graph.run_results import ineligible_result as bad_result
 
     def manifest_draws(name: str, rewards: list[float]) -> list[str]:
         manifest = tmp_path / f"{name}.jsonl"

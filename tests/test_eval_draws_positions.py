@@ -10,9 +10,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from evals.draws import summarize_draws
-from graph.api import ineligible_result
 from graph.batch import read_manifest, result_line
 from graph.cli import app
+from graph.run_results import ineligible_result
 from graph.schemas import RewardResult
 
 runner = CliRunner()

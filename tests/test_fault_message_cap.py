@@ -3,7 +3,7 @@
 Callers cut a message to 2000 characters, then the Fault escaped its surrogates (each one 6 characters): a long
 video fault of a clip whose name is not UTF-8 grew past the limit, building the Fault raised a ValidationError in
 the node's fault handling, and the run ended as the agent's "internal" fault (an outage since this session) instead
-of the clip's video fault. `graph.api.machinery_failed` and `evals.reliability` each escaped first to avoid it."""
+of the clip's video fault. `graph.run_results.machinery_failed` and `evals.reliability` each escaped first to avoid it."""
 
 from __future__ import annotations
 

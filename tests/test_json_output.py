@@ -68,8 +68,8 @@ def test_trace_and_runs_json_write_non_finite_numbers_as_null(monkeypatch, tmp_p
 
 def test_batch_rows_write_non_finite_manifest_fields_as_null(tmp_path) -> None:
     """Python's json reads NaN and Infinity in a manifest line; the row used to write them back as such."""
-    from graph.api import ineligible_result
     from graph.batch import RowWriter, read_manifest, result_line
+    from graph.run_results import ineligible_result
 
     manifest = tmp_path / "m.jsonl"
     manifest.write_text('{"path": "a.mp4", "instruction": "x", "weight": NaN, "more": [Infinity, 1.5]}\n')

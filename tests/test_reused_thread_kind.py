@@ -1,6 +1,6 @@
 """A new input on a thread that already holds a run is one situation, whichever path sees it: the call's own
 setting (its run id), not the clip. `score_video` / `arun_agent` refuse a taken run id with a "settings" fault
-(`graph.api.run_id_taken`); the quality node, which refuses it for the calls that reach the graph unchecked (a
+(`graph.run_results.run_id_taken`); the quality node, which refuses it for the calls that reach the graph unchecked (a
 reused Studio thread), gave an "input" fault: the clip's own (not an outage, so `ineligible_none` in the trainer)
 and final for `raa score-batch --retry-ineligible`, though the same clip under a new id is scored."""
 

@@ -314,7 +314,7 @@ def test_an_item_whose_run_raises_gets_its_own_reason_and_the_others_their_resul
     results = _three_items_with_the_middle_failing(monkeypatch, fake_run)
     assert results[1]["status"] == "ineligible" and results[1]["preset"] == "full"
     assert results[1]["reasons"] == ["agent: internal: item 1: the run failed on the service host (RuntimeError: "
-                                     "escaped from the graph)"]  # its fault's reason (`graph.api.machinery_failed`)
+                                     "escaped from the graph)"]  # its fault's reason (`graph.run_results.machinery_failed`)
 
 
 def test_a_clip_folder_the_service_cannot_make_is_a_named_507(tmp_path):
@@ -334,7 +334,7 @@ def test_the_trainer_counts_an_item_the_service_failed_on_as_an_error_not_the_ag
     import pathlib
 
     import graph.reward_service
-    from graph.api import ineligible_result
+    from graph.run_results import ineligible_result
     from graph.schemas import RewardResult
     from training.rewards import HttpAgentReward, call_reward
 

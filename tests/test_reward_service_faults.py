@@ -10,8 +10,8 @@ import pathlib
 
 from fastapi.testclient import TestClient
 
-from graph.api import ineligible_result
 from graph.reward_service import create_reward_app
+from graph.run_results import ineligible_result
 from graph.schemas import Fault, RewardResult
 
 

@@ -174,8 +174,8 @@ def test_row_writer_counts_rows_whose_trace_was_not_saved(tmp_path):
     without the field (written before it existed) and ineligible rows of bad lines count as saved."""
     import json
 
-    from graph.api import ineligible_result
     from graph.batch import RowWriter
+    from graph.run_results import ineligible_result
     from graph.schemas import RewardResult
 
     writer = RowWriter(tmp_path / "out.jsonl")
@@ -193,7 +193,7 @@ def test_row_writer_counts_rows_whose_trace_was_not_saved(tmp_path):
 def test_an_unsaved_trace_is_a_typed_field_not_only_a_note(clip):
     """Callers read `trace_saved` instead of parsing the note; the note and reason stay as they were (output
     read by older tools), and a result JSON written before the field existed reads as saved."""
-    from graph.api import UNSAVED_TRACE, trace_saved
+    from graph.run_results import UNSAVED_TRACE, trace_saved
     from graph.schemas import RewardResult
 
     saved = asyncio.run(arun_agent(agent_with(InMemorySaver(serde=traces_serde())), str(clip), INSTRUCTION,

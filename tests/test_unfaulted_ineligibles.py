@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 
-from graph.api import _run_agent, refused_running
+from graph.api import _run_agent
 from graph.backbone import Backbone
 from graph.config import AgentConfig
 from graph.context import RunContext
 from graph.nodes.gate import build_result
+from graph.run_results import refused_running
 from graph.schemas import Assessment, Requirement, RequirementJudgment, TaskContract
 from graph.testing import ScriptedChatModel
 
@@ -79,7 +80,7 @@ def test_a_refused_or_failed_calls_reason_is_its_faults_reason():
     """Each result the agent's machinery made reads its fault as every other fault reads ("stage: kind: message"),
     so the reason a batch row shows and the fault it is grouped and retried by say the same; the refusals' reasons
     were the bare message and machinery_failed's "agent: message" (no kind)."""
-    from graph.api import machinery_failed
+    from graph.run_results import machinery_failed
 
     results = [refused_running("full", "dup", None), machinery_failed("full", "run ended without a result", "r"),
                asyncio.run(_run_agent(_Traced(True), "c.mp4", "push", "old", "full", {}, "exit", None))]

@@ -4,7 +4,7 @@ They live apart from the step wrapper so that each kind's rule is in one place; 
 
 Decided where the issue was silent: a new input on a thread that already holds a run (`RunIdTaken`, refused by the
 quality node for the calls that reach the graph unchecked: a reused Studio thread) is a "settings" fault, as
-`graph.api.run_id_taken` makes a taken run id's: the call's own setting, not the clip (the same clip under a new id
+`graph.run_results.run_id_taken` makes a taken run id's: the call's own setting, not the clip (the same clip under a new id
 is scored), so an outage (`RewardResult.outage`) that `raa score-batch --retry-ineligible` retries. It was an
 "input" fault here: the clip's own ⊥ in the trainer's count, and final for a resume.
 

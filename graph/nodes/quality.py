@@ -19,7 +19,7 @@ A thread that already holds a run (a second input sent with `agent.invoke(..., {
 a Studio thread reused) is refused with a "settings" Fault (`graph.nodes.faults.RunIdTaken`): its steps, faults,
 usage and frozen contract would carry over into the new run (the contract write raised; a stale fault made the run
 skip every stage). `score_video` / `ascore_videos` refuse a reused run id before invoking, with a "settings" fault
-too (`graph.api.run_id_taken`): one situation, one kind, the call's own setting and not the clip, so an outage that
+too (`graph.run_results.run_id_taken`): one situation, one kind, the call's own setting and not the clip, so an outage that
 a resume retries under a new id (it was an "input" fault here, the clip's own ⊥, final for a resume). The compiled
 agent (`graph.thread_guard`) refuses it before LangGraph checkpoints the input; this check remains for the calls
 it does not see.
