@@ -29,7 +29,7 @@ from training import engine as E  # noqa: E402
 from training.config import PromptSpec  # noqa: E402
 from training.config_io import load_config  # noqa: E402
 from training.data import sample_seed  # noqa: E402
-from training.export import save_policy  # noqa: E402
+from training.export_folder import save_policy  # noqa: E402
 from training.generate import sample_video  # noqa: E402
 from training.grpo import mean_kl  # noqa: E402
 from training.models import build_world_model, encode_prompt  # noqa: E402

@@ -9,7 +9,8 @@ import training.export as export
 from training.config import ConfigError
 from training.config_io import load_config
 from training.engine import latest_tag, load, rng_state
-from training.export import ExportError, checkpoint_tag, main, save_policy
+from training.export import ExportError, checkpoint_tag, main
+from training.export_folder import save_policy
 from training.resume import resume_source
 from training.run_dir import earlier_checkpoints
 

@@ -17,7 +17,8 @@ import torch
 from policy.world_model import FlowWorldModel
 from training.config_io import config_from_dict, config_to_dict, load_config
 from training.engine import add_lora, set_full_finetune
-from training.export import ExportError, apply_weights, export_policy, load_policy, read_export, save_policy
+from training.export import ExportError, apply_weights, export_policy, load_policy
+from training.export_folder import read_export, save_policy
 from training.models import build_world_model
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
@@ -289,7 +290,7 @@ def test_an_export_killed_while_replacing_the_earlier_one_leaves_an_export(tmp_p
     every later export (the trainer's, `training.export --run`) refused it as 'not an export folder'."""
     import shutil
 
-    import training.export as export
+    import training.export_folder as export_folder
 
     cfg = _cfg()
     model = build_world_model(cfg, "cpu")
@@ -304,10 +305,10 @@ def test_an_export_killed_while_replacing_the_earlier_one_leaves_an_export(tmp_p
             raise KeyboardInterrupt
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(export.shutil, "rmtree", killed_part_way)
+    monkeypatch.setattr(export_folder.shutil, "rmtree", killed_part_way)
     with pytest.raises(KeyboardInterrupt):
         save_policy(model, cfg, out, iteration=2, source="unit")
-    monkeypatch.setattr(export.shutil, "rmtree", real)
+    monkeypatch.setattr(export_folder.shutil, "rmtree", real)
     assert read_export(out)[0]["iteration"] in (1, 2)  # the earlier export or the new one, whole
     assert read_export(save_policy(model, cfg, out, iteration=3, source="unit"))[0]["iteration"] == 3
     assert not list(tmp_path.glob(".final-*"))  # the killed export's folders went with the next one

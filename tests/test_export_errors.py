@@ -54,7 +54,8 @@ def test_an_export_missing_trained_weights_is_refused(tmp_path, finetune):
     from safetensors.torch import load_file, save_file
 
     from training.engine import add_lora, set_full_finetune
-    from training.export import load_policy, save_policy
+    from training.export import load_policy
+    from training.export_folder import save_policy
     from training.models import build_world_model
 
     cfg, _ = saved_run(tmp_path)

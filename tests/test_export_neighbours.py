@@ -1,4 +1,4 @@
-"""save_policy's clean-up of what a killed export left (training/export.py `_tidy_killed`) touches only the hidden
+"""save_policy's clean-up of what a killed export left (training/export_folder.py `_tidy_killed`) touches only the hidden
 folders of its own output, not those of another output whose name starts with the same word."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from training.config_io import load_config
-from training.export import read_export, save_policy
+from training.export_folder import read_export, save_policy
 from training.models import build_world_model
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"

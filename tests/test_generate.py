@@ -15,7 +15,7 @@ from training.config import PromptSpec
 from training.config_io import load_config
 from training.data import SAMPLE_NOISE, sample_seed
 from training.engine import set_full_finetune
-from training.export import save_policy
+from training.export_folder import save_policy
 from training.generate import GenerateError, generate, main
 from training.models import build_world_model
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from training.config_io import load_config
-from training.export import save_policy
+from training.export_folder import save_policy
 from training.generate import GenerateError, generate, main
 from training.models import build_world_model
 

@@ -10,7 +10,7 @@ import pytest
 import training.generate as gen
 from training.config import PromptSpec
 from training.config_io import load_config
-from training.export import save_policy
+from training.export_folder import save_policy
 from training.generate import generate
 from training.models import build_world_model
 

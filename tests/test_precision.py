@@ -22,7 +22,8 @@ from tests.test_export import _velocity
 from training.config import PromptSpec
 from training.config_io import load_config
 from training.engine import add_lora, frozen_reference, set_full_finetune
-from training.export import load_policy, save_policy
+from training.export import load_policy
+from training.export_folder import save_policy
 from training.models import build_world_model
 
 ROOT = Path(__file__).resolve().parents[1]

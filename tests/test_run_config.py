@@ -198,6 +198,7 @@ def test_a_run_saved_with_a_clip_range_now_refused_still_reads_but_no_launch_tak
 
     import training.export as export
     from training.config import ConfigError
+    from training.export_folder import read_export, save_policy
     from training.models import build_world_model
 
     path = _saved(tmp_path, clip_range=2.0)
@@ -213,10 +214,10 @@ def test_a_run_saved_with_a_clip_range_now_refused_still_reads_but_no_launch_tak
         with pytest.raises(ConfigError, match="clip_range must be below 1"):
             launch()
     cfg = load_config(SMOKE)
-    out = export.save_policy(build_world_model(cfg, "cpu"), cfg, tmp_path / "final", iteration=1, source="unit")
+    out = save_policy(build_world_model(cfg, "cpu"), cfg, tmp_path / "final", iteration=1, source="unit")
     info = json.loads((out / "export.json").read_text())
     (out / "export.json").write_text(json.dumps({**info, "config": {**info["config"], "clip_range": 2.0}}))
-    assert export.read_export(out)[1].clip_range == 2.0  # what generate reads
+    assert read_export(out)[1].clip_range == 2.0  # what generate reads
 
 
 def test_a_run_saved_with_an_empty_output_dir_still_exports(tmp_path):

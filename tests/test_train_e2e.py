@@ -117,8 +117,9 @@ def test_final_export_is_the_last_checkpoint_and_samples_what_was_learned(smoke_
     than the base model's from the same noise, and any checkpoint exports from the run folder alone."""
     sys.path.insert(0, str(ROOT))
     from tools.video import read_all_frames
-    from training.export import consolidate, load_policy, read_export
+    from training.export import consolidate, load_policy
     from training.export import main as export_main
+    from training.export_folder import read_export
     from training.generate import generate
     from training.rewards import build_reward
 
@@ -154,7 +155,7 @@ def test_held_out_evaluation_tracks_the_policy(smoke_run, tmp_path):
     sys.path.insert(0, str(ROOT))
     from tools.video import read_all_frames
     from training.data import load_prompts
-    from training.export import read_export
+    from training.export_folder import read_export
     from training.generate import generate
     from training.rewards import build_reward
 

@@ -75,7 +75,8 @@ from policy.world_model import Conditioning, FlowWorldModel
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, load_prompts, sample_seed
-from training.export import ExportError, load_policy, read_export
+from training.export import ExportError, load_policy
+from training.export_folder import read_export
 from training.generate_folder import GenerateError, claim_folder, resume_keys
 from training.models import encode_prompt, release_text_encoder
 from training.run_dir import enclosing_export

@@ -52,12 +52,12 @@ exports `tag_exports` finds)."""
 TAG_EXPORT_PREFIX = "export-"
 """``python -m training.export --tag TAG`` writes ``RUN/export-TAG`` by default (training/export.py)."""
 EXPORT_FILE = "export.json"
-"""What marks a folder as a policy export (``training.export.EXPORT_FILE``; not imported: that module loads torch)."""
+"""What marks a folder as a policy export (``training.export_folder.EXPORT_FILE``; not imported: that module loads torch)."""
 
 
 def enclosing_export(path: Path) -> Path | None:
     """The policy export folder (it holds ``export.json``) that ``path`` is or lies in, or None: an export into it
-    (training/export.py ``save_policy``) replaces that folder whole, so nothing else may be written there."""
+    (training/export_folder.py ``save_policy``) replaces that folder whole, so nothing else may be written there."""
     resolved = Path(path).resolve()
     return next((f for f in (resolved, *resolved.parents) if (f / EXPORT_FILE).is_file()), None)
 
