@@ -3,7 +3,7 @@ than 16M elements, where ``torch.quantile`` refuses).
 
 * :func:`quantile_large` reproduces ``torch.quantile(..., interpolation="linear")`` with one
   ``torch.kthvalue`` call plus a masked minimum (O(n) selection, no full sort, no 16M-element limit).
-* :func:`kth_smallest_last` is the single selection ``policy.dyndiff.dynamic_mask`` needs (NumPy's
+* :func:`kth_smallest_last` is the single selection ``policy.dyndiff_mask.dynamic_mask`` needs (NumPy's
   ``partition`` on CPU, about twice as fast as ``torch.kthvalue``; ``kthvalue`` elsewhere).
 """
 

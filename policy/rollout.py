@@ -60,14 +60,13 @@ import torch
 from torch import Tensor
 
 from policy.dyndiff import (
-    check_tau_r_base,
     dynamic_mask,
-    dynamic_mask_parts,
     gaussian_log_prob,
     hybrid_step,
     predict_x0,
     transition_mean_std,
 )
+from policy.dyndiff_mask import check_tau_r_base, dynamic_mask_parts
 from policy.schedule_shift import DEFAULT_SHIFT
 from policy.steps import likelihood_steps
 from policy.world_model import Conditioning, FlowWorldModel, check_guidance_scale

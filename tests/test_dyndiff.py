@@ -10,7 +10,6 @@ import torch
 from policy.dyndiff import (
     DynDiffInputError,
     dynamic_mask,
-    dynamic_mask_parts,
     gaussian_log_prob,
     hybrid_step,
     predict_x0,
@@ -18,6 +17,7 @@ from policy.dyndiff import (
     quantile_large,
     transition_mean_std,
 )
+from policy.dyndiff_mask import dynamic_mask_parts
 
 
 def _lat(*shape, seed=0):

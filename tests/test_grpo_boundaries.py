@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from policy.dyndiff import dynamic_mask_parts, gaussian_log_prob, hybrid_step
+from policy.dyndiff import gaussian_log_prob, hybrid_step
+from policy.dyndiff_mask import dynamic_mask_parts
 from training.grpo import clipped_policy_loss, group_advantages
 from training.metrics import summarize
 

@@ -13,11 +13,11 @@ import torch
 from policy.dyndiff import (
     DynDiffInputError,
     dynamic_mask,
-    dynamic_mask_parts,
     gaussian_log_prob,
     predict_x0,
     transition_mean_std,
 )
+from policy.dyndiff_mask import dynamic_mask_parts
 from policy.rollout import RolloutConfig, RolloutConfigError, mask_flip_fraction, rollout, step_log_prob
 from policy.world_model import FlowWorldModel
 from training.config import ConfigError, TrainConfig
