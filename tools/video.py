@@ -22,7 +22,7 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   timestamps; ``i / fps`` only when they are unusable). ``fps`` is the stream's average rate (frames /
   duration as a fallback), or the frames' mean rate over their timestamps when that differs by more
   than 5% (variable-rate clips, whose Matroska / WebM / MPEG-TS nominal rate the frames do not keep).
-- Sampling decodes forward and converts only the wanted frames to RGB. When the next wanted
+- Sampling decodes forward (``tools.video_decode``) and converts only the wanted frames to RGB. When the next wanted
   frame lies past a keyframe that the decoder has not reached, the reader seeks to that
   keyframe, skipping whole GOPs. Each decoded frame is checked against the scan: after the first
   frame of a run that seeked, every frame must carry the next frame's pts. A seek that lands after its
@@ -69,14 +69,12 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import av
 import numpy as np
-from av.video.frame import PictureType
 from av.video.reformatter import Interpolation
 
 from tools.frames import (  # noqa: F401  (re-exported: the public video API)
@@ -99,6 +97,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     uniform_indices,
     uniform_subset,
 )
+from tools.video_decode import OutOfOrder, frames_by_pts
 from tools.video_limits import DecodeLimit, VideoTooLargeError, check_decode_size  # noqa: F401  (re-exported)
 from tools.video_reformat import reformatter
 from tools.video_rotation import clip_rotation
@@ -121,12 +120,8 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     video_stream,
     wrapped,
 )
-from tools.video_seek import SEEK_FAILURES, SeekFailed, SeekMissed, seek_keyframe, seek_landed
+from tools.video_seek import SEEK_FAILURES, SeekFailed, SeekMissed, seek_keyframe
 from tools.video_write import write_video  # noqa: F401  (re-exported: the public video API)
-
-
-class _OutOfOrder(Exception):
-    """Internal: decoding from the start, timestamps out of presentation order (AVI): count output order."""
 
 
 def probe(src: Source) -> VideoMeta:
@@ -248,7 +243,7 @@ class VideoReader:
                 except SeekMissed:
                     self._seeks = False
             fill(False)
-        except _OutOfOrder:
+        except OutOfOrder:
             self._order = (FrameIndex(None, (), slices=self._order[0].slices), None)
             fill(False)
 
@@ -301,7 +296,7 @@ class VideoReader:
             self.close_spare()
             yield from self._decode_sequential(wanted)
             return
-        pts, keys, lead = index.pts, index.keyframes, index.lead
+        pts, lead = index.pts, index.lead
         # its rewind to the start is a seek; a clip cut mid-GOP starts its decode on a fresh demuxer
         container = self._take_spare() if allow_seek and not lead else None
         if container is None:
@@ -317,52 +312,9 @@ class VideoReader:
                 container = open_container(self._src, self._name)
                 stream = video_stream(container, self._name, index.slices)
                 reorder_decoder(stream, index)
-            frames: Iterator[av.VideoFrame] | None = None
-            last = -1  # index of the last frame produced by `frames`
-            lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
-            landed: int | None = None  # the keyframe a seek went to, until its frame has come out intra-coded
-            for target in wanted:
-                k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
-                if frames is None or (allow_seek and k > last + 1):
-                    if allow_seek and k > 0:
-                        if not seek_keyframe(container, stream, pts[k], self._name, self._src):
-                            raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
-                        landed = k
-                    frames, last, lost = self._packets_to_frames(container, stream), -1, lead > 0 and k == 0
-                while last < target:
-                    frame = next(frames, None)
-                    if frame is None:
-                        if lost and target < lead:  # no keyframe came out (H.264 drops the frames before it)
-                            raise mid_gop_error(self._name, target, self.meta.frames, lead)
-                        if allow_seek:  # a seek (or the rewind) that landed past its frames (MPEG-TS)
-                            raise SeekMissed
-                        raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
-                                               "could not be decoded (stream ended early)")
-                    i = mapping.get(frame.pts) if frame.pts is not None else None
-                    if lost:
-                        if i is not None and i < lead and not (frame.key_frame or frame.pict_type == PictureType.I):
-                            continue  # decoded on lost references (MPEG-4 part 2: gray ones): not that frame
-                        lost = False
-                    if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
-                        if allow_seek:
-                            raise SeekMissed
-                        if i is None or i <= last:  # timestamps out of presentation order
-                            raise _OutOfOrder
-                        # a gap from the start: frames the decoder dropped; the timestamps still label the rest
-                    if i > target:  # the first frame decoded lies past the target
-                        if target < lead:
-                            raise mid_gop_error(self._name, target, self.meta.frames, lead)
-                        if allow_seek:
-                            raise SeekMissed
-                        raise VideoDecodeError(f"{self._name}: frame {target} of {self.meta.frames} "
-                                               f"could not be decoded (got pts {frame.pts} instead)")
-                    if landed is not None and i >= landed:
-                        if not seek_landed(frame, i, landed):
-                            raise SeekMissed
-                        landed = None
-                    last = i
-                    if i == target:
-                        yield i, frame
+            yield from frames_by_pts(container, stream, wanted, index, mapping, allow_seek=allow_seek,
+                                     name=self._name, src=self._src, total=self.meta.frames,
+                                     packets=self._packets_to_frames)
         finally:
             container.close()
 
