@@ -287,9 +287,9 @@ def test_a_json_body_is_parsed_off_the_event_loop(service_root, monkeypatch):
     took ~4 s there, during which no other request, /healthz included, was read or answered."""
     import asyncio
 
-    import tools.service
+    import tools.service_request
 
-    on_loop, parse = [], tools.service.parse_json
+    on_loop, parse = [], tools.service_request.parse_json
 
     def parse_json(text, what):
         try:
@@ -299,7 +299,7 @@ def test_a_json_body_is_parsed_off_the_event_loop(service_root, monkeypatch):
             pass
         return parse(text, what)
 
-    monkeypatch.setattr(tools.service, "parse_json", parse_json)
+    monkeypatch.setattr(tools.service_request, "parse_json", parse_json)
     app = create_app(ToolSettings(), service_root, tracker=LKTracker(), enable_surprise=False)
     with TestClient(app) as c:
         r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "frame_indices": [0, 1]})
