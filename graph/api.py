@@ -2,7 +2,7 @@
 
 Every item yields one RewardResult; a clip that cannot be evaluated yields its own ineligible
 result with the reason, never an exception that takes down the batch and never a made-up reward
-(those results are made in graph/run_results.py).
+(the ineligible results of runs that produced none, and of a trace not saved: graph/run_results.py).
 
 Decisions where the issue was silent:
 - Bad instructions are handled inside the graph (quality node), the same for single calls and
