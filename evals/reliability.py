@@ -65,7 +65,7 @@ from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.result_rows import ManifestError, damaged, result_row, results_rows, stale, stamped
 from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
 from evals.table_rows import not_boolean
-from graph.api import fault_result
+from graph.run_results import fault_result
 from graph.schemas import Fault, RewardResult
 from tools.jsonl import mend_tail, write_text_atomic
 

@@ -66,7 +66,7 @@ def test_a_crashed_scorer_chunk_is_an_outage_of_the_harness(tmp_path):
     rows = {Path(r["path"]).stem: r for r in map(json.loads, (tmp_path / "ev" / "results.jsonl").read_text().splitlines())}
     assert rows["c3"]["faults"][0]["kind"] == "internal" and "worker died" in rows["c3"]["faults"][0]["message"]
     assert out.metrics[0].outage == 2
-    # its reason is its fault's, as every other fault's result reads (`graph.api.fault_result`): it read
+    # its reason is its fault's, as every other fault's result reads (`graph.run_results.fault_result`): it read
     # "harness: scorer failed: ...", a stage without the kind the batch tools group and retry by
     fault = Fault.model_validate(rows["c3"]["faults"][0])
     assert rows["c3"]["reasons"] == [fault.reason()], rows["c3"]["reasons"]
