@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any
 import torch.distributed as dist
 
 from tools.jsonl import keep_rows, mend_tail, read_text, text_lines
+from training.closing import close_each
 from training.finite import finite_number
 from training.reward_outcome import sum_usage
 from training.wandb_log import WandbRun
@@ -388,8 +389,7 @@ class MetricsLog:
             fh.writelines(json.dumps(row) + "\n" for row in rows)
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        if self.wandb is not None:
-            self.wandb.finish()
-            self.wandb = None
+        """TensorBoard's writer and the W&B run, both also when the other raised (training/closing.py)."""
+        run, self.wandb = self.wandb, None
+        close_each([*([self.writer.close] if self.writer is not None else []),
+                    *([run.finish] if run is not None else [])])

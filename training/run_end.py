@@ -3,7 +3,8 @@ last iteration the agreement that every rank's logs were written, the clean shut
 
 * `close_opened`: the reward runner (its calls still running are cancelled), the rollout-video writer (waited
   for), the progress bar, the logs (metrics, TensorBoard, W&B) and the signal handlers, closed before any stop
-  (finished, diverged, stalled, stopped by a signal, a failure on a rank: training/rank_failures.py).
+  (finished, diverged, stalled, stopped by a signal, a failure on a rank: training/rank_failures.py); each of
+  them also after one raised (training/closing.py: it stopped at the first, leaving the later ones open).
 * `finish`: after the last iteration. Rank 0's logs that could not be written (or closed) are agreed by every
   rank in one collective, which waits for every rank as a barrier did; then the engine and the process group
   are destroyed in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from training.closing import close_each
 from training.config import TrainConfig
 from training.export import ExportError, export_policy
 from training.metrics import MetricsLog
@@ -29,14 +31,10 @@ from training.reward_runner import RewardRunner
 
 def close_opened(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None,
                  video_writer: ThreadPoolExecutor) -> None:
-    """What the loop opened, closed when the run ends (finished, diverged or stopped by a signal)."""
-    rewards.close()
-    video_writer.shutdown(wait=True)
-    if bar is not None:
-        bar.close()
-    log.close()
-    if stops is not None:
-        stops.uninstall()
+    """What the loop opened, closed when the run ends (finished, diverged or stopped by a signal): each one, also
+    after one raised, the first error raised (`training.closing.close_each`)."""
+    close_each([rewards.close, lambda: video_writer.shutdown(wait=True), *([bar.close] if bar is not None else []),
+                log.close, *([stops.uninstall] if stops is not None else [])])
 
 
 def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,

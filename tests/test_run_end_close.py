@@ -1,0 +1,65 @@
+"""What a run opened, closed when it ends (training/run_end.py ``close_opened``, training/metrics.py
+``MetricsLog.close``). Each stopped at the first close that raised: a reward runner that could not close left the
+rollout-video writer, the metrics log (TensorBoard, W&B) and the signal handlers open, and a TensorBoard writer
+that could not close left the W&B run unfinished. Every close is now attempted, and the first error raised with
+the later ones as notes."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from training.closing import close_each
+from training.run_end import close_opened
+
+
+class Closing:
+    """A stand-in for one thing the run opened: records its close, raising ``error`` there when given."""
+
+    def __init__(self, calls: list[str], name: str, error: Exception | None = None) -> None:
+        self.calls, self.name, self.error = calls, name, error
+
+    def close(self) -> None:
+        self.calls.append(self.name)
+        if self.error is not None:
+            raise self.error
+
+    finish = uninstall = close
+
+
+def test_every_close_runs_and_the_first_error_is_raised_with_the_later_ones_noted():
+    calls: list[str] = []
+    first, later = OSError("reward runner: loop gone"), RuntimeError("wandb finish: connection refused")
+    with pytest.raises(OSError) as info:
+        close_each([Closing(calls, "a", first).close, Closing(calls, "b").close, Closing(calls, "c", later).close])
+    assert calls == ["a", "b", "c"] and info.value is first
+    assert info.value.__notes__ == ["closing also failed: RuntimeError: wandb finish: connection refused"]
+    close_each([Closing(calls, "d").close])  # nothing raised: nothing to raise
+    assert calls[-1] == "d"
+    with pytest.raises(KeyboardInterrupt):  # a Ctrl-C is not held back for the other closes
+        close_each([Closing(calls, "e", KeyboardInterrupt()).close, Closing(calls, "f").close])
+    assert calls[-1] == "e"
+
+
+def test_close_opened_closes_the_logs_and_the_signal_handlers_after_a_close_that_raised(tmp_path):
+    calls: list[str] = []
+    video_writer = ThreadPoolExecutor(1)
+    with pytest.raises(OSError, match="loop gone"):
+        close_opened(Closing(calls, "rewards", OSError("loop gone")), Closing(calls, "bar"),  # type: ignore[arg-type]
+                     Closing(calls, "log"), Closing(calls, "stops"), video_writer)  # type: ignore[arg-type]
+    assert calls == ["rewards", "bar", "log", "stops"]
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        video_writer.submit(print)
+
+
+def test_a_tensorboard_writer_that_cannot_close_leaves_no_wandb_run_open(tmp_path):
+    from training.metrics import MetricsLog
+
+    calls: list[str] = []
+    log = MetricsLog(tmp_path, enabled=True, tensorboard=False)
+    log.writer = Closing(calls, "tensorboard", OSError("No space left on device"))  # type: ignore[assignment]
+    log.wandb = Closing(calls, "wandb")  # type: ignore[assignment]
+    with pytest.raises(OSError, match="No space left"):
+        log.close()
+    assert calls == ["tensorboard", "wandb"] and log.wandb is None

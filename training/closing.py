@@ -1,0 +1,24 @@
+"""Closing several things at once (training/run_end.py ``close_opened``, training/metrics.py ``MetricsLog.close``):
+each close is attempted, whatever the ones before it raised. Stopping at the first close that raised left the
+later ones open: a reward runner that could not close kept the metrics log, TensorBoard, W&B and the signal
+handlers open; a TensorBoard writer that could not close left the W&B run unfinished."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+
+def close_each(closes: Iterable[Callable[[], None]]) -> None:
+    """Call each of ``closes`` in order, the later ones also after one raised; then raise the first Exception,
+    each later one added to it as a note (``Type: text``). A BaseException (KeyboardInterrupt) passes at once."""
+    first: Exception | None = None
+    for close in closes:
+        try:
+            close()
+        except Exception as exc:
+            if first is None:
+                first = exc
+            else:
+                first.add_note(f"closing also failed: {type(exc).__name__}: {exc}")
+    if first is not None:
+        raise first
