@@ -12,7 +12,7 @@ import pytest
 
 from tests.launches import release_after, spawn_ranks
 from training.config_io import load_config
-from training.rank_failures import RankFailed, RankFailure, Tried, attempt, first_failure
+from training.rank_failures import RankFailed, RankFailure, Tried, attempt, first_failure, stop_on
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
 
@@ -101,11 +101,23 @@ def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
     from training.train import exit_status
 
     failure = RankFailure(1, "the held-out evaluation", "StoreError: trace db locked", 2)
-    exc = RankFailed(3, failure, tmp_path / "checkpoints")
+    exc = RankFailed(3, failure, tmp_path / "checkpoints", world=2)
     assert exit_status(exc) == (2, True)
     assert str(exc).startswith("iteration 3: the held-out evaluation failed on rank 1 (StoreError: trace db "
                                "locked); every rank stopped")
     assert "Last checkpoint: none yet" in str(exc)
+
+
+def test_one_ranks_stop_does_not_say_every_rank_stopped(tmp_path):
+    """A single-GPU run's RankFailed said "every rank stopped (rank 0's stderr has the traceback)": there is no
+    other rank, and the traceback is the one printed just above it."""
+    failure = RankFailure(0, "updating the policy", "RuntimeError: CUDA out of memory", 1)
+    text = str(RankFailed(2, failure, tmp_path, world=1))
+    assert text.startswith("iteration 2: updating the policy failed on rank 0 (RuntimeError: CUDA out of memory); "
+                           "the run stopped (its traceback is printed above). Last checkpoint: none yet"), text
+    assert "every rank" not in text
+    with pytest.raises(RankFailed, match=r"\); the run stopped \(its traceback"):  # no process group: one process
+        stop_on([None, failure], 2, tmp_path)
 
 
 def _patch(case: str, rank: int) -> None:

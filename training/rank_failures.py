@@ -184,12 +184,15 @@ def agree(failure: RankFailure | None) -> RankFailure | None:
 def stop_on(failures: Sequence[RankFailure | None], iteration: int, ckpt_dir: Path,
             close: Callable[[], None] | None = None) -> None:
     """Raise `RankFailed` for the `first_failure` of the ranks' ``failures`` (after ``close()``, which closes
-    what the run opened); nothing when no rank failed. Every rank passes the same ``failures``, so all raise."""
+    what the run opened); nothing when no rank failed. Every rank passes the same ``failures``, so all raise. The
+    world it names is torch.distributed's (one process without it)."""
     if (failure := first_failure(failures)) is None:
         return
     if close is not None:
         closed_before_stop(close)
-    raise RankFailed(iteration, failure, ckpt_dir)
+    import torch.distributed as dist
+
+    raise RankFailed(iteration, failure, ckpt_dir, world=dist.get_world_size() if dist.is_initialized() else 1)
 
 
 def closed_before_stop(close: Callable[[], None]) -> None:
@@ -204,16 +207,19 @@ def closed_before_stop(close: Callable[[], None]) -> None:
 
 
 class RankFailed(RuntimeError):
-    """A part of an iteration failed on one rank (`RankFailure`); every rank stopped (module docstring)."""
+    """A part of an iteration failed on one rank (`RankFailure`); every rank of the ``world`` stopped (module
+    docstring). With one rank the message says the run stopped, its traceback printed above (`Tried`, `attempt`):
+    "every rank stopped (rank 0's stderr has the traceback)" spoke of ranks a single-GPU run does not have."""
 
-    def __init__(self, iteration: int, failure: RankFailure, ckpt_dir: Path) -> None:
+    def __init__(self, iteration: int, failure: RankFailure, ckpt_dir: Path, *, world: int) -> None:
         from training.engine import latest_tag
 
         tag = latest_tag(ckpt_dir)
         last = "none yet" if tag is None else str(ckpt_dir / tag)
+        stopped = ("the run stopped (its traceback is printed above)" if world == 1 else
+                   f"every rank stopped (rank {failure.rank}'s stderr has the traceback)")
         super().__init__(
-            f"iteration {iteration}: {failure.what} failed on rank {failure.rank} ({failure.error}); every rank stopped "
-            f"(rank {failure.rank}'s stderr has the traceback). Last checkpoint: {last}; fix the cause, then "
-            "continue with --resume")
+            f"iteration {iteration}: {failure.what} failed on rank {failure.rank} ({failure.error}); {stopped}. "
+            f"Last checkpoint: {last}; fix the cause, then continue with --resume")
         self.iteration = iteration
         self.failure = failure
