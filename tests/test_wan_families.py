@@ -105,3 +105,43 @@ def test_a_hub_text_to_video_checkpoint_is_refused_before_its_weights_load(monke
     with pytest.raises(ValueError, match="text-to-video checkpoint"):
         FlowWorldModel.from_pretrained("org/wan-t2v", "wan", load_text_encoder=False, revision="r1")
     assert seen["index"]["path"] == "org/wan-t2v" and seen["index"]["revision"] == "r1"
+
+
+def test_a_model_index_that_cannot_be_read_stops_the_load_and_the_check(tmp_path, monkeypatch):
+    """model_index.json was read as {} when it could not be read (the hub not reached and the file not cached; a
+    local file cut short), so the text-to-video and two-expert checks it feeds were skipped in silence: a Wan 2.1
+    T2V checkpoint trained as if it were TI2V. Unreadable now stops the load naming the file (as an unreadable
+    scheduler config stops a launch, policy/schedule_shift.py), and --check for a local folder; a missing one is
+    still no index (a transformer copied out)."""
+    import diffusers
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from policy.checkpoint import CheckpointFileUnreadable
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    def unreachable(_cls, root, **_kwargs):
+        try:
+            raise LocalEntryNotFoundError("cannot reach the hub and the file is not in the cache")
+        except LocalEntryNotFoundError:
+            raise OSError(f"{root} does not appear to have a file named model_index.json.")  # noqa: B904
+
+    def no_load(*_args, **_kwargs):
+        raise AssertionError("loaded weights of a checkpoint whose model_index.json could not be read")
+
+    tiny = build_wan_transformer(TINY_WAN)
+    monkeypatch.setattr(diffusers.WanTransformer3DModel, "load_config",
+                        partial(recording_loader, {})("config", dict(tiny.config)))
+    monkeypatch.setattr(diffusers.DiffusionPipeline, "load_config", classmethod(unreachable))
+    monkeypatch.setattr(diffusers.WanTransformer3DModel, "from_pretrained", no_load)
+    with pytest.raises(CheckpointFileUnreadable, match="org/wan's model_index.json cannot be read"):
+        FlowWorldModel.from_pretrained("org/wan", "wan", load_text_encoder=False)
+    monkeypatch.undo()
+    root = _folder(tmp_path / "cut", TINY_WAN, T2V_INDEX)
+    (root / "model_index.json").write_text(json.dumps(T2V_INDEX)[:40])  # cut short
+    with pytest.raises(CheckpointFileUnreadable, match="model_index.json cannot be read"):
+        _load(root)
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=r"model_index.json cannot be read \(JSONDecodeError"):
+        check_model_path(cfg)
