@@ -56,7 +56,11 @@ Decisions where the issue was silent:
   ``exit_alone`` on any ZeRO stage: with several ranks its backward and step are collectives (the gradients'
   reduction; ZeRO-3's parameter gathers), so a rank that failed there (out of memory in a backward) cannot meet
   the others in an agreement and ends alone as above; one rank's failure is kept and raised as `RankFailed`
-  (`stop_on`) right after it. It used to run under neither: the bare exception, nothing closed.
+  (`stop_on`) right after it. It used to run under neither: the bare exception, nothing closed. A failure that
+  every rank raises in the same step, all collectives run (fp16's minimum loss scale, whose overflow is
+  all-reduced: training/update.py ``LossScaleAtMinimum``; ``exit_status``'s "raised on every rank"), is kept as
+  in a collective-free phase, its traceback printed by rank 0 only, and every rank raises `RankFailed`: each
+  rank printed "this rank stops alone" and its own traceback of DeepSpeed's bare Exception.
 * A ``close()`` that raises before a stop (W&B's finish, say: `closed_before_stop`) is printed to stderr and the
   stop raised as it was; its error used to replace the stop's message (the iteration, the checkpoint, --resume).
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
@@ -140,7 +144,8 @@ class Tried:
                  tb: TracebackType | None) -> bool:
         if not isinstance(exc, Exception):
             return False
-        if self.exit_alone is not None and self.world > 1:  # the others are in a parameter gather it never joins
+        everywhere = raised_on_every_rank(exc)  # fp16's minimum loss scale: the ranks are in step, all raise it
+        if self.exit_alone is not None and self.world > 1 and not everywhere:  # the others are in a collective
             # one line: the exception passes through, with its traceback (training/train.py main: an unknown one
             # propagates, a known one is its "error:" line), so a traceback printed here came twice
             error = failure_of(exc, self.rank, self.what).error
@@ -148,8 +153,17 @@ class Tried:
                   "collective it never joins, stop on its closed connections)", file=sys.stderr, flush=True)
             closed_before_stop(self.exit_alone)
             return False
-        self.failure = _reported(exc, self.rank, self.what)
+        # raised on every rank: rank 0's traceback is enough (RankFailed names it; main prints rank 0's stop)
+        self.failure = failure_of(exc, self.rank, self.what) if everywhere and self.rank > 0 else \
+            _reported(exc, self.rank, self.what)
         return True
+
+
+def raised_on_every_rank(exc: Exception) -> bool:
+    """Whether ``exc`` is raised on every rank at once (training/train.py ``exit_status``), all ranks in step."""
+    from training.train import exit_status
+
+    return (status := exit_status(exc)) is not None and status[1]
 
 
 def agreed_count(count: float, failure: RankFailure | None, device: Any, iteration: int, ckpt_dir: Path,

@@ -257,7 +257,8 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     function that returned the wrong number of rewards, named in the message: the user's error, not the
     trainer's, on the rank(s) whose clips it scored); WandbError 2 (a W&B run that cannot start, rank 0);
     ExportError 1; TrainingStopped 128 + signal (a scheduler's signal, on_signal: checkpoint);
-    TrainingDiverged 1; RewardsStalled 3 (max_skipped_iterations, after the checkpoint); PromptImagesFailed 2
+    TrainingDiverged 1; LossScaleAtMinimum 1 (fp16 overflowing at DeepSpeed's minimum loss scale, on every rank:
+    training/update.py); RewardsStalled 3 (max_skipped_iterations, after the checkpoint); PromptImagesFailed 2
     (every prompt image of an iteration unreadable, agreed by every rank: training/prompt_failures.py);
     RankFailed: the failing rank's exception's code, 1 when it has none (a held-out evaluation or a checkpoint's
     files failed on one rank, agreed by every rank: training/rank_failures.py)."""
@@ -267,6 +268,7 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
     from training.prompt_failures import PromptImagesFailed
     from training.rank_failures import RankFailed
     from training.reward_outcome import RewardLengthError
+    from training.update import LossScaleAtMinimum
     from training.wandb_log import WandbError
 
     match exc:
@@ -278,7 +280,7 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
             return 1, False
         case TrainingStopped():
             return 128 + exc.signum, True
-        case TrainingDiverged():
+        case TrainingDiverged() | LossScaleAtMinimum():
             return 1, True
         case RewardsStalled():
             return 3, True

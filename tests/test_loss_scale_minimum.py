@@ -1,0 +1,63 @@
+"""fp16's dynamic loss scale at its minimum (DeepSpeed raises a bare ``Exception("Current loss scale already at
+minimum ...")`` from ``engine.step()``). The overflow that decides it is all-reduced, so every rank raises it in the
+same step, with every collective of the update run. The update runs under training/rank_failures.py ``Tried`` with
+``exit_alone`` (a failure on one rank leaves the others in the gradients' reduction), so each of N ranks printed
+"this rank stops alone (the other ranks ... stop on its closed connections)" and its own traceback of an exception
+that named neither the iteration, the last checkpoint nor what to do. It is now `LossScaleAtMinimum`, which every
+rank raises at once: kept and stopped on as RankFailed (the iteration, the checkpoint, --resume) on every rank,
+its traceback printed by rank 0 alone."""
+
+from __future__ import annotations
+
+import pytest
+from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler
+
+from training.rank_failures import RankFailed, Tried, stop_on
+from training.update import LossScaleAtMinimum, optimizer_step
+
+
+class _Engine:
+    """An engine whose step() is DeepSpeed's loss scaler at its minimum seeing an overflow (the real class)."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.scaler = DynamicLossScaler(init_scale=1, scale_window=1000, min_scale=1, delayed_shift=1,
+                                        consecutive_hysteresis=False)
+        self.error = error
+
+    def step(self) -> None:
+        if self.error is not None:
+            raise self.error
+        self.scaler.update_scale(True)
+
+
+def test_deepspeeds_minimum_loss_scale_is_named_with_what_to_do():
+    with pytest.raises(LossScaleAtMinimum, match=r"iteration 4: .*minimum loss scale.*bf16") as info:
+        optimizer_step(_Engine(), 3)
+    assert str(info.value.__cause__).startswith("Current loss scale already at minimum")
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):  # any other error is left as it is
+        optimizer_step(_Engine(RuntimeError("CUDA out of memory")), 3)
+
+
+def test_every_rank_keeps_it_and_stops_on_rankfailed_rank_0_printing_the_traceback(tmp_path, capsys):
+    from training.train import exit_status
+
+    closed: list[int] = []
+    failures = []
+    for rank in (0, 1):
+        with Tried(rank, 2, "updating the policy", exit_alone=lambda: closed.append(1)) as updating:
+            optimizer_step(_Engine(), 3)
+        failures.append(updating.failure)
+    err = capsys.readouterr().err
+    assert "stops alone" not in err and closed == []  # closed by stop_on, before RankFailed
+    assert err.startswith("rank 0: updating the policy failed:\nTraceback") and "rank 1" not in err, err
+    assert [f.rank for f in failures if f is not None] == [0, 1]
+    with pytest.raises(RankFailed, match=r"iteration 4: updating the policy failed on rank 0 \(LossScaleAtMinimum"):
+        stop_on(failures, 4, tmp_path, lambda: closed.append(1))
+    assert closed == [1]
+    assert exit_status(LossScaleAtMinimum(4)) == (1, True)
+
+
+def test_a_failure_of_one_rank_in_the_update_still_stops_that_rank_alone(capsys):
+    with pytest.raises(RuntimeError, match="out of memory"), Tried(1, 2, "updating the policy", exit_alone=lambda: None):
+        optimizer_step(_Engine(RuntimeError("CUDA out of memory")), 3)
+    assert "this rank stops alone" in capsys.readouterr().err
