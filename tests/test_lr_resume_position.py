@@ -222,3 +222,32 @@ def test_the_rate_0_refusal_comes_from_layout_json_before_any_model_is_built(tmp
         plan_resume(cfg(max_iterations=20), 1, StateLayout(2, "float32"))
     for ok in (cfg(max_iterations=20, min_lr_ratio=0.1), cfg(max_iterations=10, inner_epochs=2)):
         assert plan_resume(ok, 1, StateLayout(2, "float32"))[0].tag == "iter_000010"
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before:UserWarning")
+@pytest.mark.parametrize(("before", "after"), [("linear", "cosine"), ("cosine", "linear")])
+def test_a_resume_that_switches_linear_and_cosine_goes_on_from_the_rate_reached(before, after):
+    """lr_schedule linear <-> cosine at a resume: the checkpoint's progress along the decay was read on the other
+    curve, so the rate jumped at the resume (warmup 2, step 6 of 20, min_lr_ratio 0.1: linear 0.8 x learning_rate,
+    read on the cosine 0.89), listed only as a changed setting. It now goes on from the rate reached along the new curve to the same
+    end (as a new horizon or a constant run's decay does), and the resume says so."""
+    from training.lr_schedule import LRFactor, horizon_note, schedule_state
+
+    for total in (20, 30):  # the same horizon, and a longer one
+        saved = schedule_state(_run(LRFactor(2, 20, before, 0.1), 6))
+        reached = 0.1 * LRFactor(2, 20, before, 0.1)(6)
+        resumed = _run(LRFactor(2, total, after, 0.1), total, ckpt=6, saved=saved)
+        assert resumed.rates[0] == pytest.approx(reached)
+        assert all(a > b for a, b in zip(resumed.rates, resumed.rates[1:], strict=False))
+        assert resumed.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.1)
+        note = horizon_note(saved, LRFactor(2, total, after, 0.1).resumed(saved, 6), 6, 0.1)
+        assert note is not None and note.startswith(f"lr_schedule {after}: the run decayed along {before} so far; "
+                                                    f"it goes on from {reached:.3g} at step 6 along {after}"), note
+        # a later resume of the switched run, its record taken up on the same line
+        later = _run(LRFactor(2, total, after, 0.1), total, ckpt=9, saved=schedule_state(
+            _run(LRFactor(2, total, after, 0.1), 9, ckpt=6, saved=saved)))
+        assert later.rates == pytest.approx(resumed.rates[3:])
+    # in the warmup nothing has decayed yet: the new curve from its start
+    warm = schedule_state(_run(LRFactor(4, 20, before, 0.1), 2))
+    assert _run(LRFactor(4, 20, after, 0.1), 20, ckpt=2, saved=warm).rates == \
+        pytest.approx(_run(LRFactor(4, 20, after, 0.1), 20).rates[2:])

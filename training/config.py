@@ -166,7 +166,8 @@ class TrainConfig:
     linearly or along a half cosine (`training.lr_schedule.lr_factor`). The position is the optimizer steps
     taken, so iterations that skip their update delay the decay (as do fp16 steps DeepSpeed skips on overflow,
     after a resume too: `training.lr_schedule.schedule_position`); a resume with another ``max_iterations``
-    stretches (or shrinks) what is left of it over the new remaining steps, going on from the rate reached (a
+    stretches (or shrinks) what is left of it over the new remaining steps, going on from the rate reached (as one
+    that switches linear and cosine does, along the new curve; a
     finished decay stays at its end; at ``min_lr_ratio`` 0 that resume is refused, its added steps would train at
     rate 0), as the checkpoint recorded (training/lr_schedule.py)."""
     min_lr_ratio: float = 0.0

@@ -25,6 +25,11 @@ resume's step (or the warmup's end) from ``learning_rate``, progress 0, and ends
 be taken as planned for the new horizon from the run's start (no record), or its record as a decay under way,
 and the rate dropped at the resume on a policy that had trained at ``learning_rate``. The record also holds the
 scheduler's position (``position``), so that training.resume can decide the refusal from ``layout.json``.
+
+A resume that switches ``lr_schedule`` between linear and cosine starts a new piece at its step, at the progress
+where the new curve gives the rate the run had reached (`same_rate_progress`), and says so (`horizon_note`): the
+recorded progress used to be read on the other curve, so the rate jumped at the resume (at 22% of a decay to
+``min_lr_ratio`` 0.1: 0.8 of ``learning_rate`` on the linear, 0.89 on the cosine), listed only as a changed setting.
 """
 
 from __future__ import annotations
@@ -91,10 +96,24 @@ class LRFactor:
         if not _valid(saved):
             return self
         start, progress, total = int(saved["anchor_step"]), float(saved["anchor_progress"]), int(saved["total_steps"])
-        if total == self.total_steps or position <= start:  # the same line, or the piece has not begun
-            return replace(self, anchor_step=start, anchor_progress=progress)
-        reached = progress + (1.0 - progress) * (position - start) / max(1, total - start)
-        return replace(self, anchor_step=position, anchor_progress=min(1.0, max(0.0, reached)))
+        curve = saved.get("schedule", self.schedule)  # a record from before it: taken as this launch's
+        switched = curve != self.schedule and self.schedule != "constant"  # linear <-> cosine: a piece from the rate reached (module docstring)
+        if (total == self.total_steps and not switched) or position <= start:  # the same line, or not begun
+            out = replace(self, anchor_step=start, anchor_progress=progress)
+        else:
+            reached = progress + (1.0 - progress) * (position - start) / max(1, total - start)
+            out = replace(self, anchor_step=position, anchor_progress=min(1.0, max(0.0, reached)))
+        return replace(out, anchor_progress=same_rate_progress(out.anchor_progress, curve, self.schedule)) \
+            if switched else out
+
+
+def same_rate_progress(progress: float, was: str, now: LRSchedule) -> float:
+    """The progress along the decay ``now`` (linear or cosine) at which it gives the rate that ``was`` gives at
+    ``progress``, for any ``min_lr_ratio``: both are ``min + (1 - min) shape(p)``, with shape ``1 - p`` (linear)
+    and ``(1 + cos(pi p)) / 2`` (cosine). 0 and 1 stay."""
+    shape = 1.0 - progress if was == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
+    back = 1.0 - shape if now == "linear" else math.acos(min(1.0, max(-1.0, 2.0 * shape - 1.0))) / math.pi
+    return min(1.0, max(0.0, back))
 
 
 def _constant(saved: Any) -> bool:
@@ -223,7 +242,13 @@ def horizon_note(saved: Any, factor: LRFactor, position: int, learning_rate: flo
         return (f"lr_schedule {factor.schedule}: the run trained at a constant rate so far; the decay starts at "
                 f"optimizer step {factor.anchor_step} from learning_rate ({learning_rate:.3g}) and ends at step "
                 f"{factor.total_steps}")
-    if factor.schedule == "constant" or not _valid(saved) or saved["total_steps"] == factor.total_steps:
+    if factor.schedule == "constant" or not _valid(saved):
+        return None
+    if (curve := saved.get("schedule", factor.schedule)) != factor.schedule:
+        return (f"lr_schedule {factor.schedule}: the run decayed along {curve} so far; it goes on from "
+                f"{learning_rate * factor(position):.3g} at step {position} along {factor.schedule} to "
+                f"min_lr_ratio x learning_rate at step {factor.total_steps}")
+    if saved["total_steps"] == factor.total_steps:
         return None
     text = (f"lr_schedule {factor.schedule}: the decay now ends at optimizer step {factor.total_steps} (was "
             f"{saved['total_steps']}); it goes on from {learning_rate * factor(position):.3g} at step {position}")
