@@ -63,3 +63,19 @@ def test_a_tensorboard_writer_that_cannot_close_leaves_no_wandb_run_open(tmp_pat
     with pytest.raises(OSError, match="No space left"):
         log.close()
     assert calls == ["tensorboard", "wandb"] and log.wandb is None
+
+
+def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path):
+    """training/run_end.py ``finish`` skipped ``close()`` on the rank whose logs of an iteration could not be written
+    (``unlogged or attempt(close)``): the stop was raised with TensorBoard unflushed, the W&B run unfinished, the
+    reward runner and the signal handlers left as they were."""
+    from training.config import TrainConfig
+    from training.rank_failures import RankFailed, RankFailure
+    from training.run_end import finish
+
+    closed: list[int] = []
+    unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
+    with pytest.raises(RankFailed, match="writing the iteration's logs failed on rank 0"):
+        finish(None, TrainConfig(), rank=0, done=3, unlogged=unlogged, close=lambda: closed.append(1),
+               ckpt_dir=tmp_path)
+    assert closed == [1]

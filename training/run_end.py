@@ -44,7 +44,8 @@ def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: Ran
     docstring). ``unlogged``: this rank's failure to write an iteration's logs, not yet agreed."""
     import deepspeed
 
-    unlogged = unlogged or attempt(rank, "closing the run's logs", close)[1]  # W&B's finish, say
+    unclosed = attempt(rank, "closing the run's logs", close)[1]  # W&B's finish, say; also after unwritten logs
+    unlogged = unlogged or unclosed
     stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
     engine.destroy()
     deepspeed.comm.destroy_process_group()
