@@ -135,22 +135,21 @@ class LossScaleAtMinimum(RuntimeError):
     all the update's collectives run: training/rank_failures.py ``Tried`` keeps it, as one rank's failure of a
     collective-free phase, and every rank stops on RankFailed (training/train.py ``exit_status``: every rank)."""
 
-    def __init__(self, iteration: int) -> None:
+    def __init__(self) -> None:  # the iteration and the last checkpoint: RankFailed's message around it
         super().__init__(
-            f"iteration {iteration}: fp16 gradients overflowed at DeepSpeed's minimum loss scale on every rank "
-            "(the fp16 section's min_loss_scale): the policy has diverged, or its gradients do not fit in fp16. "
-            "Resume from the last checkpoint with a lower learning_rate, or train in bf16 (dtype: bfloat16)")
-        self.iteration = iteration
+            "fp16 gradients overflowed at DeepSpeed's minimum loss scale on every rank (the fp16 section's "
+            "min_loss_scale): the policy has diverged, or its gradients do not fit in fp16. Resume from the last "
+            "checkpoint with a lower learning_rate, or train in bf16 (dtype: bfloat16)")
 
 
-def optimizer_step(engine: Any, iteration: int) -> None:
-    """``engine.step()``, DeepSpeed's Exception at fp16's minimum loss scale raised as `LossScaleAtMinimum` of the
-    0-based ``iteration`` (its text is the only mark it has); every other exception as it is."""
+def optimizer_step(engine: Any) -> None:
+    """``engine.step()``, DeepSpeed's Exception at fp16's minimum loss scale raised as `LossScaleAtMinimum` (its
+    text is the only mark it has); every other exception as it is."""
     try:
         engine.step()
     except Exception as exc:
         if type(exc) is Exception and str(exc).startswith(MINIMUM_LOSS_SCALE):
-            raise LossScaleAtMinimum(iteration + 1) from exc
+            raise LossScaleAtMinimum from exc
         raise
 
 
@@ -291,7 +290,7 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
                 loss = item_loss * (len(keep) * sample_sum_scale(step_counts[pos // grad_accum], grad_accum, world))
             boundary = engine.is_gradient_accumulation_boundary()  # this step() updates the weights
             engine.backward(loss)
-            optimizer_step(engine, iteration)
+            optimizer_step(engine)
             if boundary and (norm := engine.get_global_grad_norm()) is not None:
                 out.grad_norms.append(float(norm))
     return out
