@@ -97,7 +97,8 @@ class LRFactor:
             return self
         start, progress, total = int(saved["anchor_step"]), float(saved["anchor_progress"]), int(saved["total_steps"])
         curve = saved.get("schedule", self.schedule)  # a record from before it: taken as this launch's
-        switched = curve != self.schedule and self.schedule != "constant"  # linear <-> cosine: a piece from the rate reached (module docstring)
+        # linear <-> cosine: a new piece from the rate reached (module docstring)
+        switched = curve != self.schedule and self.schedule != "constant"
         if (total == self.total_steps and not switched) or position <= start:  # the same line, or not begun
             out = replace(self, anchor_step=start, anchor_progress=progress)
         else:
