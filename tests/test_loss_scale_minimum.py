@@ -31,7 +31,8 @@ class _Engine:
 
 
 def test_deepspeeds_minimum_loss_scale_is_named_with_what_to_do():
-    with pytest.raises(LossScaleAtMinimum, match=r"^fp16 gradients overflowed at DeepSpeed's minimum loss scale on every rank.*bf16") as info:
+    with pytest.raises(LossScaleAtMinimum, match=r"^fp16 gradients overflowed at DeepSpeed's minimum loss scale on "
+                                                 r"every rank.*bf16") as info:
         optimizer_step(_Engine())
     assert str(info.value.__cause__).startswith("Current loss scale already at minimum")
     with pytest.raises(RuntimeError, match="CUDA out of memory"):  # any other error is left as it is
@@ -58,6 +59,7 @@ def test_every_rank_keeps_it_and_stops_on_rankfailed_rank_0_printing_the_traceba
 
 
 def test_a_failure_of_one_rank_in_the_update_still_stops_that_rank_alone(capsys):
-    with pytest.raises(RuntimeError, match="out of memory"), Tried(1, 2, "updating the policy", exit_alone=lambda: None):
+    with pytest.raises(RuntimeError, match="out of memory"), \
+            Tried(1, 2, "updating the policy", exit_alone=lambda: None):
         optimizer_step(_Engine(RuntimeError("CUDA out of memory")))
     assert "this rank stops alone" in capsys.readouterr().err

@@ -229,8 +229,8 @@ def test_the_rate_0_refusal_comes_from_layout_json_before_any_model_is_built(tmp
 def test_a_resume_that_switches_linear_and_cosine_goes_on_from_the_rate_reached(before, after):
     """lr_schedule linear <-> cosine at a resume: the checkpoint's progress along the decay was read on the other
     curve, so the rate jumped at the resume (warmup 2, step 6 of 20, min_lr_ratio 0.1: linear 0.8 x learning_rate,
-    read on the cosine 0.89), listed only as a changed setting. It now goes on from the rate reached along the new curve to the same
-    end (as a new horizon or a constant run's decay does), and the resume says so."""
+    read on the cosine 0.89), listed only as a changed setting. It now goes on from the rate reached along the new
+    curve to the same end (as a new horizon or a constant run's decay does), and the resume says so."""
     from training.lr_schedule import LRFactor, horizon_note, schedule_state
 
     for total in (20, 30):  # the same horizon, and a longer one
