@@ -18,7 +18,7 @@ Decisions where the issue was silent:
   judge (no judge configured on a rerun, a judge failure), and the R column names the judges whose verdicts it
   counts. `retry_ineligible=True` also re-scores the ineligible rows another run could turn into a reward (the
   paper retries execution errors), decided as `raa score-batch --retry-ineligible` decides
-  (`graph.batch_resume.retryable`: a transport fault, a crashed scorer chunk, a clip not reached or read for the
+  (`graph.batch_retry.retryable`: a transport fault, a crashed scorer chunk, a clip not reached or read for the
   machine's sake that can be read now); an input fault or an undecodable clip stays final while the clip is
   unchanged (a changed clip is scored again anyway, as `stale`). It re-scored every row whose reward was None.
   The rows the flag would score again at the end of a run are counted (`RewardEvalOutcome.fixable`: those kept
@@ -352,13 +352,13 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
 
 def fixable(row: dict[str, Any], path: str, scorer_id: dict[str, Any] | None = None) -> bool:
     """Whether `--retry-ineligible` scores `row` (of the clip at `path`) again: an ineligible row another run could
-    fix (`graph.batch_resume.retryable`, whose clip readability is looked up now; a refusal only when the row's
+    fix (`graph.batch_retry.retryable`, whose clip readability is looked up now; a refusal only when the row's
     recorded scorer differs from this run's `scorer_id`)."""
-    from graph import batch_resume
+    from graph import batch_retry
     from graph.batch import scored_by_other
 
-    return batch_resume.retryable(row, path, batch_resume.clip_readable,
-                                  scorer_changed=scored_by_other(row, scorer_id))
+    return batch_retry.retryable(row, path, batch_retry.clip_readable,
+                                 scorer_changed=scored_by_other(row, scorer_id))
 
 
 def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:

@@ -50,7 +50,7 @@ def check_row(row: object, preset: str, index: int) -> dict:
 
 def row_faults(row: dict) -> list[Fault]:
     """The faults a result row recorded (none for a row written before rows recorded them: no known outage, its
-    reasons are not read as `graph.batch_resume.recorded_faults` reads them); ValueError when ``faults`` is neither
+    reasons are not read as `graph.batch_retry.recorded_faults` reads them); ValueError when ``faults`` is neither
     null nor a list of fault records (`graph.schemas.stored_faults`)."""
     from graph.schemas import stored_faults
 

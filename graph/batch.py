@@ -34,7 +34,7 @@ Decisions where the issue was silent:
   `raa score-batch` into the same output while one runs is refused (`lock_output`, exit 2).
 - Each scored item's row records its clip as its run found it ("clip": size and modification time in ns,
   `clip_stamp`), so that `--retry-ineligible` can tell a clip that changed since its video fault or its quality
-  zero (it was still being written) from one that is broken for good (`graph.batch_resume`).
+  zero (it was still being written) from one that is broken for good (`graph.batch_retry`).
 - Each row records its `scorer`: the model name, sampling temperature and endpoint it was scored with. A resume
   into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
   items would keep the old model's rewards beside the new model's, and one output would read as one
@@ -115,7 +115,7 @@ def same_scorer(theirs: dict[str, Any], ours: dict[str, Any]) -> bool:
 def scored_by_other(row: dict[str, Any], scorer: dict[str, Any] | None) -> bool:
     """Whether `row` (an output row, or a `raa eval reward` row) records a scorer other than `scorer` (`same_scorer`);
     False for a row that records none or no `scorer` given: a refusal is then the same scorer's
-    (`graph.batch_resume.fault_retryable`)."""
+    (`graph.batch_retry.fault_retryable`)."""
     theirs = row.get("scorer")
     return scorer is not None and isinstance(theirs, dict) and not same_scorer(theirs, scorer)
 
@@ -163,7 +163,7 @@ def other_scorer(output: Output, scorer: dict[str, Any]) -> str | None:
 
 def clip_stamp(path: str) -> dict[str, int] | None:
     """What a row records of its clip when its run starts ("clip": size and modification time in ns), None when it
-    cannot be read; `graph.batch_resume` retries a video fault once the clip differs from it."""
+    cannot be read; `graph.batch_retry` retries a video fault once the clip differs from it."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):

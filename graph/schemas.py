@@ -310,7 +310,7 @@ def stored_faults(value: object) -> list[Fault]:
     "result"): none for null (written before results carried them); ValueError when `value` is neither null nor a
     list of fault records (pydantic's ValidationError is one). The one reader of the field: the eval tables refuse
     what it refuses (`evals.table_rows.row_faults`), `raa score-batch --retry-ineligible` reads the reasons instead
-    (`graph.batch_resume.recorded_faults`)."""
+    (`graph.batch_retry.recorded_faults`)."""
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(f, dict) for f in value):

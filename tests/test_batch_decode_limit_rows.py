@@ -31,7 +31,7 @@ def test_a_batch_says_how_a_clip_over_the_decode_limit_gets_scored_again(monkeyp
 
 
 def test_rows_over_the_decode_limit_are_told_from_other_video_faults():
-    from graph.batch_resume import over_decode_limit
+    from graph.batch_retry import over_decode_limit
 
     def row(message: str, kind: str = "video") -> dict:
         return {"status": "ineligible", "faults": [{"stage": "quality", "kind": kind, "message": message}]}

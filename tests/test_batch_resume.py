@@ -322,7 +322,7 @@ def test_a_video_fault_with_process_notes_is_not_retried():
     """An ineligible result's reasons end with the run's process notes ("assess: R1 cited frames [16] the model
     was not shown; dropped"), which `retryable` read as a fault another run could fix: a clip whose frames
     failed to decode mid-run was scored again by every --retry-ineligible, failing the same way."""
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
 
     note = "assess: R1 cited frames [16] the model was not shown; dropped"
     video = "inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded"

@@ -13,7 +13,7 @@ from evals.table_rows import outage
 from graph.batch import read_manifest, write_bad_lines
 from graph.batch_deaths import death_fault
 from graph.batch_output import RowWriter, fault_kind
-from graph.batch_resume import retryable
+from graph.batch_retry import retryable
 
 HUNG = "did not finish within 3 s (its worker process was killed)"
 DIED = "died (signal 9)"

@@ -98,7 +98,7 @@ def test_score_batch_refuses_to_mix_scorers_in_one_output(monkeypatch, tmp_path)
 def test_retry_ineligible_rescoring_only_what_a_rerun_can_fix(monkeypatch, tmp_path) -> None:
     """A batch scored against a dead endpoint wrote ineligible rows that every resume skipped."""
     from graph.batch import read_manifest
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
     from tests.graph_scripts import garbage_file, moving_square
 
     model = _scripted(monkeypatch, tmp_path)

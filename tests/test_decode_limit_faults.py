@@ -15,7 +15,7 @@ from graph_scripts import FakeSurprise
 from service_helpers import TOKEN, serve
 
 import tools.video_limits
-from graph.batch_resume import retryable
+from graph.batch_retry import retryable
 from graph.frame_store import FrameStore
 from graph.nodes.common import to_fault
 from tools.client import RemoteSurpriseScorer, ToolServiceClient

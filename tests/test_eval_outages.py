@@ -93,12 +93,12 @@ def test_faults_that_are_no_fault_records_are_refused_or_rescored(faults):
 @pytest.mark.parametrize("faults", [None, "transport", [1], [{"stage": "x"}]])
 def test_the_table_and_retry_ineligible_read_one_faults_field_apart_only_where_it_is_missing_or_bad(faults):
     """One reader of a row's ``faults`` (`graph.schemas.stored_faults`) for the table's outage count and for
-    `--retry-ineligible` (`graph.batch_resume.recorded_faults`). Only where it records no fault records do they
+    `--retry-ineligible` (`graph.batch_retry.recorded_faults`). Only where it records no fault records do they
     part: the retry reads the reasons, while the table counts no outage (a row written before rows recorded faults
     is no known outage: read from its reasons, old transport rows would move from the agent's ineligible rows to
     the outages) and refuses a bad record."""
     from evals.table_rows import outage, row_faults
-    from graph.batch_resume import recorded_faults
+    from graph.batch_retry import recorded_faults
 
     good = _row(None, [OUTAGE])
     assert row_faults(good) == recorded_faults(good) == [Fault.model_validate(OUTAGE)] and outage(good)

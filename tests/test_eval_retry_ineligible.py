@@ -1,5 +1,5 @@
 """`raa eval reward --retry-ineligible` re-scores only the ineligible rows another run could fix, deciding as `raa
-score-batch --retry-ineligible` does (`graph.batch_resume.retryable`): a transport fault, a crashed scorer chunk, a
+score-batch --retry-ineligible` does (`graph.batch_retry.retryable`): a transport fault, a crashed scorer chunk, a
 clip that could not be reached or read for the machine's sake and can be read now. It re-scored every row whose
 reward is None, so an undecodable clip or a bad instruction cost a scoring run (and its judge) on every retry."""
 
@@ -62,11 +62,11 @@ def test_retry_ineligible_rescores_only_what_a_rerun_can_fix(tmp_path):
 
 
 def test_retry_ineligible_keeps_an_unreached_clip_final_while_it_still_cannot_be_read(tmp_path, monkeypatch):
-    import graph.batch_resume
+    import graph.batch_retry
 
     clips, scorer = _clips(tmp_path), FaultScorer()
     asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge()))
-    monkeypatch.setattr(graph.batch_resume, "clip_readable", lambda path: False)  # still no permission
+    monkeypatch.setattr(graph.batch_retry, "clip_readable", lambda path: False)  # still no permission
     asyncio.run(run_reward_eval(clips, ["direct"], tmp_path / "ev", scorer, _judge(), retry_ineligible=True))
     assert scorer.calls[1:] == [["c1", "c2"]]  # the machine's faults wait until the clip can be read
 

@@ -141,7 +141,7 @@ def test_a_refused_context_is_the_callers_setting_an_outage_retried(clip):
     agent's own config is scored. It was kind "input", the clip's ⊥ in the trainer's count and final for
     `raa score-batch --retry-ineligible`; as "settings" it is an outage, retried once the caller is fixed."""
     from graph import AgentConfig
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
     from graph.testing import ScriptedChatModel
 
     agent, _ = make_agent("full")

@@ -7,7 +7,7 @@ fault a rerun could fix, so a clip whose bytes cannot be decoded was scored agai
 
 from __future__ import annotations
 
-from graph.batch_resume import retryable
+from graph.batch_retry import retryable
 
 DECODE = "inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded"
 CUT_NOTE = "inspect: the inspector's final answer was cut at the token limit (finish_reason 'length')"

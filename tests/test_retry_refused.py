@@ -9,7 +9,8 @@ scored by this run's scorer (`graph.batch.same_scorer`), as the resume check doe
 
 from __future__ import annotations
 
-from graph.batch_resume import retryable, stale_rows
+from graph.batch_resume import stale_rows
+from graph.batch_retry import retryable
 
 REFUSED = {"status": "ineligible", "reasons": ["observe: refused: the model refused: I cannot judge this clip"]}
 DOWN = {"status": "ineligible", "reasons": ["observe: transport: APIConnectionError after 3 attempts"]}

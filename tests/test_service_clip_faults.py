@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from service_helpers import TOKEN, serve
 
-from graph.batch_resume import retryable
+from graph.batch_retry import retryable
 from graph.nodes.common import to_fault
 from tools.client import RemoteSurpriseScorer, ToolServiceClient
 from tools.errors import ToolFault, run_clip_tool

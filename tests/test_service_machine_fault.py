@@ -105,7 +105,7 @@ def test_the_client_retries_a_machine_fault_and_gets_the_answer(service_root, mo
 
 def test_a_remote_machine_fault_is_retried_by_score_batch(service_root):
     """The reason the agent records for the client's machine fault is one `--retry-ineligible` scores again."""
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
     from graph.nodes.common import to_fault
 
     fault = to_fault("surprise", ToolFault("service", "machine", "/v1/surprise: uploaded clip 'c.mp4' could not be "

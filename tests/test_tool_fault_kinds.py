@@ -71,7 +71,7 @@ def test_a_path_the_service_cannot_find_is_the_clips_as_in_process(small_service
 def test_a_folder_given_to_score_file_is_worded_and_classified_as_in_process(tmp_path):
     """It was "cannot be read (IsADirectoryError ...)", a final video fault, where the in-process read says "is a
     directory, not a video file" (`tools.video_errors.not_a_file`): retried by ``--retry-ineligible`` only once a
-    file can be read at the path (`graph.batch_resume.clip_readable`), so never retried while it is a folder."""
+    file can be read at the path (`graph.batch_retry.clip_readable`), so never retried while it is a folder."""
     folder = tmp_path / "clip.mp4"
     folder.mkdir()
     with pytest.raises(VideoNotFoundError) as local:

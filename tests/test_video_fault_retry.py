@@ -44,7 +44,7 @@ def test_a_clip_scored_half_written_is_scored_again_once_it_is_whole(monkeypatch
 
 
 def test_a_video_fault_is_retryable_only_when_its_clip_changed():
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
 
     video = {"status": "ineligible", "reasons": ["inspect: video: VideoDecodeError: c.mp4: frame 40 cannot be decoded"]}
     assert not retryable(video, "c.mp4", clip_changed=lambda p: False)
@@ -65,7 +65,7 @@ def test_a_permission_fault_is_retried_once_the_clip_can_be_read():
     """A clip that could not be read for want of permission is an environment fault the user fixes (chmod), which
     changes neither the clip's size nor its modification time: kept final as a video fault, --retry-ineligible
     never scored it again. It is retried once the clip can be read, as a clip "not found" once it is a file."""
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
 
     for reason in PERMISSION_FAULTS:
         fault = {"status": "ineligible", "reasons": [reason]}
@@ -115,7 +115,7 @@ def test_a_clip_zeroed_for_one_frame_is_scored_again_once_it_changed(monkeypatch
 
 
 def test_only_a_quality_zero_of_a_changed_clip_is_scored_again():
-    from graph.batch_resume import rescorable
+    from graph.batch_retry import rescorable
 
     quality = {"status": "zero", "reward": 0.0, "reasons": ["quality: only 1 frame(s)"]}
     judged = {"status": "zero", "reward": 0.0, "T": 0.0, "P": 0.5, "V": 0.5,
@@ -173,7 +173,7 @@ def test_an_environment_fault_is_retried_once_the_clip_can_be_read():
     """A read that failed for the machine (EIO, too many open files, out of memory, a stale NFS handle) says
     nothing of the clip's bytes: a rerun can score it, yet it was final as any video fault. It is retried while the
     clip can be read; a fault of the clip's bytes (invalid data, cut, bad argument) stays final."""
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
 
     for reason in ENVIRONMENT_FAULTS:
         fault = {"status": "ineligible", "reasons": [reason]}
@@ -192,7 +192,7 @@ def test_a_read_the_machine_failed_is_not_called_a_corrupt_clip(monkeypatch, tmp
     import av
     import pytest
 
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
     from tests.graph_scripts import moving_square
     from tools import video_errors
     from tools.video import VideoError, probe

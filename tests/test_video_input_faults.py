@@ -21,7 +21,7 @@ from tools.video_errors import environmental, unreached, wrapped
 def test_a_folder_at_a_clips_path_is_named_a_folder_and_retried_once_a_clip_is_there(tmp_path):
     """A manifest path naming a folder read "not a regular file", and its row stayed final: the fault is the path's,
     not the bytes of a clip. It says what is there, and is retried (as a clip not found) once a file can be read."""
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
 
     folder = tmp_path / "ep1.mp4"
     folder.mkdir()

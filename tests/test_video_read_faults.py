@@ -180,7 +180,7 @@ def test_a_frame_index_the_agent_got_wrong_is_no_fault_of_the_clip():
     """A FrameIndexError is the caller's (an index past the clip's end, or not an integer, asked for by the agent's own
     code), but `to_fault` recorded it as every VideoError, kind "video": the clip blamed, and the row final for
     --retry-ineligible. It is an internal fault now, retried; the clip's own errors stay video faults."""
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
     from graph.nodes.common import to_fault
     from tools.video import FrameIndexError
 
@@ -196,7 +196,7 @@ def test_a_clip_gone_between_its_size_check_and_its_read_is_retried_once_it_is_b
     """A clip that vanished after `_open` checked its size (a renderer replacing it, a sync tool) failed inside FFmpeg
     as a FileNotFoundError, worded "...: no such file (...)", which `graph.batch_resume.unreached` did not know (it
     read only "video file not found"): the row was final, and --retry-ineligible never scored the clip once back."""
-    from graph.batch_resume import retryable
+    from graph.batch_retry import retryable
     from graph.nodes.common import to_fault
 
     path = write_raw(tmp_path / "v.mp4", id_frames(4), gop=4)

@@ -320,7 +320,7 @@ class RemoteSurpriseScorer:
         gone, unreadable or a folder raises the VideoError the in-process read raises (`tools.video_errors.clip_file`):
         a folder was "cannot be read (IsADirectoryError ...)", a final video fault, where in-process it is "is a
         directory, not a video file", retried by ``--retry-ineligible`` only once a file can be read at the path
-        (`graph.batch_resume.clip_readable`); both are the clip's video fault now, neither retried while a folder.
+        (`graph.batch_retry.clip_readable`); both are the clip's video fault now, neither retried while a folder.
         Call it through `tools.errors.run_clip_tool`, which lets those errors through as the clip's."""
         from tools.video_errors import clip_file, not_found, unreadable
 

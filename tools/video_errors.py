@@ -8,7 +8,7 @@ files (the process's EMFILE or the system's ENFILE), a resource briefly unavaila
 (ENOMEM, a MemoryError) says nothing of the clip's bytes. Before, ``wrapped`` worded them as the clip's own fault
 ("cannot be opened as a video (not a video file, or truncated/corrupt)"), which sent a user to re-render a good clip;
 they now read "cannot be read (OSError: [Errno 5] Input/output error: ...)", the error class and errno kept for
-``environmental``, which a resume reads to retry them (``graph.batch_resume``).
+``environmental``, which a resume reads to retry them (``graph.batch_retry``).
 
 Except FFmpeg's own ENOMEM while the machine can still reserve `FFMPEG_MAX_ALLOC` bytes (``ffmpeg_refused``): FFmpeg
 refuses any allocation past that size (``av_max_alloc``), and with Linux's default overcommit a smaller one does not
