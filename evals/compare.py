@@ -77,7 +77,6 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -86,9 +85,10 @@ from typing import Any
 
 import numpy as np
 
+from evals.batch_rows import eligible_reward, results_file_problem, row_draw, score_batch_row
 from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
 from evals.path_pairs import by_name, two_names
-from evals.table_rows import outage, row_faults
+from evals.table_rows import outage
 from tools.jsonl import LineError, SkippedLine, no_usable_row, skipped_listing, usable_rows
 
 
@@ -184,39 +184,6 @@ class Comparison:
         return asdict(self)
 
 
-def _draw(row: dict[str, Any], where: str) -> int:
-    """The stage-cache draw of a score-batch row (0 for rows written before rows recorded it)."""
-    draw = row.get("draw", 0)
-    if isinstance(draw, bool) or not isinstance(draw, int):
-        raise LineError(f"{where}: draw must be an integer, got {draw!r}")
-    return draw
-
-
-def results_file_problem(path: Path) -> str | None:
-    """Why `path` cannot be read as a results file (missing, a folder); None when it is a file. Shared with
-    `evals.draws`."""
-    if path.is_dir():
-        return f"{path} is a folder, not a results file (give the file `raa score-batch --out` wrote)"
-    return None if path.is_file() else f"results file not found: {path}"
-
-
-def score_batch_row(where: str, row: Any) -> dict[str, Any]:
-    """``row`` when it is a usable score-batch row: a ``result`` object whose status and reward agree
-    (`checked_reward`) and an integer draw; `LineError` (the line is skipped) otherwise, naming a row of `raa eval
-    reward` as one (its fields are at the top level). Shared with `evals.draws`."""
-    if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
-        whose = (" but a row of `raa eval reward` (its results.jsonl); this command reads `raa score-batch` "
-                 "outputs" if isinstance(row, dict) and {"preset", "status", "reward"} <= row.keys() else "")
-        raise LineError(f"{where}: not a score-batch row (no 'result' object){whose}")
-    checked_reward(row["result"], where, LineError)
-    try:
-        row_faults(row["result"])
-    except ValueError:
-        raise LineError(f"{where}: 'faults' is not a list of fault records (stage, kind, message)") from None
-    _draw(row, where)
-    return row
-
-
 def _parsed(where: str, row: Any, pair_by: str,
             identity: Callable[[Any], str]) -> tuple[str, dict[str, Any], str | None]:
     """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
@@ -255,14 +222,14 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     draws: set[int] = set()
     named: set[str] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
     for where, row, key in parsed:
-        draws.add(row_draw := _draw(row, where))
-        if draw is not None and row_draw != draw:
+        draws.add(drawn := row_draw(row, where))
+        if draw is not None and drawn != draw:
             continue
         if key is None:
             bad.append(row)
             continue
         key = str(row.get("path")) if key in named and row.get("path") != key else key
-        if (key in rows and pair_by == "path" and _draw(rows[key], where) == row_draw
+        if (key in rows and pair_by == "path" and row_draw(rows[key], where) == drawn
                 and not same_run(rows[key], row) and two_names(key, rows[key], row)):
             named.add(key)
             earlier = rows.pop(key)
@@ -272,8 +239,8 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
             if same_run(rows[key], row):  # a repeated line's row and its line's: the line's own stays
                 rows[key] = rows[key] if row.get("repeat_of") else row
                 continue
-            if (first := _draw(rows[key], where)) != row_draw:
-                raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {row_draw}: the file "
+            if (first := row_draw(rows[key], where)) != drawn:
+                raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {drawn}: the file "
                                    "holds several draws of its manifest; compare one draw (--draw K), or "
                                    "summarise the draws with `raa eval draws`")
             raise CompareError(f"{where}: {pair_by} {key!r} appears twice")
@@ -284,36 +251,6 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
                 f"{skipped_listing(skipped)}") if skipped else ""
         raise CompareError(f"{path}: no row of draw {draw} (draws found: {found}){held}")
     return rows, bad, skipped
-
-
-def checked_reward(result: dict[str, Any], where: str, error: type[ValueError]) -> float | None:
-    """The reward of a score-batch row's ``result`` (None for status ``ineligible``); raises `error` naming
-    `where` (``PATH:N``) when the status and the reward disagree (module docstring)."""
-    status, value = result.get("status"), result.get("reward")
-    if status == "ineligible":
-        if value is not None:
-            raise error(f"{where}: an ineligible row carries a reward ({value!r}); expected reward null")
-        return None
-    if status not in ("scored", "zero"):
-        raise error(f"{where}: status {status!r} is not one of scored, zero, ineligible")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        got = f"reward {value!r}" if "reward" in result else "no reward"
-        raise error(f"{where}: a row with status {status!r} needs a finite number as its reward, got {got} "
-                    "(an unscored row has status 'ineligible' and reward null)")
-    if not 0.0 <= value <= 1.0:
-        raise error(f"{where}: reward {value!r} is outside 0..1 (no reward of the agent is)")
-    if status == "zero" and value != 0:
-        raise error(f"{where}: a row with status 'zero' has reward {value!r}; expected 0")
-    return float(value)
-
-
-def eligible_reward(result: dict[str, Any]) -> float | None:
-    """The reward of a score-batch row's ``result`` as a float, None when it has none (ineligible) or it is
-    not a finite number."""
-    value = result.get("reward")
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
 
 
 def scorer_label(row: dict[str, Any]) -> str:
@@ -410,4 +347,4 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
 
 def _outage_draws(rows: dict[str, dict[str, Any]], keys: list[str]) -> list[int]:
     """The draws of the rows under `keys` an outage of the reward machinery made ineligible, sorted."""
-    return sorted({_draw(rows[k], "") for k in keys if outage(rows[k]["result"])})
+    return sorted({row_draw(rows[k], "") for k in keys if outage(rows[k]["result"])})

@@ -25,7 +25,7 @@ Decisions where the issue was silent:
   `tools.jsonl.usable_rows`), and the other rows are summarised: not UTF-8 or not JSON, no ``result``
   object, a draw that is not an integer, or a status and reward that disagree (a "scored" row whose reward
   is a string or missing, an ineligible row with a reward, a "zero" row with a positive reward, another
-  status, a reward outside 0..1: ``evals.compare.checked_reward``; such a row was once silently one more
+  status, a reward outside 0..1: ``evals.batch_rows.checked_reward``; such a row was once silently one more
   ineligible draw, then refused the whole file). A file whose every line is skipped is an error listing
   them, and `raa eval draws` exits 2 when lines were skipped and no clip with two eligible draws is left.
 * ``outage_rows`` counts the ineligible draws an outage of the reward machinery caused (their ``faults``,
@@ -68,7 +68,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.compare import eligible_reward, results_file_problem, score_batch_row
+from evals.batch_rows import eligible_reward, results_file_problem, score_batch_row
 from evals.table_rows import outage
 from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
@@ -167,7 +167,7 @@ def _preset(row: dict[str, Any]) -> str:
 
 
 def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
-    """(where, row) of a line that is a usable score-batch row (`evals.compare.score_batch_row`)."""
+    """(where, row) of a line that is a usable score-batch row (`evals.batch_rows.score_batch_row`)."""
     return where, score_batch_row(where, row)
 
 

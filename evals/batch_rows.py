@@ -1,0 +1,76 @@
+"""Rows of a `raa score-batch` output as the evaluation readers take them (`evals.compare`, `evals.draws`): which
+line is a usable row (`score_batch_row`: a ``result`` whose status and reward agree, `checked_reward`; an integer
+draw, `row_draw`), a file that is none (`results_file_problem`), and a row's reward (`eligible_reward`). The rules
+are argued in `evals.compare`'s module docstring. Split from evals/compare.py (its size)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from evals.table_rows import row_faults
+from tools.jsonl import LineError
+
+
+def row_draw(row: dict[str, Any], where: str) -> int:
+    """The stage-cache draw of a score-batch row (0 for rows written before rows recorded it)."""
+    draw = row.get("draw", 0)
+    if isinstance(draw, bool) or not isinstance(draw, int):
+        raise LineError(f"{where}: draw must be an integer, got {draw!r}")
+    return draw
+
+
+def results_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as a results file (missing, a folder); None when it is a file. Shared with
+    `evals.draws`."""
+    if path.is_dir():
+        return f"{path} is a folder, not a results file (give the file `raa score-batch --out` wrote)"
+    return None if path.is_file() else f"results file not found: {path}"
+
+
+def score_batch_row(where: str, row: Any) -> dict[str, Any]:
+    """``row`` when it is a usable score-batch row: a ``result`` object whose status and reward agree
+    (`checked_reward`) and an integer draw; `LineError` (the line is skipped) otherwise, naming a row of `raa eval
+    reward` as one (its fields are at the top level). Shared with `evals.draws`."""
+    if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
+        whose = (" but a row of `raa eval reward` (its results.jsonl); this command reads `raa score-batch` "
+                 "outputs" if isinstance(row, dict) and {"preset", "status", "reward"} <= row.keys() else "")
+        raise LineError(f"{where}: not a score-batch row (no 'result' object){whose}")
+    checked_reward(row["result"], where, LineError)
+    try:
+        row_faults(row["result"])
+    except ValueError:
+        raise LineError(f"{where}: 'faults' is not a list of fault records (stage, kind, message)") from None
+    row_draw(row, where)
+    return row
+
+
+def checked_reward(result: dict[str, Any], where: str, error: type[ValueError]) -> float | None:
+    """The reward of a score-batch row's ``result`` (None for status ``ineligible``); raises `error` naming
+    `where` (``PATH:N``) when the status and the reward disagree (`evals.compare`'s module docstring)."""
+    status, value = result.get("status"), result.get("reward")
+    if status == "ineligible":
+        if value is not None:
+            raise error(f"{where}: an ineligible row carries a reward ({value!r}); expected reward null")
+        return None
+    if status not in ("scored", "zero"):
+        raise error(f"{where}: status {status!r} is not one of scored, zero, ineligible")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        got = f"reward {value!r}" if "reward" in result else "no reward"
+        raise error(f"{where}: a row with status {status!r} needs a finite number as its reward, got {got} "
+                    "(an unscored row has status 'ineligible' and reward null)")
+    if not 0.0 <= value <= 1.0:
+        raise error(f"{where}: reward {value!r} is outside 0..1 (no reward of the agent is)")
+    if status == "zero" and value != 0:
+        raise error(f"{where}: a row with status 'zero' has reward {value!r}; expected 0")
+    return float(value)
+
+
+def eligible_reward(result: dict[str, Any]) -> float | None:
+    """The reward of a score-batch row's ``result`` as a float, None when it has none (ineligible) or it is
+    not a finite number."""
+    value = result.get("reward")
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
