@@ -172,20 +172,20 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
 def refill(draws: Sequence[int] = (), *, out: str | None = None, whose: str = "them") -> str:
     """The command that fills the rows of a score-batch output an outage left ineligible, as `raa eval compare` and
     `raa eval draws` name it beside their count: `--retry-ineligible` retries the rows of the draw it runs, so the
-    draws holding them are named when known; `out` names the output it retries (`raa eval compare`: one per side,
-    `whose` "A's")."""
+    draws holding them are named when known, draw 0 alone as a plain retry (score-batch's default draw: `raa eval
+    draws` said "--draw K ..., K = 0" where `raa eval compare` said the plain one); `out` names the output it retries
+    (`raa eval compare`: one per side, `whose` "A's")."""
     command = "score-batch" + ("" if out is None else f" --out {shlex.quote(out)}") + " --retry-ineligible"
-    if not draws:
+    if not draws or list(draws) == [0]:
         return f"{command} fills {whose}"
     return f"{command} --draw K fills {whose}, K = {', '.join(map(str, draws))}"
 
 
 def refill_sides(result: Comparison) -> str:
     """`refill` for each side of `raa eval compare` holding outage rows in its left-out pairs, naming its file and its
-    own draws (draw 0 alone: a plain retry)."""
+    own draws."""
     sides = (("A", result.a.path, result.outage_draws_a), ("B", result.b.path, result.outage_draws_b))
-    return "; ".join(refill([] if draws == [0] else draws, out=path, whose=f"{name}'s") for name, path, draws in sides
-                     if draws)
+    return "; ".join(refill(draws, out=path, whose=f"{name}'s") for name, path, draws in sides if draws)
 
 
 def no_rows(note: str, what: str) -> str:

@@ -46,3 +46,17 @@ def test_the_outage_rows_are_said_with_the_command_that_fills_them(tmp_path):
     assert res.exit_code == 0, res.output
     assert ("3 ineligible rows left out (3 for an outage of the reward machinery: score-batch --retry-ineligible "
             "--draw K fills them, K = 1, 3)") in " ".join(res.output.split())
+
+
+def test_outage_rows_of_draw_0_alone_are_said_with_a_plain_retry(tmp_path):
+    """Outage rows only in draw 0: `raa eval draws` said "--draw K fills them, K = 0" where `raa eval compare` says a
+    plain `--retry-ineligible` (draw 0 is score-batch's default); both now say the plain one."""
+    rows = [_row("a", 0, None, OUTAGE), _row("a", 1, 0.4), _row("a", 2, 0.5),
+            _row("b", 0, None, OUTAGE), _row("b", 1, 0.6), _row("b", 2, 0.8)]
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "2 for an outage of the reward machinery: score-batch --retry-ineligible fills them)" in text, text
+    assert "K = 0" not in text
