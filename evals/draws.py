@@ -34,7 +34,8 @@ Decisions where the issue was silent:
   the count was said without the command); the others are the agent's own (a reply it could not use), which vary
   from draw to draw as rewards do. Both were one count.
 * ``most_variable`` names the draw of each eligible reward (``draws``) and the draws without one
-  (``ineligible_draws``), and `raa eval draws` shows an ineligible draw in its place ("0.200 ⊥ 0.900"): the
+  (``ineligible_draws``; ``outage_draws`` those an outage took), and `raa eval draws` shows an ineligible draw in its
+  place ("0.200 ⊥ 0.900", "⊥(outage)" for an outage's, which `--retry-ineligible` fills: both read "⊥"): the
   "Rewards by draw" column left it out, so the rewards of draws 0 and 2 read as those of draws 0 and 1.
 * ``status_flips``: clips whose eligible draws do not share one status (``scored`` against ``zero``: the gate
   or the quality check decided differently), the draw-to-draw change that moves a reward most.
@@ -149,7 +150,8 @@ class DrawsSummary:
     """Lines of the file left out as no usable row, of any preset (``PATH:N`` and the reason)."""
     most_variable: list[dict[str, Any]] = field(default_factory=list)
     """Up to 10 clips with the widest range (ties by path, then instruction): path, instruction, preset,
-    rewards, statuses, draws (the draw number of each reward), ineligible_draws, range."""
+    rewards, statuses, draws (the draw number of each reward), ineligible_draws, outage_draws (those of them an
+    outage took), range."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -287,5 +289,6 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         widest = sorted(multi, key=lambda c: (-c.range, c.path, c.instruction))[:10]  # ties: not the file's order
         summary.most_variable = [{"path": c.path, "instruction": c.instruction, "preset": c.preset,
                                   "rewards": c.rewards, "statuses": c.statuses, "draws": c.draw_ids,
-                                  "ineligible_draws": c.ineligible_draws, "range": c.range} for c in widest]
+                                  "ineligible_draws": c.ineligible_draws, "outage_draws": c.outage_draws,
+                                  "range": c.range} for c in widest]
     return summary

@@ -122,8 +122,8 @@ def draws_command(
         for col in ("Clip", "Rewards by draw", "Range"):
             t.add_column(col)
         for c, label in zip(s.most_variable, clip_labels(s.most_variable), strict=True):
-            t.add_row(label, draw_rewards(c["rewards"], c["statuses"], c["draws"], c["ineligible_draws"]),
-                      f"{c['range']:.4f}")
+            t.add_row(label, draw_rewards(c["rewards"], c["statuses"], c["draws"], c["ineligible_draws"],
+                                          c["outage_draws"]), f"{c['range']:.4f}")
         console.print(t)
     else:
         console.print("no clip with two eligible draws: nothing to measure")

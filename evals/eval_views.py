@@ -233,10 +233,12 @@ def changed_table(shown: list[dict[str, Any]], total: int) -> Table:
 
 
 def draw_rewards(rewards: list[float], statuses: list[str], draws: list[int] | None = None,
-                 ineligible: Sequence[int] = ()) -> str:
+                 ineligible: Sequence[int] = (), outage: Sequence[int] = ()) -> str:
     """A clip's rewards by draw for `raa eval draws` (`reward_text`), a draw that is not "scored" marked, and a
     draw without a reward (`ineligible`, by draw number; `draws`: the draw of each reward) shown as "⊥" in its
-    place."""
+    place, "⊥(outage)" for one an outage of the reward machinery took (`outage`: `--retry-ineligible` fills it, the
+    agent's own ineligible draw it does not; the report reads such a cell "outage", `evals.report_index`)."""
     shown = [(d, reward_text(r) + ("" if st == "scored" else f"({st})"))
              for d, r, st in zip(draws if draws is not None else range(len(rewards)), rewards, statuses, strict=True)]
-    return " ".join(text for _, text in sorted([*shown, *((d, "⊥") for d in ineligible)]))
+    lost = [(d, "⊥(outage)" if d in outage else "⊥") for d in ineligible]
+    return " ".join(text for _, text in sorted([*shown, *lost]))

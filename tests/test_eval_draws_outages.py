@@ -60,3 +60,17 @@ def test_outage_rows_of_draw_0_alone_are_said_with_a_plain_retry(tmp_path):
     text = " ".join(res.output.split())
     assert "2 for an outage of the reward machinery: score-batch --retry-ineligible fills them)" in text, text
     assert "K = 0" not in text
+
+
+def test_an_outage_draw_is_told_apart_in_the_rewards_by_draw(tmp_path):
+    """The "Rewards by draw" column showed a draw an outage took as "⊥", as the agent's own ineligible draw, though
+    `--retry-ineligible` fills only the first (the report reads such a cell "outage"); it reads "⊥(outage)", and the
+    JSON names those draws (``outage_draws``)."""
+    rows = [_row("a", 0, 0.2), _row("a", 1, None, OUTAGE), _row("a", 2, None, OWN), _row("a", 3, 0.9)]
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    widest = summarize_draws(path).most_variable[0]
+    assert (widest["ineligible_draws"], widest["outage_draws"]) == ([1, 2], [1])
+    res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
+    assert res.exit_code == 0, res.output
+    assert "0.200 ⊥(outage) ⊥ 0.900" in res.output, res.output
