@@ -146,6 +146,6 @@ def assessment_stages(steps: Iterable[dict[str, Any]], count: int) -> list[str] 
         node = step.get("node")
         if node not in ASSESSING_NODES or str(step.get("decision", "")).startswith("fault"):
             continue
-        audit = step.get("audit_round")
-        labels.append(f"repair {int(audit) + 1}" if node == "repair" and isinstance(audit, int) else str(node))
+        audit = audit_round_text(step.get("audit_round"))  # as the repairs table and `raa trace` show the round
+        labels.append(f"repair {audit}" if node == "repair" and audit else str(node))
     return labels if len(labels) == count else None

@@ -23,6 +23,13 @@ def test_assessment_stages_from_steps():
     assert assessment_stages(steps, 2) is None  # steps and assessments disagree: no label rather than a wrong one
 
 
+def test_a_repair_stage_names_its_round_as_the_repairs_table_does():
+    """The history's "repair N" and the repairs table's round column (`audit_round_text`) read one stored
+    `audit_round`: a bool one (an edited fork) was "repair 2" in the history and "True" in the table."""
+    steps = [_step("repair", audit_round=True), _step("repair", audit_round=None), _step("repair", audit_round=2)]
+    assert assessment_stages(steps, 3) == ["repair True", "repair", "repair 3"]
+
+
 def test_report_history_names_the_stages(clip):
     from evals.report import render_run_report
     from graph.tracing import read_trace
