@@ -158,9 +158,9 @@ def score_batch_command(
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
         if warning := edited_rows(output, items, preset, draw):
             typer.echo(f"warning: {warning}", err=True)
-        if not retry_ineligible:  # the rows a plain resume skips though the flag would score them again
-            for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw, scorer_of(settings)), out):
-                typer.echo(line, err=True)
+        for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw, scorer_of(settings)), out,
+                                  retrying=retry_ineligible):  # the rows a plain resume skips, or the flag leaves
+            typer.echo(line, err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
         live = to_score > 0 and any_input_fine(todo, settings.agent_config(preset).max_instruction_chars)

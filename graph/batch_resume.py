@@ -21,7 +21,9 @@
   other fields and another key), since `raa eval compare` then finds the line's pairing field twice.
 - `raa score-batch` counts the rows already in the output that `--retry-ineligible` would score again (`fixable_rows`,
   `fixable_lines`) and says so, on a resume without the flag before it scores and at the end of a run that wrote an
-  ineligible row, so that a batch scored against a broken setup does not read as done. The row of a line repeating an
+  ineligible row, so that a batch scored against a broken setup does not read as done; with the flag, before it
+  scores, only the rows it leaves (over the decode limit, below: they were said only at the end of a run that wrote
+  an ineligible row, so a --retry-ineligible run after raising the limit said nothing of them). The row of a line repeating an
   earlier line's clip and instruction under other fields ("repeat_of", `graph.batch_manifest.drop_repeats`) is not
   counted among them: it holds a copy of that line's row, and the flag writes the copy again without a run of its own
   (it was counted, so "N rows ... scores them again" named more runs than the flag made); such rows are named apart.
@@ -222,14 +224,17 @@ def _them(n: int) -> str:
     return "it" if n == 1 else "them"
 
 
-def fixable_lines(fixable: dict[str, int], out: Path) -> list[str]:
+def fixable_lines(fixable: dict[str, int], out: Path, *, retrying: bool = False) -> list[str]:
     """What `raa score-batch` says of the rows `fixable_rows` counted, on a plain resume and at the end of a run
-    (nothing when there are none)."""
+    (nothing when there are none); `retrying`, at the start of a `--retry-ineligible` run: only the rows the flag
+    leaves though a setting would admit them ("too_large"), as it removes the others (`removed_lines`) and says so."""
     lines = []
-    if n := fixable["retry"]:
+    if retrying:
+        fixable = {"too_large": fixable.get("too_large", 0)}
+    if n := fixable.get("retry", 0):
         lines.append(f"{n} of the rows already in {out} ineligible for a reason a rerun can fix: "
                      f"--retry-ineligible scores {_them(n)} again")
-    if n := fixable["changed"]:
+    if n := fixable.get("changed", 0):
         lines.append(f"{n} zero row(s) already in {out} whose clip changed since the quality check zeroed it: "
                      f"--retry-ineligible scores {_them(n)} again")
     if n := fixable.get("copied", 0):

@@ -28,6 +28,10 @@ def test_a_batch_says_how_a_clip_over_the_decode_limit_gets_scored_again(monkeyp
     assert hint in " ".join(res.output.split()), res.output
     res = runner.invoke(app, args)  # a plain resume says it too
     assert res.exit_code == 0 and hint in " ".join(res.output.split()), res.output
+    res = runner.invoke(app, [*args, "--retry-ineligible"])  # the flag leaves them: it said nothing of them
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and text.count(hint) == 1, res.output
+    assert "0 ineligible row(s) removed" in text and "--retry-ineligible scores" not in text, res.output
 
 
 def test_rows_over_the_decode_limit_are_told_from_other_video_faults():
