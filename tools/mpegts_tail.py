@@ -20,7 +20,8 @@ PACKETS = ((188, 0), (192, 4), (204, 0))
 """(packet size, offset of its sync byte) of plain TS, M2TS and TS with FEC bytes."""
 
 
-def _tail(src: str | Path | bytes | bytearray | memoryview, n: int) -> bytes:
+def file_tail(src: str | Path | bytes | bytearray | memoryview, n: int) -> bytes:
+    """The last ``n`` bytes of ``src`` (all of it when shorter)."""
     if isinstance(src, bytes | bytearray | memoryview):
         return bytes(memoryview(src)[-n:])
     with open(src, "rb") as fh:
@@ -35,7 +36,7 @@ def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool
     timestamp before it). Other bytes after the last whole packet (a newline, zero padding) are no cut packet: a
     complete clip, which FFmpeg reads whole. Only the sizes `head_packets` finds are tried (every one where it finds
     none: a file that starts mid-packet). False for a file shorter than two packets: nothing to tell."""
-    tail = _tail(src, 3 * max(size for size, _ in PACKETS))
+    tail = file_tail(src, 3 * max(size for size, _ in PACKETS))
     if len(tail) < 2 * PACKETS[0][0]:
         return False
     sizes = head_packets(src) or PACKETS

@@ -22,6 +22,7 @@ import numpy as np
 from tools.matroska_tail import segment_shortfall
 from tools.mp4_boxes import cut_fragment, index_past_end
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, picture_type, without_b_pictures
+from tools.mpegps_tail import ends_inside_element
 from tools.mpegts_tail import ends_inside_packet, starts_as_mpegts
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
@@ -294,6 +295,9 @@ def scan(container: av.container.InputContainer, name: str,
     if "mpegts" in formats and src is not None and ends_inside_packet(src):  # its last PES flagged nothing
         raise VideoDecodeError(f"{name}: truncated file: it ends inside an MPEG-TS packet (the data of its last "
                                f"video frame, of {packets}, is cut short)")
+    if "mpeg" in formats and src is not None and ends_inside_element(src):  # MPEG-PS: nor its last pack
+        raise VideoDecodeError(f"{name}: truncated file: it ends inside an MPEG-PS pack or packet (the data of its "
+                               f"last frames, of {packets} read, is cut short)")
     fragment = cut_fragment(src) if src is not None and "mov" in formats else None
     if fragment is not None:
         kind, offset, size, total = fragment
