@@ -35,6 +35,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     clip_file,
     wrapped,
 )
+from tools.video_hdr import hdr_transfer
 from tools.video_slices import frame_threads, slices_per_frame
 
 Source = str | Path | bytes
@@ -59,6 +60,9 @@ class VideoMeta:
     times: tuple[float, ...] | None = field(default=None, repr=False)
     """Presentation time of each frame in seconds from the first, from the container's timestamps (None
     when they are unusable). Variable-rate clips need it: ``index / fps`` was seconds off there."""
+    hdr: str | None = None
+    """"PQ" or "HLG" for an HDR clip, whose frames are returned as decoded, without tone mapping (``tools.video_hdr``);
+    None for SDR."""
 
     def time_of(self, index: int) -> float:
         """Seconds from the first frame to frame ``index`` (its timestamp, else ``index / fps``); ``FrameIndexError``
@@ -362,5 +366,5 @@ def scan(container: av.container.InputContainer, name: str,
                                f"ends {segment[0] - segment[1]} bytes short of it (frames after the {packets} read "
                                "are missing)")
     meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
-                     times=times)
+                     times=times, hdr=hdr_transfer(stream.codec_context.color_trc))
     return meta, index

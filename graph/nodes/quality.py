@@ -15,6 +15,7 @@ sample is decoded, the encoding of observe's images starts in another worker thr
 (`FrameStore.start_encoding`) while the statistics run here (wasted for a clip that is then zeroed);
 a clip whose container reports fewer than 2 frames is zeroed without calling check_quality (nothing
 to compare); a clip that cannot be opened at all (missing, 0 bytes, not a video) is ineligible, not zero.
+An HDR clip (PQ or HLG) is judged on its frames as decoded, not tone-mapped (`tools.video_hdr`), with a note.
 A thread that already holds a run (a second input sent with `agent.invoke(..., {"thread_id": same})`, or
 a Studio thread reused) is refused with a "settings" Fault (`graph.nodes.faults.RunIdTaken`): its steps, faults,
 usage and frozen contract would carry over into the new run (the contract write raised; a stale fault made the run
@@ -41,6 +42,7 @@ from graph.nodes.common import InputFault, Step
 from graph.nodes.faults import RunIdTaken
 from graph.state import AgentState
 from graph.workers import run_blocking
+from tools.video_hdr import hdr_note
 
 
 def check_instruction(instruction: object, max_chars: int) -> tuple[str, list[str]]:
@@ -96,6 +98,8 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
                                                     priority="first")
     update["meta"] = {"frames": meta.frames, "fps": meta.fps, "width": meta.width, "height": meta.height,
                       "duration": meta.duration, "rotation": meta.rotation, "file": stamp}
+    if (hdr := hdr_note(meta.hdr)) is not None:  # frames not tone-mapped: tools/video_hdr.py
+        notes.append(hdr)
     if check is None:
         update["zero"] = True
         update["quality"] = {"usable": False, "uniform": False, "decodable_frames": meta.frames,
