@@ -110,6 +110,18 @@ def test_a_fragmented_mp4_with_a_few_trailing_bytes_that_start_no_box_reads_whol
     assert read_ids(read_all_frames(data + extra)) == list(range(24))
 
 
+@pytest.mark.parametrize("extra", [b"\0", b"\0\0", b"\0" * 3, b"\0\0\x01", b"\0\0\0\x10moo"])
+def test_bytes_after_a_closing_mfra_box_are_no_cut_fragment(tmp_path, extra):
+    """1 to 3 zero bytes (or a box header begun) after a fragmented MP4 read as a cut header: "truncated: it ends 3
+    bytes into the header of a box", the clip ineligible. Where the last box is the ``mfra`` that FFmpeg (PyAV) writes
+    when it closes the file, the file's end was written: no fragment follows it, and those bytes are no cut."""
+    data = write_raw(tmp_path / "frag.mp4", id_frames(24), gop=8,
+                     options={"movflags": "frag_keyframe+empty_moov"}).read_bytes()
+    assert child_boxes(memoryview(data))[-1][0] == b"mfra"
+    assert probe(data + extra).frames == 24
+    assert read_ids(read_all_frames(data + extra)) == list(range(24))
+
+
 def test_a_cut_moov_is_a_decode_error_not_an_attribute_error(tmp_path):
     """A moov cut inside its sample description gives FFmpeg a video stream without a codec: PyAV's
     ``codec_context`` is None there, and the probe raised AttributeError instead of a VideoError."""

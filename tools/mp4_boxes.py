@@ -114,14 +114,17 @@ def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[byte
     an ``mdat``, FFmpeg reads the frames before the cut, none of them short, as a complete shorter clip; the
     box's size says the file ended early. A cut between two fragments leaves no trace (a shorter clip), but one a few
     bytes into the next box's 8-byte header does (it read as the shorter clip before): those bytes, where they can start
-    such a header (`header_start`), are given as a box of type ``b""`` (their offset, 8, the file's length)."""
+    such a header (`header_start`), are given as a box of type ``b""`` (their offset, 8, the file's length); except after
+    a whole last ``mfra`` box, the fragment index a writer adds as it closes the file (FFmpeg does): no fragment follows
+    it, so bytes after it are a copy's padding, not a cut header (1 to 3 zero bytes were refused as one)."""
     boxes, total = _top_level(src)
     if not any(kind == b"moof" for kind, _, _ in boxes):
         return None
     kind, offset, size = boxes[-1]
     end = offset + size
-    if 0 < total - end < 8 and header_start(_read_range(src, end, total - end)):  # the walk stopped at a header the
-        return b"", end, 8, total  # file ends inside
+    # a few bytes that can start a header: the file ends inside one; not after the mfra that closes the file
+    if 0 < total - end < 8 and kind != b"mfra" and header_start(_read_range(src, end, total - end)):
+        return b"", end, 8, total
     # a fragment's moof is followed by its mdat: a file that ends after a complete moof lacks that fragment's data
     cut = kind == b"moof" or (kind == b"mdat" and offset + size > total)
     return (kind, offset, size, total) if cut else None
@@ -133,7 +136,7 @@ def header_start(head: bytes) -> bool:
     8 bytes (or 1, a 64-bit size), its type's bytes printable. Other bytes after the last box (a newline, text, 4 to 7
     zero bytes) are no cut header but bytes a writer or a copy left after a complete clip, which FFmpeg ignores (8 or
     more such bytes always read as one more box, of no fragment). 1 to 3 zero bytes cannot be told from a size field
-    cut short, and stay a cut header."""
+    cut short, and stay a cut header (except after a closing ``mfra``: `cut_fragment`)."""
     if not head or head[0] != 0:
         return False
     if len(head) >= 4 and struct.unpack_from(">I", head)[0] not in range(8, 2**24) and head[:4] != b"\0\0\0\x01":
