@@ -30,9 +30,11 @@ def _hevc10(path: Path, frames: np.ndarray, hdr: str | None) -> Path:
     return path
 
 
+@pytest.mark.parametrize("name", ["c.mp4", "c.ts", "c.hevc"])
 @pytest.mark.parametrize("hdr", ["PQ", "HLG", None])
-def test_the_reader_names_an_hdr_transfer(tmp_path: Path, hdr: str | None) -> None:
-    path = _hevc10(tmp_path / "c.mp4", id_frames(8), hdr)
+def test_the_reader_names_an_hdr_transfer(tmp_path: Path, hdr: str | None, name: str) -> None:
+    """MP4 states the transfer in its headers; MPEG-TS and a raw HEVC stream only in the bitstream (the SPS)."""
+    path = _hevc10(tmp_path / name, id_frames(8), hdr)
     for src in (path, path.read_bytes()):
         assert probe(src).hdr == hdr
     assert read_all_frames(path).shape == (8, 64, 64, 3)
