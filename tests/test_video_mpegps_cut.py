@@ -38,10 +38,12 @@ def test_a_program_stream_cut_inside_a_video_packet_is_truncated(tmp_path: Path,
         read_all_frames(path)
 
 
-def test_a_program_stream_cut_inside_a_pack_header_is_truncated(mpg: bytes) -> None:
+@pytest.mark.parametrize("into", [7, 12])
+def test_a_program_stream_cut_inside_or_right_after_a_pack_header_is_truncated(mpg: bytes, into: int) -> None:
+    """12: the last pack's header whole (MPEG-1: 12 bytes), its packets gone; no muxer ends a file on an empty pack."""
     packs = [m.start() for m in re.finditer(rb"\x00\x00\x01\xba", mpg)]
     with pytest.raises(VideoDecodeError, match="truncated file: it ends inside an MPEG-PS"):
-        probe(mpg[: packs[-1] + 7])
+        probe(mpg[: packs[-1] + into])
 
 
 def test_complete_and_padding_cut_program_streams_read_as_before(mpg: bytes) -> None:

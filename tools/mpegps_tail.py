@@ -7,7 +7,8 @@ frame's), which the reward agent then judged as the clip's own. The stream is a 
 their size: a pack header (12 bytes in MPEG-1, 14 plus its stuffing in MPEG-2), a system header or PES packet (6
 bytes plus its 16-bit length), the 4-byte program end code. The chain is walked from the first pack header in the
 file's last `TAIL_BYTES`; a file whose last element runs past its end was cut inside it. A padding packet (stream
-0xBE) cut short loses no frame data: no cut. Bytes after the last whole element that start no element (zero or 0xFF
+0xBE) cut short loses no frame data: no cut. A file that ends right after a pack header (and its system header) was
+cut there too: a pack announces packets, and no muxer ends a file on an empty one. Bytes after the last whole element that start no element (zero or 0xFF
 stuffing; fewer than the 4 bytes of a start code) are no cut either, and a tail whose chain breaks (a start code
 that payload bytes happened to hold) gives no verdict. A cut on an element's boundary leaves no trace: the clip reads
 as a shorter one, as with MPEG-TS (`tools.mpegts_tail`).
@@ -27,15 +28,17 @@ in them when the file has packs at all."""
 
 
 def _walk(tail: bytes, at: int) -> bool | None:
-    """From the pack header at ``at``: True when the chain of elements ends past the end of ``tail`` (a cut), False
-    when it ends with it (or with stuffing, or a cut padding packet), None when it breaks (not a real pack header)."""
-    end = len(tail)
+    """From the pack header at ``at``: True when the chain of elements ends past the end of ``tail``, or with a pack
+    header without packets (a cut); False when it ends with it (or with stuffing, or a cut padding packet); None when
+    it breaks (not a real pack header)."""
+    end, packets = len(tail), True  # packets: whether a packet followed the last pack header
     while at < end:
         if tail[at:at + 3] != PREFIX:
             rest = tail[at:]
-            return False if rest.count(rest[:1]) == len(rest) and rest[:1] in (b"\x00", b"\xff") else None
+            stuffing = rest.count(rest[:1]) == len(rest) and rest[:1] in (b"\x00", b"\xff")
+            return None if not stuffing else not packets
         if end - at < 4:
-            return False  # 00 00 01 alone: as likely stuffing as a start code begun
+            return not packets  # 00 00 01 alone: as likely stuffing as a start code begun
         code = tail[at + 3]
         if code == PACK:
             if end - at < 5:
@@ -48,8 +51,9 @@ def _walk(tail: bytes, at: int) -> bool | None:
                 size = 12
             else:
                 return None
+            packets = False
         elif code == END:
-            size = 4
+            size, packets = 4, True
         elif code >= SYSTEM:
             if end - at < 6:
                 return True
@@ -58,12 +62,13 @@ def _walk(tail: bytes, at: int) -> bool | None:
                 return None  # an unbounded PES packet (MPEG-TS only): no program stream element
             if at + size > end:
                 return code != PADDING
+            packets = packets or code != SYSTEM
         else:
             return None  # a video start code where an element should begin
         if at + size > end:
             return True
         at += size
-    return False
+    return not packets  # a pack header (and system header) without its packets: no muxer ends a file so
 
 
 def ends_inside_element(src: str | Path | bytes | bytearray | memoryview) -> bool:
