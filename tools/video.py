@@ -11,7 +11,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   (``tools.video_edits``) must be demuxed, not the declared ones FFmpeg drops; one with an empty edit after
   media (a pause) is refused, since FFmpeg shows the clip's first frames there (``late_empty_edit``).
   Matroska / WebM / FLV declare no count: one whose header's duration runs past its last frame is
-  truncated, as is an MPEG-TS file that ends inside a packet (``tools.mpegts_tail``). So is any file
+  truncated, as is an MPEG-TS file that ends inside a packet (``tools.mpegts_tail``), and an MPEG-PS one
+  that ends inside a pack or PES packet (``tools.mpegps_tail``). So is any file
   whose last video packet is read short (FFmpeg flags it corrupt), and a fragmented MP4 (no declared
   count) whose end cuts its last moof / mdat box or leaves a moof without its mdat (``cut_fragment``), or
   whose fragment index (``sidx``) gives fragments past its end (``index_past_end``) or whose ``mehd`` box
@@ -63,6 +64,7 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
   (``tools.sampling``) are re-exported here.
+- HDR (PQ / HLG) frames come back as decoded, not tone-mapped; ``meta.hdr`` names the transfer (``tools.video_hdr``).
 - RGB conversion reuses one swscale context per thread (a ``VideoReformatter``), kept so that a
   forked child neither frees nor uses its parent's (``tools.video_reformat``).
 """
