@@ -188,7 +188,7 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     handing it each node's update as it happens (`raa score --stream`); the run is otherwise the same one,
     with the same run-id checks and claim. `claim_max_age_s`: when another host's claim of `run_id` is stale
     (`BackboneSettings.foreign_claim_max_age_s`, `graph.run_claims`); None: the agent's own (`graph.thread_claims`)."""
-    config = {"configurable": {"thread_id": run_id}}
+    config: dict[str, dict[str, Any]] = {"configurable": {"thread_id": run_id}}
     if claim_max_age_s is not None:  # else the age bound in the agent's config (its settings') stands
         config["configurable"][CLAIM_AGE_KEY] = claim_max_age_s
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None

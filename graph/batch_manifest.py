@@ -127,9 +127,10 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
                 if not isinstance(row, dict):
                     raise ValueError("a manifest line must be a JSON object")
                 is_object = True
-                path, instruction = row.get("path"), row.get("instruction")
-                if not isinstance(path, str) or not path or not isinstance(instruction, str):
+                given, asked = row.get("path"), row.get("instruction")
+                if not isinstance(given, str) or not given or not isinstance(asked, str):
                     raise ValueError(manifest_row_error(row))
+                path, instruction = given, asked
                 resolved = str((base / path).resolve())
                 shown = _named(base / path, resolved)
             except (ValueError, OSError, RuntimeError) as exc:  # of resolve: a name no file can have, a symlink loop

@@ -192,7 +192,7 @@ class RowWriter:
             self.usage[k] = self.usage.get(k, 0) + int(v)
         if self.on_row is not None:
             self.on_row()
-        for fields in self.followers.pop(row.get("key"), []):
+        for fields in self.followers.pop(row["key"], []):
             self.write_repeat(row, fields)
 
     def follow(self, key: str, fields: dict[str, Any]) -> None:

@@ -204,8 +204,9 @@ class AgentConfig:
 
     def resolved(self) -> ResolvedConfig:
         """Switches and caps as plain booleans/ints (what the builder and nodes read)."""
-        caps = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SWITCHES}
-        return ResolvedConfig(**caps, **self.switches())
+        values: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in SWITCHES}
+        values.update(self.switches())
+        return ResolvedConfig(**values)
 
     def with_overrides(self, **changes: Any) -> AgentConfig:
         """A copy with some fields replaced (validated again)."""
