@@ -27,7 +27,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import aclosing
 from typing import Any
 
@@ -76,6 +76,14 @@ def refusal(thread_id: Any, values: dict[str, Any]) -> ThreadInUseError | None:
                             "trace is kept as it is: score a new input on a new thread id (the run id)")
 
 
+def _generator(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+    """`Pregel.astream`'s stream as the async generator it is (LangGraph annotates it as an AsyncIterator): what
+    `aclosing` closes when the caller stops reading it early, so that LangGraph's run ends there too."""
+    if not isinstance(stream, AsyncGenerator):
+        raise TypeError(f"Pregel.astream gave a {type(stream).__name__}, not an async generator")
+    return stream
+
+
 class RewardAgent(CompiledStateGraph):
     """The compiled reward agent (module docstring). `invoke` / `ainvoke` run through `stream` / `astream`."""
 
@@ -96,7 +104,7 @@ class RewardAgent(CompiledStateGraph):
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
         if (run := _run_config(self, config)) is None:
-            async with aclosing(super().astream(input, config, **kwargs)) as chunks:
+            async with aclosing(_generator(super().astream(input, config, **kwargs))) as chunks:
                 async for chunk in chunks:
                     yield chunk
             return
@@ -104,6 +112,6 @@ class RewardAgent(CompiledStateGraph):
             if _new_input(input) and (error := refusal(run["configurable"]["thread_id"],
                                                        (await self.aget_state(run)).values)) is not None:
                 raise error
-            async with aclosing(super().astream(input, config, **kwargs)) as chunks:
+            async with aclosing(_generator(super().astream(input, config, **kwargs))) as chunks:
                 async for chunk in chunks:
                     yield chunk
