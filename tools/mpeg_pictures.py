@@ -10,6 +10,11 @@ stream reorders at all.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
+
 MPEG_VIDEO = frozenset({"mpeg1video", "mpeg2video"})
 """FFmpeg's decoders of MPEG-1 / MPEG-2 video."""
 
@@ -22,9 +27,9 @@ HEAD_BYTES = 4096
 extensions and a GOP header: a few hundred bytes)."""
 
 
-def picture_type(packet: bytes | memoryview) -> int | None:
-    """The ``picture_coding_type`` of the first picture header in the packet's first `HEAD_BYTES` bytes; None when
-    there is none."""
+def picture_type(packet: Buffer) -> int | None:
+    """The ``picture_coding_type`` of the first picture header in the packet's first `HEAD_BYTES` bytes (a PyAV
+    Packet, or its bytes); None when there is none."""
     head = bytes(memoryview(packet)[:HEAD_BYTES])
     at = head.find(PICTURE_START)
     if at < 0 or at + 6 > len(head):

@@ -294,7 +294,7 @@ class VideoReader:
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
         """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""
         index, mapping = self._order
-        if mapping is None:
+        if mapping is None or index.pts is None:  # (the mapping is of the pts: both or neither)
             self.close_spare()
             yield from self._decode_sequential(wanted)
             return
