@@ -172,38 +172,37 @@ def generate(policy: Path, out: Path, *, prompts: list[PromptSpec] | None = None
         for i, spec in enumerate(prompt_list):
             todo = work[i]
             summary.skipped += samples - len(todo)
-            cond = conds.get(i)
+            cond = conds.get(i)  # None: every video of this prompt was written before (nothing to encode)
             if isinstance(cond, Exception):  # a bad prompt (missing image, unreadable file): its videos only
                 summary.failed += [_failure(k, i, j, cond) for j, k in todo]
-                todo = []
             elif cond is not None:
                 cond = cond.to(device)
-            for start in range(0, len(todo), batch_size):
-                chunk = todo[start:start + batch_size]
-                seeds = [sample_seed(seed, i, j) for j, _ in chunk]
-                try:
-                    if sampler == "ode":
-                        clips = sample_videos(model, cond, steps, shift, seeds, guidance)
-                    else:
-                        clips = [sample_video(model, cond, sampler, rcfg, steps, shift, seeds[0], guidance)]
-                except Exception as exc:  # e.g. out of memory on one batch: the others go on
-                    summary.failed += [_failure(key, i, j, exc) for j, key in chunk]
-                    continue
-                for (j, key), video_seed, frames in zip(chunk, seeds, clips, strict=True):
-                    if isinstance(frames, NonFiniteLatentsError):  # a diverged clip: never written as a video
-                        summary.failed.append(_failure(key, i, j, frames))
-                        continue
+                for start in range(0, len(todo), batch_size):
+                    chunk = todo[start:start + batch_size]
+                    seeds = [sample_seed(seed, i, j) for j, _ in chunk]
                     try:
-                        write_video(videos / f"{key}.mp4", frames, fps=cfg.fps)  # never a cut file at that name
-                    except Exception as exc:  # a full disk, say: this clip's row is not written
-                        summary.failed.append(_failure(key, i, j, exc))
+                        if sampler == "ode":
+                            clips = sample_videos(model, cond, steps, shift, seeds, guidance)
+                        else:
+                            clips = [sample_video(model, cond, sampler, rcfg, steps, shift, seeds[0], guidance)]
+                    except Exception as exc:  # e.g. out of memory on one batch: the others go on
+                        summary.failed += [_failure(key, i, j, exc) for j, key in chunk]
                         continue
-                    row = {**spec.meta, "path": f"videos/{key}.mp4", "instruction": spec.text, "key": key,
-                           "prompt": i, "sample": j, "seed": video_seed, "weights": weights, "sampler": sampler,
-                           "iteration": iteration, "noise_device": settings["noise_device"]}
-                    manifest.write(json.dumps(row) + "\n")
-                    manifest.flush()
-                    summary.written += 1
+                    for (j, key), video_seed, frames in zip(chunk, seeds, clips, strict=True):
+                        if isinstance(frames, NonFiniteLatentsError):  # a diverged clip: never written as a video
+                            summary.failed.append(_failure(key, i, j, frames))
+                            continue
+                        try:
+                            write_video(videos / f"{key}.mp4", frames, fps=cfg.fps)  # never a cut file at that name
+                        except Exception as exc:  # a full disk, say: this clip's row is not written
+                            summary.failed.append(_failure(key, i, j, exc))
+                            continue
+                        row = {**spec.meta, "path": f"videos/{key}.mp4", "instruction": spec.text, "key": key,
+                               "prompt": i, "sample": j, "seed": video_seed, "weights": weights, "sampler": sampler,
+                               "iteration": iteration, "noise_device": settings["noise_device"]}
+                        manifest.write(json.dumps(row) + "\n")
+                        manifest.flush()
+                        summary.written += 1
             if bar is not None:
                 bar.update(samples)
     if bar is not None:

@@ -220,6 +220,7 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
     written = read_layout(folder) or fallback
     change = layout_change(written, layout) if written is not None and layout is not None else "same"
     if change == "impossible":
+        assert written is not None and layout is not None  # a change is a comparison of the two
         raise ValueError(_impossible(folder, written, layout))
     ranks = (read_world(folder) or 0) if node_local else checkpoint_ranks(folder)
     if change == "same" and (not ranks or ranks == world):
@@ -233,6 +234,7 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
         return ResumeSource(converted.name, universal=True)
     convert = f"`python -m training.reshard --run {ckpt_dir.parent}`"
     if change == "universal":
+        assert written is not None and layout is not None  # a change is a comparison of the two
         raise ValueError(f"--resume: {folder} was saved in {written.dtype} and this launch runs {layout.dtype}; "
                          "DeepSpeed loads optimizer state of another precision only from a checkpoint's universal "
                          f"form. Convert the checkpoint once with {convert}, then resume again, or resume with "
@@ -314,9 +316,10 @@ def check_every_copy(ckpt_dir: Path, source: ResumeSource, layout: StateLayout) 
     mine = (rank, socket.gethostname(), str(ckpt_dir), missing_here(ckpt_dir, source, rank, layout.zero_stage))
     everyone: list[tuple[int, str, str, list[str]] | None] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)
-    gaps = [(r, host, files) for r, host, _, files in filter(None, everyone) if files]
+    views = [view for view in everyone if view is not None]  # all of them, in rank order, after the gather
+    gaps = [(r, host, files) for r, host, _, files in views if files]
     if gaps:  # rank 0's path in every rank's message, as rank 0's view decided
-        raise ConfigError(incomplete_message(Path(everyone[0][2]), source.tag, gaps))
+        raise ConfigError(incomplete_message(Path(views[0][2]), source.tag, gaps))
 
 
 def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list[str]]]) -> str:
