@@ -284,9 +284,11 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
         within, between, summary.noise_share = draw_statistics([c.rewards for c in multi])
         summary.within_std = math.sqrt(within)
         summary.between_std = None if between is None else math.sqrt(between)
-        ranges = [c.range for c in multi]
+        spread = [(r, c) for c in multi if (r := c.range) is not None]  # each of them: two rewards or more
+        ranges = [r for r, _ in spread]
         summary.mean_range, summary.max_range = float(np.mean(ranges)), max(ranges)
-        widest = sorted(multi, key=lambda c: (-c.range, c.path, c.instruction))[:10]  # ties: not the file's order
+        # ties: not the file's order
+        widest = [c for _, c in sorted(spread, key=lambda rc: (-rc[0], rc[1].path, rc[1].instruction))[:10]]
         summary.most_variable = [{"path": c.path, "instruction": c.instruction, "preset": c.preset,
                                   "rewards": c.rewards, "statuses": c.statuses, "draws": c.draw_ids,
                                   "ineligible_draws": c.ineligible_draws, "outage_draws": c.outage_draws,

@@ -117,8 +117,8 @@ def _config(v: dict[str, Any]) -> AgentConfig | None:
     recorded before switches were kept give the preset's)."""
     if v.get("preset") not in PRESETS:
         return None
-    return AgentConfig(preset=v["preset"], **{k: bool(x) for k, x in (v.get("switches") or {}).items()
-                                              if k in SWITCHES})
+    switches: dict[str, Any] = {k: bool(x) for k, x in (v.get("switches") or {}).items() if k in SWITCHES}
+    return AgentConfig(preset=v["preset"], **switches)
 
 
 def _overridden(v: dict[str, Any]) -> bool:

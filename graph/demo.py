@@ -181,7 +181,8 @@ def _cache_misses(rows: list[dict], suite: list[ClipSpec], wanted: list[ClipSpec
     specs = {spec.name: spec for spec in suite}
     served, foreign = set(), None
     for row in rows:
-        spec = specs.get(row.get("name"))
+        name = row.get("name")
+        spec = specs.get(name) if isinstance(name, str) else None
         if spec is not None and row_describes(row, spec, side):
             if Path(row["path"]).is_file():
                 served.add(spec.name)

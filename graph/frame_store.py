@@ -234,8 +234,9 @@ class FrameStore:
 
     def _ensure(self, v: VideoKey, wanted: set[int]) -> dict[int, np.ndarray]:
         """The frames at `wanted` of version `v`, decoding (in one pass) and caching those not cached."""
-        have = {i: self._frames.get((v, i)) for i in wanted}
-        missing = sorted(i for i, f in have.items() if f is None)
+        cached = {i: self._frames.get((v, i)) for i in wanted}
+        have = {i: f for i, f in cached.items() if f is not None}
+        missing = sorted(i for i in wanted if i not in have)
         if missing:
             decoded = self._reader(v).read_list(missing)  # one array per frame: evicting it frees it
             for i, frame in zip(missing, decoded, strict=True):

@@ -165,7 +165,8 @@ class Reservation:
                 remaining = left - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     break
-                await asyncio.wait({granted, watch} if watch is not None else {granted}, timeout=remaining,
+                waits: set[asyncio.Future[Any]] = {granted} if watch is None else {granted, watch}
+                await asyncio.wait(waits, timeout=remaining,
                                    return_when=asyncio.FIRST_COMPLETED)
                 if watch is not None and watch.done() and not granted.done():
                     if not watch.cancelled() and watch.exception() is None and watch.result():

@@ -82,7 +82,10 @@ def track_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> 
     opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
     frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
                            max_decode_mb=state.settings.max_decode_mb)
-    tracks = sized_for("motion", frames, lambda: requested_tracks(state.tracker, frames, opts))
+    tracker = state.tracker
+    if tracker is None:  # set when the service starts (tools.service), before any request is served
+        raise ToolFault("motion", "run", "the service has no motion tracker")
+    tracks = sized_for("motion", frames, lambda: requested_tracks(tracker, frames, opts))
     if opts.frame_indices is not None:  # replace: MotionTracks checks the list against its frames again
         tracks = dataclasses.replace(tracks, frame_indices=list(opts.frame_indices))
     out: dict = {"tracks": tracks.to_dict(opts.tracks_encoding),
@@ -147,10 +150,10 @@ def requested_tracks(tracker: MotionTracker, frames: np.ndarray, opts: TrackOpti
         except ValueError as exc:
             raise ToolFault("motion", "run", str(exc)) from exc
 
-    if opts.grid_frames == "first":
+    if opts.grid_frames == "first" or opts.grid_size is None:  # "window" comes with a grid_size (track_options)
         return call(opts.grid_size, opts.queries)
     try:
-        return grid_tracks(lambda rows: call(None, rows), frames.shape, int(opts.grid_size))
+        return grid_tracks(lambda rows: call(None, rows), frames.shape, opts.grid_size)
     except TrackQueryError as exc:  # a grid finer than the frames, refused before any tracking
         raise HTTPProblem(400, f"bad track request: {exc}") from exc
 
@@ -162,7 +165,10 @@ def surprise_job(state: ServiceState, src: Path | bytes | Upload, params: dict) 
     if indices is not None and (backwards := order_problem(indices)) is not None:  # windows would end before start
         raise HTTPProblem(400, f"bad surprise request: {backwards}")
     frames = decode_frames(src, indices, state.settings.max_frames, side, state.settings.max_decode_mb)
-    evidence = sized_for("surprise", frames, lambda: state.scorer.score(frames))
+    scorer = state.scorer
+    if scorer is None:  # the route refuses the request first (501: started with --no-surprise)
+        raise ToolFault("surprise", "run", "surprise is not enabled on this service")
+    evidence = sized_for("surprise", frames, lambda: scorer.score(frames))
     if (problem := evidence_problem(evidence, len(frames))) is not None:  # the agent's check (module docstring)
         raise ToolFault("surprise", "run", problem)
     if indices is not None:  # windows named by clip frame, as /v1/track names its tracks

@@ -266,7 +266,9 @@ class VJEPA2SurpriseScorer:
                     if (problem := missing_weights_problem(info)) is not None:
                         raise ValueError(problem)
                     self._check_config(model.config)
-                    self._model = model.to(self.device).eval()
+                    # transformers' PreTrainedModel.to is @wraps(nn.Module.to), which mypy reads as the unbound
+                    # function (its first argument the model): a device is what it takes
+                    self._model = model.to(self.device).eval()  # type: ignore[arg-type]
                 except Exception as exc:  # noqa: BLE001 - every load failure becomes a typed fault
                     hint = (" (the Hugging Face hub did not answer, so only the local cache was read: download "
                             "the model where there is network, or set RAA_VJEPA_MODEL to a local folder)"
@@ -335,7 +337,7 @@ class VJEPA2SurpriseScorer:
         if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
             raise ValueError(f"frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
         n = int(frames.shape[0])
-        meta = dict(num_frames=n, window_size=self.window, stride=self.stride, context_frames=self.context)
+        meta: dict[str, Any] = dict(num_frames=n, window_size=self.window, stride=self.stride, context_frames=self.context)
         starts = window_starts(n, self.window, self.stride)
         if not starts:
             return SurpriseEvidence(status="not_enough_frames", **meta)

@@ -163,7 +163,7 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
             fmt = starts_as_mpegts(src)
             if fmt is None:
                 raise
-        target = io.BytesIO(bytes(src)) if isinstance(target, io.BytesIO) else target
+        target = io.BytesIO(bytes(src)) if isinstance(src, bytes | bytearray | memoryview) else target
         return av.open(target, mode="r", format=fmt, options=options or {})
 
 
@@ -273,8 +273,7 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: truncated file: the container declares {declared} frames but only 0 could "
                                "be read") if declared else EmptyVideoError(f"{name}: video stream contains no frames")
     formats = container.format.name.split(",")
-    pause = late_empty_edit(src, stream.id) if src is not None and "mov" in formats else None
-    if pause is not None:
+    if src is not None and "mov" in formats and (pause := late_empty_edit(src, stream.id)) is not None:
         kept = kept_frames(src, stream.id)
         raise VideoDecodeError(f"{name}: unsupported edit list: its entry {pause[0]} of {pause[1]} is an empty edit (a "
                                "pause, media time -1) after media: FFmpeg shows the clip's first frames again in its "

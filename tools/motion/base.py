@@ -208,7 +208,7 @@ def fill_lost_positions(tracks: np.ndarray, queries: np.ndarray) -> np.ndarray:
     backward before it), or the query point at its own frame. ``queries`` are the ``[N,3]`` ``(t, x, y)``
     rows the tracks were asked for. Returns a float32 copy."""
     out = np.array(tracks, dtype=np.float32)
-    bad = ~np.isfinite(out).all(axis=-1)
+    bad = ~np.all(np.isfinite(out), axis=-1)
     if not bad.any():
         return out
     qf = np.asarray(queries[:, 0], np.int64)
