@@ -129,7 +129,9 @@ def decoded_rotation(container: av.container.InputContainer, index: int | None =
         with container:
             stream = container.streams.video[0] if index is None else container.streams[index]
             frame = next(container.decode(stream), None)
-            matrix = next((bytes(d) for d in frame.side_data if d.type.name == "DISPLAYMATRIX"), b"") if frame else b""
+            # PyAV's stub types Frame.side_data as a TypedDict; it is a SideDataContainer of SideData (Buffers)
+            matrix = next((bytes(d) for d in frame.side_data if d.type.name == "DISPLAYMATRIX"),  # type: ignore[arg-type, attr-defined]
+                          b"") if isinstance(frame, av.VideoFrame) else b""
     except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError) as exc:
         if read_failed_by_machine(exc, src):
             raise

@@ -95,8 +95,9 @@ def add_lora(world_model: FlowWorldModel, cfg: TrainConfig) -> None:
     check_lora_targets(world_model.transformer, cfg.lora_targets)
     for p in world_model.parameters():
         p.requires_grad_(False)
-    lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_targets),
-                      init_lora_weights=True)
+    # peft annotates lora_alpha as int but only divides by it (scaling alpha / r): a float alpha works as given
+    lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha,  # type: ignore[arg-type]
+                      target_modules=list(cfg.lora_targets), init_lora_weights=True)
     world_model.transformer = get_peft_model(world_model.transformer, lora)
 
 
