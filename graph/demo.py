@@ -118,8 +118,8 @@ def _score(rows: list[dict], out: Path, preset: str, concurrency: int, console: 
     backbone = Backbone.from_settings(settings, model=commands.make_chat_model(settings),
                                       cache=StageCache(settings.cache_path))
     items = [(r["path"], r["instruction"]) for r in rows]
-    console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against {escape(settings.base_url)} "
-                  f"({escape(settings.model)}) ...")
+    console.print(f"Scoring {len(items)} clips with preset [bold]{preset}[/] against "
+                  + escape(f"{settings.base_url} ({settings.model})") + " ...")
     results = asyncio.run(ascore_videos(items, settings.agent_config(preset), max_concurrency=concurrency,
                                         backbone=backbone, settings=settings, tools=tools))  # its trace settings too
     # the run id is what `raa trace` takes: never cut short (narrow consoles get a compact table in which

@@ -80,7 +80,8 @@ def tiny_wan_vae(seed: int = 0, z_dim: int = 16, init: TinyVaeInit = "responsive
     ``seed``; see the module docstring); ``"default"`` keeps diffusers' initialisation, whose decoder
     maps every latent to nearly the same frame.
     """
-    from diffusers import AutoencoderKLWan
+    # its module, not the package: mypy reads diffusers/__init__ as giving its torch-less placeholder class
+    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan
 
     if init not in get_args(TinyVaeInit):
         raise ValueError(f"init must be 'responsive' or 'default', got {init!r}")

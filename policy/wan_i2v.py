@@ -138,7 +138,7 @@ class ClipImageEncoder:
         from policy.checkpoint import require_all_weights
 
         loaded = CLIPVisionModel.from_pretrained(str(root), subfolder="image_encoder", torch_dtype=torch_dtype,
-                                                 revision=revision, output_loading_info=True)
+                                                 revision=revision or "main", output_loading_info=True)
         # transformers types from_pretrained as the model alone; output_loading_info=True returns (model, info)
         model, info = cast(tuple[CLIPVisionModel, dict[str, Any]], loaded)
         require_all_weights(info, f"{root}/image_encoder")
