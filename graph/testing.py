@@ -85,7 +85,8 @@ class ScriptedChatModel(BaseChatModel):
 
     def __init__(self, script: Script | None = None, *, delay_s: float = 0.0, model_name: str = "scripted",
                  **kwargs: Any) -> None:
-        super().__init__(delay_s=delay_s, model_name=model_name, **kwargs)
+        # one dict: mypy types BaseChatModel.__init__ by its own pydantic fields, not this subclass's
+        super().__init__(**{**kwargs, "delay_s": delay_s, "model_name": model_name})
         self._shared = _Shared(dict(script or {}))
 
     @property

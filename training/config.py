@@ -14,10 +14,16 @@ launch); a ``ds_config`` without a directory refers to the bundled ``training/co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, get_args
 
 RewardName = Literal["brightness", "motion", "agent", "http", "sum"]
 LRSchedule = Literal["constant", "linear", "cosine"]
+Dtype = Literal["float32", "bfloat16", "float16"]
+
+
+def is_dtype(name: object) -> TypeGuard[Dtype]:
+    """Whether ``name`` is one of the run dtypes (`TrainConfig.dtype`), e.g. one a checkpoint's layout.json records."""
+    return name in get_args(Dtype)
 """`TrainConfig.lr_schedule`: the learning rate after the warmup."""
 
 
@@ -57,7 +63,7 @@ class TrainConfig:
     local folder, which has no revisions (download a revision with ``hf download ID --revision REV``)."""
     tiny: bool = False
     """Build a tiny randomly initialised model of the backend's real classes (CPU tests)."""
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    dtype: Dtype = "float32"
     """Parameter dtype of the world model (bf16 for the GPU recipes)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto: cuda when available (one GPU per rank), else cpu with the gloo backend."""

@@ -66,7 +66,7 @@ import torch
 
 from policy.checkpoint import BACKEND_TRANSFORMERS, require_all_weights
 from policy.world_model import FlowWorldModel
-from training.config import TrainConfig
+from training.config import TrainConfig, is_dtype
 from training.engine import latest_tag, plain_tag
 from training.export_folder import ExportError, check_prompt_file, read_export, save_policy
 from training.models import DTYPES, build_world_model
@@ -179,7 +179,7 @@ def trained_dtype(cfg: TrainConfig, folder: Path) -> TrainConfig:
     from training.resume import read_layout
 
     written = read_layout(folder)
-    if written is None or written.dtype == cfg.dtype or written.dtype not in DTYPES:
+    if written is None or written.dtype == cfg.dtype or not is_dtype(written.dtype):
         return cfg
     print(f"note: {folder.name} was trained in {written.dtype} (its layout.json), not the config's {cfg.dtype}: "
           f"exported in {written.dtype}", file=sys.stderr)
