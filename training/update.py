@@ -78,6 +78,12 @@ class Group:
     valid: torch.Tensor | None = None
     """(G,) bool: the sample has a valid advantage (eligible reward, group not skipped)."""
 
+    def valid_mask(self) -> torch.Tensor:
+        """`valid`, which the update reads; ValueError for a group whose rewards are not in yet."""
+        if self.valid is None:
+            raise ValueError(f"group of {self.text!r} has no valid mask: set its advantages and valid first")
+        return self.valid
+
 
 @dataclass
 class UpdateLog:
@@ -221,7 +227,7 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
     group, world = cfg.group_size, dist.get_world_size()
     sde_steps = likelihood_steps(cfg.num_steps, cfg.sde_window)
     chunks = -(-group // cfg.micro_batch)
-    valid = torch.cat([g.valid.cpu() for g in groups]) if groups else torch.zeros(0, dtype=torch.bool)
+    valid = torch.cat([g.valid_mask().cpu() for g in groups]) if groups else torch.zeros(0, dtype=torch.bool)
     if valid_total is None:
         total = torch.tensor([float(valid.sum())], dtype=torch.float64, device=device)
         dist.all_reduce(total)
@@ -231,7 +237,7 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
         return out
     engine.module.train()
     items = [(gi, k, c) for gi in range(len(groups)) for k in range(len(sde_steps)) for c in range(chunks)]
-    chunk_valid = {(gi, c): int(g.valid[chunk(c, cfg.micro_batch, group)].sum())
+    chunk_valid = {(gi, c): int(g.valid_mask()[chunk(c, cfg.micro_batch, group)].sum())
                    for gi, g in enumerate(groups) for c in range(chunks)}
     for epoch in range(cfg.inner_epochs):
         seeded = torch.Generator().manual_seed(derive_seed(cfg.seed, iteration, epoch))
@@ -248,7 +254,7 @@ def update_policy(engine: Any, groups: list[Group], cfg: TrainConfig, rcfg: Roll
             gi, k, c = items[n]
             g = groups[gi]
             sl = chunk(c, cfg.micro_batch, group)
-            rows, keep = forward_rows(g.valid, sl)  # invalid samples never enter the graph (module docstring)
+            rows, keep = forward_rows(g.valid_mask(), sl)  # invalid samples never enter the graph (module docstring)
             cond = g.cond.select(rows)
             record = take(g.rollout.steps[k], rows, group)
             if len(keep) == 0:  # a forward for the collectives alone: on finite inputs (module docstring)
