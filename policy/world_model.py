@@ -172,6 +172,11 @@ def guided_velocity(v_cond: Tensor, v_uncond: Tensor, scale: float) -> Tensor:
     return v_uncond + scale * (v_cond - v_uncond)
 
 
+def _twice(t: Tensor | None) -> Tensor | None:
+    """``t`` stacked on itself along the batch (None stays None)."""
+    return None if t is None else torch.cat([t, t])
+
+
 class FlowWorldModel(FrozenHelpersModule):
     """A diffusers video transformer as a rectified-flow velocity field, plus its VAE and text encoder."""
 
@@ -233,7 +238,7 @@ class FlowWorldModel(FrozenHelpersModule):
             raise ValueError(f"guidance_scale {guidance_scale} needs negative text embeddings "
                              "(encode_prompts(..., negative_prompt=...))")
         both = torch.cat([text, cond.negative_text_embeds.to(x_t.device)])
-        image = tuple(None if t is None else torch.cat([t, t]) for t in image)  # both branches: the same image
+        image = (_twice(image[0]), _twice(image[1]))  # both branches: the same image
         v = self._forward(torch.cat([x_in, x_in]), torch.cat([s, s]), torch.cat([keep, keep]), both, image)
         return guided_velocity(v[:b], v[b:], guidance_scale) * keep
 
