@@ -187,6 +187,7 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     """(the part, the request body sent) when `exc` is a 4xx or 500 saying a part the request carried is not taken:
     an openai SDK error, whose request is read, or another chat model's rejection (`rejected_request`) read against
     the request `given` (module docstring), if any."""
+    sent: Sent
     if isinstance(exc, openai.APIStatusError):
         if not (400 <= exc.status_code < 500 or exc.status_code == 500):
             return None

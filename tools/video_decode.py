@@ -28,6 +28,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     (positioned at its start), ``mapping`` giving each pts its frame index; ``packets`` decodes the container's
     stream from where it stands (the reader's, so that a test can stand in for it)."""
     pts, keys, lead = index.pts, index.keyframes, index.lead
+    assert pts is not None  # `mapping` is built from them (VideoReader._decode)
     frames: Iterator[av.VideoFrame] | None = None
     last = -1  # index of the last frame produced by `frames`
     lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet

@@ -41,6 +41,8 @@ def stream_hdr(stream: av.video.stream.VideoStream, key_packet: av.Packet | None
         return found
     try:
         decoder = av.CodecContext.create(ctx.name, "r")
+        if not isinstance(decoder, av.VideoCodecContext):  # a video stream's codec: always, for PyAV's types
+            return None
         if ctx.extradata:
             decoder.extradata = ctx.extradata
         frames = [*decoder.decode(key_packet), *decoder.decode(None)]
