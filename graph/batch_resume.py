@@ -208,13 +208,13 @@ def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], pr
     would admit their clips ("too_large": over the decode limit, `over_decode_limit`), which only deleting them
     scores again."""
     goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer)
-    keys = {it["key"] for it in items if it["error"] is None}
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
+    sources = {it["key"] for it in items if it["error"] is None} - repeats  # once: per row, quadratic in the batch
     found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set(), "too_large": set()}
     for row in output.values:
         if row is not NOT_JSON and (why := goes(row)) in ("retry", "changed"):
             found["copied" if row["key"] in repeats else why].add(row["key"])
-        elif (isinstance(row, dict) and why is None and row.get("key") in keys - repeats
+        elif (isinstance(row, dict) and why is None and row.get("key") in sources
               and over_decode_limit(row.get("result"))):
             found["too_large"].add(row["key"])
     return {why: len(keys) for why, keys in found.items()}
