@@ -149,10 +149,12 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
 
 def _named(path: Path, resolved: str) -> str:
     """`path` as its row names it (module docstring): without its ".." parts when that names the file it names
-    (`resolved`), else as given (a link before a ".." makes the ".." lead elsewhere than the folder it is in)."""
+    (`resolved`), else as given (a link before a ".." makes the ".." lead elsewhere than the folder it is in; a
+    missing folder before a ".." makes the path name no file, which realpath's lexical ".." hides)."""
     plain = os.path.normpath(path)
     try:
-        return plain if plain != str(path) and os.path.realpath(plain) == resolved else str(path)
+        same = plain != str(path) and os.path.exists(path) and os.path.realpath(plain) == resolved
+        return plain if same else str(path)
     except (OSError, ValueError):
         return str(path)
 

@@ -6,6 +6,7 @@ cache's `blobs/<sha>`) instead of the path the manifest gave."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from graph.cli import app
 from tests.cli_agent_helpers import _scripted, runner
@@ -183,3 +184,18 @@ def test_a_path_with_dotdot_is_named_without_it_where_that_names_the_same_file(t
     assert plain["path"] == str(root / "clips" / "a.mp4") and plain["written"] == "../clips/a.mp4"
     assert linked["path"] == str(root / "m" / "link" / ".." / "a.mp4")  # normalised it would name m/a.mp4
     assert linked["resolved"] == str(root / "far" / "a.mp4")
+
+
+def test_a_path_with_dotdot_through_a_missing_folder_is_kept_as_given(tmp_path):
+    """"gone/../clips/a.mp4" names no file when gone/ is missing (the system resolves gone/ before its ".."), but
+    os.path.realpath collapses it lexically: the row named clips/a.mp4 and that clip was scored, where the line's
+    own path is not found."""
+    from graph.batch import read_manifest
+
+    (tmp_path / "clips").mkdir()
+    (tmp_path / "clips" / "a.mp4").write_bytes(b"a")
+    manifest = tmp_path / "m.jsonl"
+    _write(manifest, [{"path": "gone/../clips/a.mp4", "instruction": TASK}])
+    (item,) = read_manifest(manifest, "full")
+    assert item["path"] == str(tmp_path.resolve() / "gone" / ".." / "clips" / "a.mp4")
+    assert not Path(item["path"]).exists()
