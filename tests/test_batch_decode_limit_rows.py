@@ -45,25 +45,3 @@ def test_rows_over_the_decode_limit_are_told_from_other_video_faults():
     assert not over_decode_limit(row("VideoDecodeError: c.mp4: invalid data"))
     assert not over_decode_limit(row("surprise config: HTTP 413: VideoTooLargeError", kind="tool"))
     assert not over_decode_limit({"status": "scored", "faults": []})
-
-
-def test_counting_the_rows_over_the_decode_limit_stays_linear_in_the_rows(tmp_path):
-    """`fixable_rows` runs at the start of every resume: the keys it tells decode-limit rows by were rebuilt for each
-    row (a set difference of all items per row), so a batch of 10 000 clips took seconds, of 100 000 a quarter hour."""
-    import time
-
-    from graph.batch import drop_repeats, read_manifest, read_output
-    from graph.batch_resume import fixable_rows
-
-    n = 10_000
-    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": "x"}) + "\n" for i in range(n)))
-    items, _, _ = drop_repeats(read_manifest(manifest, "full", 0))
-    out.write_text("".join(json.dumps({"key": it["key"], "line": it["line"], "path": it["path"], "preset": "full",
-                                       "draw": 0, "manifest": it["manifest"],
-                                       "result": {"status": "scored", "reward": 0.5, "reasons": []}}) + "\n"
-                           for it in items))
-    output = read_output(out)
-    started = time.perf_counter()
-    assert fixable_rows(output, manifest, items, "full", 0) == {"retry": 0, "changed": 0, "copied": 0, "too_large": 0}
-    assert time.perf_counter() - started < 2.0  # about 0.1 s once; 10 s and more when quadratic
