@@ -31,8 +31,8 @@ class _Engine:
 
 
 def test_deepspeeds_minimum_loss_scale_is_named_with_what_to_do():
-    with pytest.raises(LossScaleAtMinimum, match=r"^fp16 gradients overflowed at DeepSpeed's minimum loss scale on "
-                                                 r"every rank.*bf16") as info:
+    with pytest.raises(LossScaleAtMinimum, match=r"^fp16 gradients overflowed at DeepSpeed's minimum loss scale "
+                                                 r"\(the fp16 section's min_loss_scale\).*bf16") as info:
         optimizer_step(_Engine())
     assert str(info.value.__cause__).startswith("Current loss scale already at minimum")
     with pytest.raises(RuntimeError, match="CUDA out of memory"):  # any other error is left as it is
@@ -63,3 +63,13 @@ def test_a_failure_of_one_rank_in_the_update_still_stops_that_rank_alone(capsys)
             Tried(1, 2, "updating the policy", exit_alone=lambda: None):
         optimizer_step(_Engine(RuntimeError("CUDA out of memory")))
     assert "this rank stops alone" in capsys.readouterr().err
+
+
+def test_a_single_gpu_runs_stop_on_it_names_no_other_rank(tmp_path):
+    """Its text said "... minimum loss scale on every rank", inside RankFailed's one-rank message ("the run stopped
+    (its traceback is printed above)"), which was worded so as not to name ranks a single-GPU run does not have."""
+    with Tried(0, 1, "updating the policy", exit_alone=lambda: None) as updating:
+        optimizer_step(_Engine())
+    with pytest.raises(RankFailed, match=r"LossScaleAtMinimum: fp16 gradients overflowed") as info:
+        stop_on([updating.failure], 4, tmp_path)
+    assert "every rank" not in str(info.value), info.value

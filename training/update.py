@@ -141,11 +141,12 @@ class LossScaleAtMinimum(RuntimeError):
     all the update's collectives run: training/rank_failures.py ``Tried`` keeps it, as one rank's failure of a
     collective-free phase, and every rank stops on RankFailed (training/train.py ``exit_status``: every rank)."""
 
-    def __init__(self) -> None:  # the iteration and the last checkpoint: RankFailed's message around it
+    def __init__(self) -> None:  # the iteration, the last checkpoint and the ranks: RankFailed's message around it
+        # (it said "on every rank", also inside a single-GPU run's stop, which RankFailed words without ranks)
         super().__init__(
-            "fp16 gradients overflowed at DeepSpeed's minimum loss scale on every rank (the fp16 section's "
-            "min_loss_scale): the policy has diverged, or its gradients do not fit in fp16. Resume from the last "
-            "checkpoint with a lower learning_rate, or train in bf16 (dtype: bfloat16)")
+            "fp16 gradients overflowed at DeepSpeed's minimum loss scale (the fp16 section's min_loss_scale): the "
+            "policy has diverged, or its gradients do not fit in fp16. Resume from the last checkpoint with a lower "
+            "learning_rate, or train in bf16 (dtype: bfloat16)")
 
 
 def optimizer_step(engine: Any) -> None:
