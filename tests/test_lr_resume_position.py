@@ -251,3 +251,19 @@ def test_a_resume_that_switches_linear_and_cosine_goes_on_from_the_rate_reached(
     warm = schedule_state(_run(LRFactor(4, 20, before, 0.1), 2))
     assert _run(LRFactor(4, 20, after, 0.1), 20, ckpt=2, saved=warm).rates == \
         pytest.approx(_run(LRFactor(4, 20, after, 0.1), 20).rates[2:])
+
+
+@pytest.mark.parametrize(("before", "after"), [("linear", "cosine"), ("cosine", "linear")])
+def test_a_finished_decay_resumed_on_the_other_curve_still_says_its_added_steps_train_at_min_lr_ratio(before, after):
+    """A run that had finished its decay, resumed with more iterations and the other curve: its added steps all train
+    at min_lr_ratio x learning_rate, as with the same curve, whose note says so and how to train at another rate. The
+    switch's note said only "it goes on from 0.02 at step 10 along cosine to min_lr_ratio x learning_rate at step
+    20", which reads as a decay still to come."""
+    from training.lr_schedule import LRFactor, horizon_note, schedule_state
+
+    done = schedule_state(_run(LRFactor(0, 10, before, 0.2), 10))
+    resumed = LRFactor(0, 20, after, 0.2).resumed(done, 10)
+    assert [resumed(s) for s in range(10, 20)] == pytest.approx([0.2] * 10)
+    note = horizon_note(done, resumed, 10, 0.1)
+    assert note is not None and note.startswith(f"lr_schedule {after}: the run decayed along {before} so far"), note
+    assert "had finished its decay, so the added steps train at min_lr_ratio 0.2 x learning_rate (0.02)" in note

@@ -245,15 +245,17 @@ def horizon_note(saved: Any, factor: LRFactor, position: int, learning_rate: flo
                 f"{factor.total_steps}")
     if factor.schedule == "constant" or not _valid(saved):
         return None
+    finished = _finished(saved, factor, position)  # also after a switch of curve: it said a decay was to come
     if (curve := saved.get("schedule", factor.schedule)) != factor.schedule:
-        return (f"lr_schedule {factor.schedule}: the run decayed along {curve} so far; it goes on from "
-                f"{learning_rate * factor(position):.3g} at step {position} along {factor.schedule} to "
-                f"min_lr_ratio x learning_rate at step {factor.total_steps}")
-    if saved["total_steps"] == factor.total_steps:
+        text = (f"lr_schedule {factor.schedule}: the run decayed along {curve} so far; it goes on from "
+                f"{learning_rate * factor(position):.3g} at step {position}" + ("" if finished else
+                f" along {factor.schedule} to min_lr_ratio x learning_rate at step {factor.total_steps}"))
+    elif saved["total_steps"] == factor.total_steps:
         return None
-    text = (f"lr_schedule {factor.schedule}: the decay now ends at optimizer step {factor.total_steps} (was "
-            f"{saved['total_steps']}); it goes on from {learning_rate * factor(position):.3g} at step {position}")
-    if _finished(saved, factor, position):
+    else:
+        text = (f"lr_schedule {factor.schedule}: the decay now ends at optimizer step {factor.total_steps} (was "
+                f"{saved['total_steps']}); it goes on from {learning_rate * factor(position):.3g} at step {position}")
+    if finished:
         text += (f"; the run had finished its decay, so the added steps train at min_lr_ratio {factor.min_ratio:g} "
                  f"x learning_rate ({learning_rate * factor.min_ratio:.3g}): raise min_lr_ratio, or set "
                  "lr_schedule: constant, to train on at a higher rate")
