@@ -65,6 +65,18 @@ def test_a_failure_of_one_rank_in_the_update_still_stops_that_rank_alone(capsys)
     assert "this rank stops alone" in capsys.readouterr().err
 
 
+def test_another_failure_reported_on_every_rank_elsewhere_still_stops_one_rank_alone_in_the_update(capsys):
+    """exit_status's "raised on every rank" (ConfigError, say) holds where the same checks run on every rank; in a
+    block whose collectives a failed rank leaves, one rank's error (a check of its own data) kept it and sent it on
+    to the next collective while the others waited in the update's: only LossScaleAtMinimum is known to be raised by
+    every rank at once there."""
+    from training.config import ConfigError
+
+    with pytest.raises(ConfigError), Tried(1, 2, "updating the policy", exit_alone=lambda: None):
+        raise ConfigError("a value only this rank's samples have")
+    assert "this rank stops alone" in capsys.readouterr().err
+
+
 def test_a_single_gpu_runs_stop_on_it_names_no_other_rank(tmp_path):
     """Its text said "... minimum loss scale on every rank", inside RankFailed's one-rank message ("the run stopped
     (its traceback is printed above)"), which was worded so as not to name ranks a single-GPU run does not have."""

@@ -160,10 +160,14 @@ class Tried:
 
 
 def raised_on_every_rank(exc: Exception) -> bool:
-    """Whether ``exc`` is raised on every rank at once (training/train.py ``exit_status``), all ranks in step."""
-    from training.train import exit_status
+    """Whether ``exc`` is known to be raised by every rank at once inside a block: fp16's minimum loss scale
+    (training/update.py ``LossScaleAtMinimum``, decided by an all-reduced overflow). Not every failure
+    training/train.py ``exit_status`` says every rank raises: a ConfigError there comes from checks every rank
+    runs alike, but inside a block it may be one rank's own data, and kept, that rank would go on to the next
+    collective while the others wait in the block's."""
+    from training.update import LossScaleAtMinimum
 
-    return (status := exit_status(exc)) is not None and status[1]
+    return isinstance(exc, LossScaleAtMinimum)
 
 
 def agreed_count(count: float, failure: RankFailure | None, device: Any, iteration: int, ckpt_dir: Path,
