@@ -107,3 +107,23 @@ def read_sizes(monkeypatch):
 
     monkeypatch.setattr(VideoReader, "read", read)
     return sizes
+
+
+@pytest.fixture
+def one_rank_env(monkeypatch):
+    """RANK / WORLD_SIZE / the port of a store this process serves, as torchrun sets them for train(), without
+    DeepSpeed's shared-memory op build (tests/launches.py); the process group torn down after."""
+    import importlib
+
+    import torch.distributed as dist
+
+    from tests.launches import destroy_process_group, no_shm_op, rendezvous_store
+
+    monkeypatch.setattr(importlib.import_module("deepspeed.comm.torch"), "build_shm_op", no_shm_op)
+    with rendezvous_store(1) as port:
+        for key, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                               MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True").items():
+            monkeypatch.setenv(key, value)
+        yield
+        if dist.is_initialized():  # a run that raised leaves it (training/train.py releases it)
+            destroy_process_group()

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_prompt_failures import one_rank_env  # noqa: F401  (a fixture: train() in this process)
 from training.config_io import load_config
 from training.rank_failures import RankFailed
 
@@ -19,7 +18,7 @@ SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.ya
 
 def stopped_run(monkeypatch, tmp_path: Path, name: str, nth: int, error: str) -> tuple[RankFailed, list, Path]:
     """A one-rank smoke run of 3 iterations whose `training.trainer.<name>` raises RuntimeError(`error`) on its
-    `nth` call: the RankFailed it stops with, the calls of close_opened, and the run's folder."""
+    `nth` call: the RankFailed it stops with, the closes of what it opened (training/run_end.py ``Opened``), and the run's folder."""
     import training.trainer as tr
 
     real, calls = getattr(tr, name), []
@@ -30,14 +29,17 @@ def stopped_run(monkeypatch, tmp_path: Path, name: str, nth: int, error: str) ->
             raise RuntimeError(error)
         return real(*args, **kwargs)
 
-    close, closed = tr.close_opened, []
+    from training.run_end import Opened
 
-    def closing(*args):
-        closed.append(1)
-        close(*args)
+    close, closed = Opened.close, []
+
+    def closing(self):
+        if self.log is not None:  # a close with the logs still open (a second one closes nothing)
+            closed.append(1)
+        close(self)
 
     monkeypatch.setattr(tr, name, broken)
-    monkeypatch.setattr(tr, "close_opened", closing)
+    monkeypatch.setattr(Opened, "close", closing)
     out = tmp_path / "run"
     cfg = load_config(SMOKE, ["--output_dir", str(out), "--max_iterations", "3", "--checkpoint_every", "1",
                               "--num_steps", "2", "--num_frames", "5", "--progress", "false",

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.launches import destroy_process_group, no_shm_op, release_after, rendezvous_store, spawn_ranks
+from tests.launches import release_after, spawn_ranks
 from training.config import PromptSpec
 from training.config_io import load_config
 
@@ -119,24 +119,6 @@ def test_a_held_out_prompt_whose_image_is_gone_is_ineligible_and_the_others_are_
                                  and it["reason"].startswith(f"prompt {path}:3 (image ") for it in bad)
     row = ev.summarize_eval(1, [part])
     assert row["eval_ineligible_error"] == 1 and row["eval_reward_mean"] == 0.5 and row["eval_videos"] == 2
-
-
-@pytest.fixture
-def one_rank_env(monkeypatch):
-    """RANK / WORLD_SIZE / the port of a store this process serves, as torchrun sets them for train(), without
-    DeepSpeed's shared-memory op build (tests/launches.py); the process group torn down after."""
-    import importlib
-
-    import torch.distributed as dist
-
-    monkeypatch.setattr(importlib.import_module("deepspeed.comm.torch"), "build_shm_op", no_shm_op)
-    with rendezvous_store(1) as port:
-        for key, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                               MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True").items():
-            monkeypatch.setenv(key, value)
-        yield
-        if dist.is_initialized():  # a run that raised leaves it (training/train.py releases it)
-            destroy_process_group()
 
 
 def _run_cfg(tmp_path: Path, path: Path, overlap: str = "groups"):

@@ -1,4 +1,4 @@
-"""What a run opened, closed when it ends (training/run_end.py ``close_opened``, training/metrics.py
+"""What a run opened, closed when it ends (training/run_end.py ``Opened``, training/metrics.py
 ``MetricsLog.close``). Each stopped at the first close that raised: a reward runner that could not close left the
 rollout-video writer, the metrics log (TensorBoard, W&B) and the signal handlers open, and a TensorBoard writer
 that could not close left the W&B run unfinished. Every close is now attempted, and the first error raised with
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from training.closing import close_each
-from training.run_end import close_opened
+from training.run_end import Opened
 
 
 class Closing:
@@ -42,15 +42,33 @@ def test_every_close_runs_and_the_first_error_is_raised_with_the_later_ones_note
     assert calls[-1] == "e"
 
 
-def test_close_opened_closes_the_logs_and_the_signal_handlers_after_a_close_that_raised(tmp_path):
+def test_opened_closes_the_logs_and_the_signal_handlers_after_a_close_that_raised(tmp_path):
     calls: list[str] = []
     video_writer = ThreadPoolExecutor(1)
+    opened = Opened(log=Closing(calls, "log"), rewards=Closing(calls, "rewards", OSError("loop gone")),  # type: ignore[arg-type]
+                    video_writer=video_writer, bar=Closing(calls, "bar"),
+                    stops=Closing(calls, "stops"))  # type: ignore[arg-type]
     with pytest.raises(OSError, match="loop gone"):
-        close_opened(Closing(calls, "rewards", OSError("loop gone")), Closing(calls, "bar"),  # type: ignore[arg-type]
-                     Closing(calls, "log"), Closing(calls, "stops"), video_writer)  # type: ignore[arg-type]
+        opened.close()
     assert calls == ["rewards", "bar", "log", "stops"]
     with pytest.raises(RuntimeError, match="after shutdown"):
         video_writer.submit(print)
+    opened.close()  # a second close (the run's end after a stop closed them) closes nothing again
+    assert calls == ["rewards", "bar", "log", "stops"]
+
+
+def test_opened_closes_what_is_open_on_any_way_out_and_raises_the_runs_own_error(capsys):
+    """training/trainer.py opens the logs before the model loads; a failure before the engine was built (or one
+    raised in the loop outside the agreed stops) left them open. Closing what was opened so far; an error that
+    closing raises is printed, the run's own raised."""
+    calls: list[str] = []
+    with pytest.raises(ValueError, match="latent shape"), Opened() as opened:
+        opened.log = Closing(calls, "log", RuntimeError("wandb finish: connection refused"))  # type: ignore[assignment]
+        raise ValueError("latent shape")
+    assert calls == ["log"] and "wandb finish: connection refused" in capsys.readouterr().err
+    with Opened() as opened:  # a run that ends without an exception: what is still open is closed too
+        opened.bar = Closing(calls, "bar")
+    assert calls == ["log", "bar"]
 
 
 def test_a_tensorboard_writer_that_cannot_close_leaves_no_wandb_run_open(tmp_path):

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from policy.schedule_shift import DEFAULT_SHIFT, checkpoint_shift, scheduler_shift
-from tests.test_prompt_failures import one_rank_env  # noqa: F401  (a fixture: train() in this process)
 from training.config import ConfigError, TrainConfig
 from training.config_checks import validate
 from training.config_io import write_run_config

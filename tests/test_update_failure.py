@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from tests.test_one_rank_stop import stopped_run
-from tests.test_prompt_failures import one_rank_env  # noqa: F401  (a fixture: train() in this process)
 from training.rank_failures import RankFailed, RankFailure, Tried, stop_on
 
 

@@ -1,10 +1,15 @@
 """How a training run ends (training/trainer.py): what the loop opened, closed on every way out, and after the
 last iteration the agreement that every rank's logs were written, the clean shutdown and the final export.
 
-* `close_opened`: the reward runner (its calls still running are cancelled), the rollout-video writer (waited
-  for), the progress bar, the logs (metrics, TensorBoard, W&B) and the signal handlers, closed before any stop
-  (finished, diverged, stalled, stopped by a signal, a failure on a rank: training/rank_failures.py); each of
-  them also after one raised (training/closing.py: it stopped at the first, leaving the later ones open).
+* `Opened`: the logs (metrics, TensorBoard, W&B), the reward runner (its calls still running are cancelled), the
+  rollout-video writer (waited for), the progress bar and the signal handlers, each registered as the trainer
+  opens it and closed before any stop (finished, diverged, stalled, stopped by a signal, a failure on a rank:
+  training/rank_failures.py); each of them also after one raised (training/closing.py: it stopped at the first,
+  leaving the later ones open). As a context manager around the whole run it also closes them on every other way
+  out: the logs open before the model loads (a W&B run that cannot start fails in seconds), and a model that could
+  not load, a latent-shape ConfigError, ``deepspeed.initialize`` or a checkpoint that could not load left
+  TensorBoard's writer and the W&B run open (a later run in the same process was handed the old W&B run); so did
+  an exception raised in the loop outside the agreed failures, and a Ctrl-C.
 * `finish`: after the last iteration. Rank 0's logs that could not be written (or closed) are agreed by every
   rank in one collective, which waits for every rank as a barrier did; then the engine and the process group
   are destroyed in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
@@ -17,7 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from training.closing import close_each
@@ -25,16 +33,42 @@ from training.config import TrainConfig
 from training.export import ExportError, export_policy
 from training.metrics import MetricsLog
 from training.preemption import StopRequest
-from training.rank_failures import RankFailure, agree, attempt, stop_on
+from training.rank_failures import RankFailure, agree, attempt, closed_before_stop, stop_on
 from training.reward_runner import RewardRunner
 
 
-def close_opened(rewards: RewardRunner, bar: Any, log: MetricsLog, stops: StopRequest | None,
-                 video_writer: ThreadPoolExecutor) -> None:
-    """What the loop opened, closed when the run ends (finished, diverged or stopped by a signal): each one, also
-    after one raised, the first error raised (`training.closing.close_each`)."""
-    close_each([rewards.close, lambda: video_writer.shutdown(wait=True), *([bar.close] if bar is not None else []),
-                log.close, *([stops.uninstall] if stops is not None else [])])
+@dataclass
+class Opened:
+    """What the run opened so far, each set by training/trainer.py as it opens it (module docstring)."""
+
+    log: MetricsLog | None = None
+    rewards: RewardRunner | None = None
+    video_writer: ThreadPoolExecutor | None = None
+    bar: Any = None
+    stops: StopRequest | None = None
+
+    def close(self) -> None:
+        """Each one opened and not closed yet, also after one raised, the first error raised
+        (`training.closing.close_each`); a second call closes nothing again."""
+        closes = [*([self.rewards.close] if self.rewards is not None else []),
+                  *([partial(self.video_writer.shutdown, wait=True)] if self.video_writer is not None else []),
+                  *([self.bar.close] if self.bar is not None else []),
+                  *([self.log.close] if self.log is not None else []),
+                  *([self.stops.uninstall] if self.stops is not None else [])]
+        self.log = self.rewards = self.video_writer = self.bar = self.stops = None
+        close_each(closes)
+
+    def __enter__(self) -> Opened:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """After the run: what is still open (nothing, when it finished or stopped as agreed) closed; after an
+        exception, one that closing raises is printed and the run's own is raised (`closed_before_stop`)."""
+        if exc is None:
+            self.close()
+        else:
+            closed_before_stop(self.close)
 
 
 def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,

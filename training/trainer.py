@@ -98,7 +98,7 @@ from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, ineligible_items, mask_means, reward_items, submit_rollout_videos
 from training.run_dir import prepare_output_dir
-from training.run_end import close_opened, finish
+from training.run_end import Opened, finish
 from training.sampler_shift import resolve_shift
 from training.update import Group, metric_parts, rollout_config, update_policy
 from training.wandb_log import require_wandb
@@ -108,7 +108,15 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
           reward_settings: Any = None, reward_tools: Any = None) -> Path:
     """Run (or resume) training as configured; returns the output directory. `reward_tokens` (http rewards),
     `reward_settings` and `reward_tools` (agent reward: `graph.settings.BackboneSettings`, a
-    `tools.toolbox.Toolbox`) are read by the entry point."""
+    `tools.toolbox.Toolbox`) are read by the entry point. What the run opens is closed on every way out (a model
+    that cannot load after the logs opened, an exception in the loop, a Ctrl-C too: training/run_end.py)."""
+    with Opened() as opened:
+        return _train(cfg, opened, local_rank, reward_tokens, reward_settings, reward_tools)
+
+
+def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dict[str, str] | None,
+           reward_settings: Any, reward_tools: Any) -> Path:
+    """`train`, each thing it opens set on ``opened`` as it opens it."""
     # -- everything that can fail cheaply happens before the model loads --------------------
     from training.rewards import build_reward
 
@@ -147,9 +155,10 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         if rank == 0 and (note := nothing_to_train(source.tag, cfg.max_iterations)) is not None:
             print(note, file=sys.stderr, flush=True)
     # before the model loads: a W&B run that cannot start (not logged in) fails in seconds, not minutes
-    log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume,
-                     wandb_project=cfg.wandb_project, config=config_to_dict(cfg),
-                     resume_step=ds_engine.tag_iteration(source.tag) if source is not None else None)
+    resume_step = ds_engine.tag_iteration(source.tag) if source is not None else None
+    log = opened.log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume,
+                                  wandb_project=cfg.wandb_project, config=config_to_dict(cfg),
+                                  resume_step=resume_step)
     group = cfg.group_size
     micro_batches = per_rank * len(likelihood_steps(cfg.num_steps, cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
     grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
@@ -204,15 +213,12 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
     if rank == 0 and cfg.progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
+        bar = opened.bar = tqdm(total=cfg.max_iterations, initial=start, desc="grpo", unit="it")
 
     # scores on the process's bridge loop (graph.bridge); a call past reward_timeout_s ends ineligible
-    rewards = RewardRunner(reward_fn, cfg.reward or "", timeout_s=cfg.reward_timeout_s)
-    video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")  # rollout_videos_every
-    stops: StopRequest | None = None  # installed after the baseline evaluation
-
-    def close() -> None:  # what the run opened, before a stop (RankFailed on every rank: training/rank_failures.py)
-        close_opened(rewards, bar, log, stops, video_writer)  # training/run_end.py
+    rewards = opened.rewards = RewardRunner(reward_fn, cfg.reward or "", timeout_s=cfg.reward_timeout_s)
+    video_writer = opened.video_writer = ThreadPoolExecutor(1, thread_name_prefix="rollout-videos")
+    close = opened.close  # what the run opened, before a stop (RankFailed on every rank: training/rank_failures.py)
 
     # eval_patience counts on from eval.jsonl, among rows of this launch's measurement (training/best.py);
     # rows past the checkpoint (a crash after them) are redone
@@ -248,7 +254,7 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
         save_checkpoint(engine, ckpt_dir, iteration, stream.position, skipped=skipped, rank=rank, local_rank=local_rank,
                         world=world, layout=layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
                         close=close)
-    stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # training/preemption.py
+    stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
     # rank 0's logs of an iteration could not be written: agreed at the next iteration's first gather or after the
     unlogged: RankFailure | None = None  # loop, no collective of its own (training/rank_failures.py)
     done = start  # the last iteration trained
