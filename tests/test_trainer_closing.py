@@ -4,6 +4,8 @@ rank in process, its process group torn down after)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,25 @@ def test_a_run_that_fails_before_its_engine_is_built_closes_its_logs(tmp_path, o
         tr.train(_cfg(tmp_path, "--tensorboard", "true"))
     assert len(closed_logs) == 1 and closed_logs[0] is not None  # the writer it opened
     assert closed_logs[0].all_writers is None  # closed (torch's SummaryWriter.close)
+
+
+@pytest.mark.slow  # a training iteration in process (~10 s here)
+def test_an_iterations_metrics_are_written_when_failed_prompts_jsonl_could_not_be(tmp_path, one_rank_env, monkeypatch):
+    """``unlogged = unlogged or attempt(write_iteration)``: when failed_prompts.jsonl could not be written in the
+    same iteration, the iteration's metrics row, ineligible and rewards lines were never attempted; a checkpoint
+    of that iteration then left a hole in metrics.jsonl that a resume never filled. Both writes are attempted, the
+    first failure stops the run."""
+    from training.metrics import MetricsLog
+    from training.rank_failures import RankFailed
+    from training.trainer import train
+
+    def unwritable(self, iteration, failures):
+        raise OSError("failed_prompts.jsonl: Permission denied")
+
+    monkeypatch.setattr(MetricsLog, "write_failed_prompts", unwritable)
+    cfg = dataclasses.replace(_cfg(tmp_path, "--tensorboard", "false"), checkpoint_every=1)
+    with pytest.raises(RankFailed, match="writing failed_prompts.jsonl failed on rank 0"):
+        train(cfg)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == [1]
+    assert (tmp_path / "run" / "rewards.jsonl").is_file()

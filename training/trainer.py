@@ -346,7 +346,10 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         parts = gather(local)
         row = summarize(it + 1, parts)
         why = [item for p in parts for item in p["ineligible_items"]]
-        unlogged = unlogged or attempt(rank, "writing the iteration's logs", log.write_iteration, row, parts)[1]
+        # written also when failed_prompts.jsonl was not (a checkpoint of the iteration left a hole a resume never
+        # filled); the first failure is the one agreed
+        unwritten = attempt(rank, "writing the iteration's logs", log.write_iteration, row, parts)[1]
+        unlogged = unlogged or unwritten
         done = it + 1
         if why and row["eligible_fraction"] == 0 and rank == 0:  # nothing to learn from: say why at once
             note = (f"iteration {it + 1}: every reward was ineligible (no update); e.g. {why[0]['reason'][:300]} "
