@@ -19,7 +19,7 @@ import pytest
 
 from training.config import PromptSpec
 from training.config_io import load_config
-from training.metrics import MetricsLog
+from training.metrics_log import MetricsLog
 from training.models import build_world_model
 from training.rank_failures import RankFailed
 

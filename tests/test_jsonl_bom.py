@@ -37,7 +37,7 @@ def test_the_jsonl_helpers_keep_a_first_row_behind_a_bom(tmp_path):
 
 def test_other_readers_of_jsonl_skip_a_bom(tmp_path):
     from evals.result_rows import read_results
-    from training.metrics import rows_of
+    from training.metrics_log import rows_of
 
     f = tmp_path / "results.jsonl"
     f.write_bytes(BOM + json.dumps({"path": "c.mp4", "preset": "p", "iteration": 3}).encode() + b"\n")

@@ -1,11 +1,11 @@
-"""training/metrics.py MetricsLog on the files a crashed attempt left."""
+"""training/metrics_log.py MetricsLog on the files a crashed attempt left."""
 
 from __future__ import annotations
 
 import json
 
 from tools.jsonl import json_objects
-from training.metrics import MetricsLog
+from training.metrics_log import MetricsLog
 
 
 def test_a_resume_closes_a_kept_row_that_lost_its_newline(tmp_path):

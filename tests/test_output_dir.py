@@ -104,7 +104,7 @@ def test_overwrite_deletes_the_earlier_runs_outputs_and_nothing_else(tmp_path):
     assert prepare_output_dir(cfg, local_rank=0) == list(EARLIER_OUTPUTS)
     assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "notes.txt"]
     assert clear_earlier_run(out) == []
-    (out / "metrics.jsonl").unlink()  # the overwriting run restarts its logs (training.metrics.MetricsLog)
+    (out / "metrics.jsonl").unlink()  # the overwriting run restarts its logs (training.metrics_log.MetricsLog)
     check_output_dir(load_config(SMOKE, ["--output_dir", str(out)]))  # nothing left to refuse
 
 

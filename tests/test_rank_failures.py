@@ -160,14 +160,14 @@ def _patch(case: str, rank: int) -> None:
 
         md.encode_frame = broken_encode
     if case == "eval_write" and rank == 0:
-        from training.metrics import MetricsLog
+        from training.metrics_log import MetricsLog
 
         def full(self, row):
             raise OSError(28, "No space left on device", str(self.eval_path))
 
         MetricsLog.write_eval = full
     if case.startswith("metrics_write") and rank == 0:
-        from training.metrics import MetricsLog
+        from training.metrics_log import MetricsLog
 
         def no_space(self, row):
             raise OSError(28, "No space left on device", str(self.path))

@@ -84,7 +84,7 @@ def test_ineligible_jsonl_rows_carry_their_kind_too(tmp_path):
     alone, which is written only with the rollout rows; each line now says its ``ineligible_kind``."""
     import json
 
-    from training.metrics import MetricsLog
+    from training.metrics_log import MetricsLog
     from training.rollout_log import ineligible_items
 
     outcome = RewardOutcome([0.5, None, None], [None, "reward 'agent' failed: ReadError", None],

@@ -1,4 +1,4 @@
-"""What a run opened, closed when it ends (training/run_end.py ``Opened``, training/metrics.py
+"""What a run opened, closed when it ends (training/run_end.py ``Opened``, training/metrics_log.py
 ``MetricsLog.close``). Each stopped at the first close that raised: a reward runner that could not close left the
 rollout-video writer, the metrics log (TensorBoard, W&B) and the signal handlers open, and a TensorBoard writer
 that could not close left the W&B run unfinished. Every close is now attempted, and the first error raised with
@@ -72,7 +72,7 @@ def test_opened_closes_what_is_open_on_any_way_out_and_raises_the_runs_own_error
 
 
 def test_a_tensorboard_writer_that_cannot_close_leaves_no_wandb_run_open(tmp_path):
-    from training.metrics import MetricsLog
+    from training.metrics_log import MetricsLog
 
     calls: list[str] = []
     log = MetricsLog(tmp_path, enabled=True, tensorboard=False)

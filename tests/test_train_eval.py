@@ -16,7 +16,7 @@ import torch
 from training.config import ConfigError, PromptSpec
 from training.config_io import load_config
 from training.evaluate import evaluate, rank_items, summarize_eval, summarize_items
-from training.metrics import MetricsLog
+from training.metrics_log import MetricsLog
 from training.models import build_world_model
 from training.rewards import build_reward
 from training.videos import eval_video_name

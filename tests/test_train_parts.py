@@ -13,7 +13,8 @@ import torch
 
 from training.config import PromptSpec, TrainConfig
 from training.data import PromptStream, load_frame, load_prompts, synthetic_frame
-from training.metrics import MetricsLog, progress_postfix, summarize
+from training.metrics import progress_postfix, summarize
+from training.metrics_log import MetricsLog
 from training.preview import latent_preview
 
 SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
@@ -334,7 +335,7 @@ def test_the_share_of_clipped_advantages_is_logged_over_all_ranks(tmp_path):
     import json
 
     from training.grpo import advantage_metric_parts, group_advantages
-    from training.metrics import MetricsLog
+    from training.metrics_log import MetricsLog
 
     ranks = [group_advantages([0.0, 10.0, None], [0, 0, 1], a_max=0.5, eps=1.0),  # both valid clipped
              group_advantages([0.0, 1.0, 0.0, 1.0], [0, 0, 1, 1], a_max=5.0, eps=0.0)]  # 4 valid, none clipped

@@ -24,7 +24,7 @@ def _cfg(tmp_path: Path, *flags: str):
 @pytest.fixture
 def closed_logs(monkeypatch):
     """Each `MetricsLog.close` call: its TensorBoard writer (None without one), then the real close."""
-    from training.metrics import MetricsLog
+    from training.metrics_log import MetricsLog
 
     calls: list = []
     real_close = MetricsLog.close
@@ -70,7 +70,7 @@ def test_an_iterations_metrics_are_written_when_failed_prompts_jsonl_could_not_b
     same iteration, the iteration's metrics row, ineligible and rewards lines were never attempted; a checkpoint
     of that iteration then left a hole in metrics.jsonl that a resume never filled. Both writes are attempted, the
     first failure stops the run."""
-    from training.metrics import MetricsLog
+    from training.metrics_log import MetricsLog
     from training.rank_failures import RankFailed
     from training.trainer import train
 

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from training.config import ConfigError
-from training.metrics import MetricsLog
+from training.metrics_log import MetricsLog
 from training.wandb_log import ID_FILE, WandbError, require_wandb
 
 

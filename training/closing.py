@@ -1,4 +1,4 @@
-"""Closing several things at once (training/run_end.py ``Opened.close``, training/metrics.py ``MetricsLog.close``):
+"""Closing several things at once (training/run_end.py ``Opened.close``, training/metrics_log.py ``MetricsLog.close``):
 each close is attempted, whatever the ones before it raised. Stopping at the first close that raised left the
 later ones open: a reward runner that could not close kept the metrics log, TensorBoard, W&B and the signal
 handlers open; a TensorBoard writer that could not close left the W&B run unfinished."""

@@ -101,7 +101,8 @@ from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, sample_seed
 from training.generate import decode_each, ode_latents
-from training.metrics import MetricsLog, component_means, gather
+from training.metrics import component_means, gather
+from training.metrics_log import MetricsLog
 from training.models import encode_frames, negative_prompt
 from training.prompt_failures import PromptFailure, first_frames
 from training.rank_failures import Tried, agree, attempt, stop_on

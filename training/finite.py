@@ -2,7 +2,7 @@
 an ``int`` or ``float`` that is not NaN or +/-inf.
 
 Decision: a bool is not a number (``weight: true`` in a config is a mistake, not 1.0) unless the caller says
-so: the log readers (``bools=True``: training/report.py, training/best.py, training/metrics.py) keep reading
+so: the log readers (``bools=True``: training/report.py, training/best.py, training/metrics_log.py) keep reading
 a bool as 0 / 1, as they did when each spelled the test out itself.
 """
 

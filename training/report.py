@@ -17,7 +17,7 @@ Decisions where the issue was silent:
   config.yaml, checkpoints/, eval_videos/), so it works on a run that is still going: a line being
   written (not valid JSON yet) is skipped and counted in the header. When a resume repeated an
   iteration, its last row counts, as for the best checkpoint (training/best.py); a resume trims the logs
-  to its checkpoint (training/metrics.py), and for runs that were not trimmed the rollouts keep the last
+  to its checkpoint (training/metrics_log.py), and for runs that were not trimmed the rollouts keep the last
   line of each (iteration, rank, group, sample) and the ineligible lines of an iteration the last
   ``ineligible_count`` its metrics row reports (the last attempt's; training/run_rows.py, which also names in
   the header the rewards.jsonl rows left out for a rank, group or sample that is no integer). Held-out rows (and

@@ -1,6 +1,6 @@
 """What training/trainer.py records about an iteration's rollouts, beside the update: the rollout videos
 (``rollout_videos_every``, written by training/videos.py), the diversity metrics (evals/diversity.py) and
-the per-rollout rewards.jsonl rows (training/metrics.py writes them).
+the per-rollout rewards.jsonl rows (training/metrics_log.py writes them).
 
 Decisions where the issue was silent, for a diverged rollout (NaN / inf latents: training/decode.py leaves
 its frames black and the reward never scores it):
@@ -133,7 +133,7 @@ def ineligible_fields(outcome: RewardOutcome, i: int) -> dict[str, Any]:
 
 
 def ineligible_items(outcome: RewardOutcome, texts: list[str]) -> list[dict[str, Any]]:
-    """The ineligible.jsonl lines of a rank's ineligible items (without the iteration, training/metrics.py adds
+    """The ineligible.jsonl lines of a rank's ineligible items (without the iteration, training/metrics_log.py adds
     it): the prompt of each, its reason and its ``ineligible_kind`` (`ineligible_fields`), so the file says
     whether a null reward was an outage (``error``) or the agent's verdict on the clip (``none``), as rewards.jsonl
     does; it said the reason only."""

@@ -31,7 +31,7 @@ from typing import Any
 from training.closing import close_each
 from training.config import TrainConfig
 from training.export import ExportError, export_policy
-from training.metrics import MetricsLog
+from training.metrics_log import MetricsLog
 from training.preemption import StopRequest
 from training.rank_failures import RankFailure, agree, attempt, closed_before_stop, stop_on
 from training.reward_runner import RewardRunner

@@ -19,7 +19,7 @@ SLOT_KEYS = ("iteration", "rank", "group", "sample")
 def last_attempt_ineligible(rows: list[dict[str, Any]], metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """ineligible.jsonl lines without those of an iteration's earlier attempts (a resume that redid it): of an
     iteration whose metrics row (the last attempt's) says ``ineligible_count`` n, its last n lines; all of an
-    iteration without one. A resume trims the logs itself (training/metrics.py); this is for runs that did
+    iteration without one. A resume trims the logs itself (training/metrics_log.py); this is for runs that did
     not. Order kept; pure."""
     counts = {int(r["iteration"]): r["ineligible_count"] for r in metrics
               if isinstance(r.get("ineligible_count"), int) and not isinstance(r.get("ineligible_count"), bool)}

@@ -43,7 +43,7 @@ Decisions where the issue was silent:
 * ``decode: preview`` replaces the VAE by the fixed latent->RGB preview of training/preview.py
   (a fast alternative for quick CPU experiments; the smoke config decodes with the tiny VAE).
 * A fresh run starts a new metrics.jsonl; ``--resume`` appends to it, after dropping the rows of every
-  log past the checkpoint it loads (training/metrics.py ``trim_after``). Every launch writes its resolved
+  log past the checkpoint it loads (training/metrics_log.py ``trim_after``). Every launch writes its resolved
   config to ``output_dir/config.yaml`` (rank 0), so a checkpoint can be exported later from the run
   folder alone.
 """
@@ -86,7 +86,8 @@ from training.group_rollout import sample_group
 from training.grpo import advantage_metric_parts, group_advantages
 from training.launches import launch_record, record_launch
 from training.lr_schedule import lr_scheduler
-from training.metrics import MetricsLog, gather, progress_postfix, summarize
+from training.metrics import gather, progress_postfix, summarize
+from training.metrics_log import MetricsLog
 from training.models import build_world_model, encode_frames
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
 from training.prompt_failures import PromptImagesFailed, first_frames

@@ -1,6 +1,6 @@
 """Weights & Biases mirror of the training metrics (``TrainConfig.wandb_project``).
 
-``WandbRun`` receives the rows `training.metrics.MetricsLog` writes: each iteration's row under ``train/``
+``WandbRun`` receives the rows `training.metrics_log.MetricsLog` writes: each iteration's row under ``train/``
 and each held-out evaluation under ``eval/``, plotted against the iteration, with the resolved TrainConfig as the
 run's config. Decisions where the issue was silent:
 
