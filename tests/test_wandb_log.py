@@ -177,6 +177,27 @@ def test_a_run_that_cannot_start_says_what_to_do(tmp_path, fake_wandb):
         MetricsLog(tmp_path, enabled=True, tensorboard=False, wandb_project="grpo")
 
 
+def test_a_run_that_cannot_start_leaves_no_tensorboard_writer_open(tmp_path, fake_wandb, monkeypatch):
+    """The metrics log opened TensorBoard's writer, then the W&B run; one that could not start (not logged in:
+    the fast failure before the model loads) raised out of ``MetricsLog()`` with the writer open, which no
+    ``close`` could reach (the trainer had no log to close)."""
+    import torch.utils.tensorboard
+
+    module, _ = fake_wandb
+    module.fail = True
+    writers: list = []
+
+    class Writer(torch.utils.tensorboard.SummaryWriter):
+        def __init__(self, *args, **kwargs):  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            writers.append(self)
+
+    monkeypatch.setattr(torch.utils.tensorboard, "SummaryWriter", Writer)
+    with pytest.raises(WandbError):
+        MetricsLog(tmp_path, enabled=True, tensorboard=True, append=False, wandb_project="grpo")
+    assert len(writers) <= 1 and all(w.all_writers is None for w in writers)  # closed, or never opened
+
+
 def test_require_wandb_names_the_install(monkeypatch):
     require_wandb(None)
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)

@@ -93,11 +93,18 @@ class MetricsLog:
             if not append:  # a fresh (not resumed) run starts new files
                 for path in self.paths:
                     path.unlink(missing_ok=True)
-            if tensorboard:
-                self._open_writer()
-            if wandb_project is not None:
-                self.wandb = WandbRun(output_dir, wandb_project, config or {}, resume=append,
-                                      resume_step=resume_step)
+            try:
+                if tensorboard:
+                    self._open_writer()
+                if wandb_project is not None:
+                    self.wandb = WandbRun(output_dir, wandb_project, config or {}, resume=append,
+                                          resume_step=resume_step)
+            except BaseException as exc:  # a W&B run that cannot start: the caller has no log to close
+                try:
+                    self.close()  # TensorBoard's writer, opened first
+                except Exception as also:
+                    exc.add_note(f"closing also failed: {type(also).__name__}: {also}")
+                raise
 
     def _open_writer(self, purge_step: int | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
