@@ -64,7 +64,7 @@ def test_a_run_that_fails_before_its_engine_is_built_closes_its_logs(tmp_path, o
     assert closed_logs[0].all_writers is None  # closed (torch's SummaryWriter.close)
 
 
-@pytest.mark.slow  # a training iteration in process (~10 s here)
+@pytest.mark.slow  # a training iteration in process (~20 s here)
 def test_an_iterations_metrics_are_written_when_failed_prompts_jsonl_could_not_be(tmp_path, one_rank_env, monkeypatch):
     """``unlogged = unlogged or attempt(write_iteration)``: when failed_prompts.jsonl could not be written in the
     same iteration, the iteration's metrics row, ineligible and rewards lines were never attempted; a checkpoint
