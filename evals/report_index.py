@@ -78,7 +78,7 @@ def _table_html(metrics: list[PresetMetrics]) -> str:
             + section("extras", "Ineligible, unjudged and cost per clip",
                       table(["preset", "ineligible", "unjudged", "skipped",
                              *(f"{USAGE_NAMES[k]}/clip" for k, _, _ in USAGE_DIGITS), "usage unknown"], extras))
-            + section("means", "Mean reward by label and by pattern (rows with a reward / rows)",
+            + section("means", "Mean reward by label and by pattern (rows with a reward / rows less outage rows)",
                       _means(metrics, "by_label") + _means(metrics, "by_pattern")))
 
 

@@ -320,7 +320,7 @@ def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judg
         names = sorted({k for m in metrics for k in getattr(m, attr)})
         if not names:
             continue
-        lines += ["", f"Mean reward by {title} (rows with a reward / rows):", "",
+        lines += ["", f"Mean reward by {title} (rows with a reward / rows less outage rows):", "",
                   "| Preset | " + " | ".join(map(md_cell, names)) + " |", "| --- |" + " --- |" * len(names)]
         for m in metrics:
             groups = getattr(m, attr)

@@ -1,4 +1,4 @@
-"""DynDiff's rollout mask (E2 of policy/dyndiff.py, which re-exports these; DESIGN.md §5, paper Sec. 4.2).
+"""DynDiff's rollout mask (E2 of policy/dyndiff.py, which re-exports `dynamic_mask`; DESIGN.md §5, paper Sec. 4.2).
 
 ``R = dX - mean_hw(dX)``, ``D = minmax_hw(||R||_2 over C)``, ``B = 1[D > quantile_hw(D, tau)]``,
 ``M = r_base + (1 - r_base)(0.5 D + 0.5 B)`` with ``dX`` the change of ``x0_hat`` between denoising steps;
