@@ -232,6 +232,11 @@ class FrameStore:
         """tools.video.VideoMeta of `video` (cached); raises VideoError subclasses."""
         return self._reader(self._refresh(video)).meta
 
+    def hdr(self, video: str) -> str | None:
+        """The HDR transfer of `video` (tools.video.VideoReader.hdr: free once its frames were decoded here, else one
+        keyframe decoded, once per reader); raises VideoError subclasses."""
+        return self._reader(self._refresh(video)).hdr()
+
     def _ensure(self, v: VideoKey, wanted: set[int]) -> dict[int, np.ndarray]:
         """The frames at `wanted` of version `v`, decoding (in one pass) and caching those not cached."""
         cached = {i: self._frames.get((v, i)) for i in wanted}

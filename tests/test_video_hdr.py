@@ -1,28 +1,31 @@
 """An HDR clip (PQ or HLG transfer) is decoded without tone mapping (`tools.video_hdr`): its frames reach the agent
 dim, flat and desaturated (an SDR-bright scene's code values squeezed into about 50..150), and nothing said so. The
-reader names the transfer (``VideoMeta.hdr``) and the run notes it."""
+reader names the transfer (``VideoReader.hdr``) and the run notes it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 import av
 import numpy as np
 import pytest
 from graph_scripts import make_agent, moving_square, run
 
+import tools.video
 from tests.test_video import id_frames
-from tools.video import probe, read_all_frames
+from tools.video import VideoReader, VideoTooLargeError, probe, read_all_frames
 
 X265 = {"PQ": "smpte2084", "HLG": "arib-std-b67", None: "bt709"}
 
 
-def _hevc10(path: Path, frames: np.ndarray, hdr: str | None) -> Path:
+def _hevc10(path: Path, frames: np.ndarray, hdr: str | None, pix_fmt: str = "yuv420p10le") -> Path:
     primaries = "bt709" if hdr is None else "bt2020"
     matrix = "bt709" if hdr is None else "bt2020nc"
     with av.open(str(path), "w") as c:
         s = c.add_stream("libx265", rate=16)
-        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p10le"
+        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], pix_fmt
         s.options = {"x265-params": f"colorprim={primaries}:transfer={X265[hdr]}:colormatrix={matrix}:log-level=0"}
         for f in frames:
             c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
@@ -36,16 +39,88 @@ def test_the_reader_names_an_hdr_transfer(tmp_path: Path, hdr: str | None, name:
     """MP4 states the transfer in its headers; MPEG-TS and a raw HEVC stream only in the bitstream (the SPS)."""
     path = _hevc10(tmp_path / name, id_frames(8), hdr)
     for src in (path, path.read_bytes()):
-        assert probe(src).hdr == hdr
+        with VideoReader(src) as reader:
+            assert reader.hdr() == hdr  # (no read yet: the first keyframe where the headers are silent)
+        with VideoReader(src) as reader:
+            reader.read([3])
+            assert reader.hdr() == hdr  # (the read's frame)
     assert read_all_frames(path).shape == (8, 64, 64, 3)
 
 
-def test_an_hdr_clip_is_noted_in_the_run(tmp_path: Path) -> None:
+def _h264(path: Path, frames: np.ndarray, pix_fmt: str) -> Path:
+    """An H.264 clip whose SPS states PQ (BT.2020 primaries and matrix)."""
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], pix_fmt
+        s.codec_context.color_trc, s.codec_context.color_primaries, s.codec_context.colorspace = 16, 9, 9
+        for f in frames:
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    return path
+
+
+@pytest.mark.parametrize("codec", ["h264 yuv422p10le", "h264 yuv420p", "hevc yuv422p10le", "hevc yuv444p10le"])
+def test_any_profile_of_a_ts_clip_is_named(tmp_path: Path, codec: str) -> None:
+    """An MPEG-TS clip of H.264 High 4:2:2, 8-bit H.264 or an HEVC range-extension profile (Rext) states its transfer
+    in its SPS only, as a 10-bit one does; a list of 10-bit profile names missed them (no note)."""
+    name, pix_fmt = codec.split()
+    path = tmp_path / "c.ts"
+    if name == "h264":
+        _h264(path, id_frames(8), pix_fmt)
+    else:
+        _hevc10(path, id_frames(8), "PQ", pix_fmt)
+    with VideoReader(path) as reader:
+        assert reader.hdr() == "PQ"
+
+
+@pytest.mark.parametrize("name", ["pq.mp4", "pq.ts"])
+def test_an_hdr_clip_is_noted_in_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Also an MPEG-TS clip, whose transfer the quality step's decoded sample gives (no keyframe decoded for it)."""
     with av.open(str(moving_square(tmp_path / "sq.mp4"))) as c:
         frames = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+    keyframes: list[object] = []
+    monkeypatch.setattr(tools.video, "keyframe_hdr", lambda *args: keyframes.append(args))
     agent, _ = make_agent("full")
-    out = run(agent, _hevc10(tmp_path / "pq.mp4", frames, "PQ"))
+    out = run(agent, _hevc10(tmp_path / name, frames, "PQ"))
     note = [n for n in out["notes"] if "HDR" in n]
     assert note and note[0].startswith("quality: the clip is HDR (PQ)") and note[0] in out["result"].reasons
+    assert keyframes == []
     out = run(make_agent("full")[0], moving_square(tmp_path / "sdr.mp4"), run_id="sdr")
     assert not [n for n in out["notes"] if "HDR" in n]
+
+
+def test_opening_a_10bit_ts_decodes_no_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan reads headers only: an MPEG-TS clip states its transfer only in the bitstream, and decoding its first
+    keyframe there cost every VideoReader (every request of the tool service) 0.2 s at 1080p, 1-2 s at 4K."""
+    path = _hevc10(tmp_path / "c.ts", id_frames(8), "PQ")
+    created: list[tuple[object, ...]] = []
+    real = av.CodecContext
+
+    class Counting:
+        @staticmethod
+        def create(codec: str, mode: Literal["r", "w"] | None = None) -> av.CodecContext:
+            created.append((codec, mode))
+            return real.create(codec, mode)
+
+    monkeypatch.setattr(av, "CodecContext", Counting)
+    keyframes: list[object] = []
+    real_keyframe_hdr = tools.video.keyframe_hdr
+
+    def counting_keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packet]) -> str | None:
+        keyframes.append(stream)
+        return real_keyframe_hdr(stream, packets)
+
+    monkeypatch.setattr(tools.video, "keyframe_hdr", counting_keyframe_hdr)
+    for src in (path, path.read_bytes()):
+        assert probe(src).frames == 8
+    assert created == [] and keyframes == []
+    with VideoReader(path) as reader:  # asked before any read: its first keyframe, once
+        assert keyframes == []
+        assert reader.hdr() == "PQ" and reader.hdr() == "PQ" and len(keyframes) == 1
+    with VideoReader(path) as reader:  # asked after a read: that read's frame told it
+        reader.read([5])
+        assert reader.hdr() == "PQ" and len(keyframes) == 1
+    with VideoReader(path, decode_limit=64 * 64 * 3 - 1) as reader:  # the keyframe is a decode like any other
+        with pytest.raises(VideoTooLargeError):
+            reader.hdr()
+    assert created == [] and len(keyframes) == 1

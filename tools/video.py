@@ -64,7 +64,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
 - ``uniform_indices`` rounds half to even (``uniform_indices(4, 3) == [0, 2, 3]``); -1 is a
   ``FrameIndexError``. Crops, resizing, labels (``tools.frames``) and index sampling
   (``tools.sampling``) are re-exported here.
-- HDR (PQ / HLG) frames come back as decoded, not tone-mapped; ``meta.hdr`` names the transfer (``tools.video_hdr``).
+- HDR (PQ / HLG) frames come back as decoded, not tone-mapped; ``hdr()`` names the transfer, from the headers or the
+  first frame a read decoded (so ``VideoReader`` and ``probe`` decode nothing for it; ``tools.video_hdr``).
 - RGB conversion reuses one swscale context per thread (a ``VideoReformatter``), kept so that a
   forked child neither frees nor uses its parent's (``tools.video_reformat``).
 """
@@ -100,6 +101,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     uniform_subset,
 )
 from tools.video_decode import OutOfOrder, frames_by_pts
+from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, VideoTooLargeError, check_decode_size  # noqa: F401  (re-exported)
 from tools.video_reformat import reformatter
 from tools.video_rotation import clip_rotation
@@ -149,6 +151,8 @@ class VideoReader:
             with wrapped(self._name, "reading its container structure failed", src):
                 meta, index = scan(container, self._name, src)
                 rotation = clip_rotation(src, self._name, container)
+                # (settled, transfer), swapped as one value; unsettled: the first decoded frame's (`hdr`)
+                self._hdr = stated_hdr(video_stream(container, self._name).codec_context)
         except BaseException:
             container.close()
             raise
@@ -218,6 +222,23 @@ class VideoReader:
         self._convert(sorted(set(wanted_list)), self._size(size), put)
         return [frames[i] for i in wanted_list]
 
+    def hdr(self) -> str | None:
+        """"PQ" or "HLG" for an HDR clip (its frames come back as decoded, not tone-mapped: ``tools.video_hdr``), None
+        for SDR: from the headers, else from the first frame a read decoded, else (no read yet) from the first keyframe
+        decoded now, once, within the decode limit (``VideoTooLargeError``; a decoding failure: ``VideoDecodeError``)."""
+        if self._closed:
+            raise VideoError(f"{self._name}: reader is closed")
+        if not self._hdr[0]:
+            check_decode_size(self._name, 1, self._coded, self._limit)
+            container = open_container(self._src, self._name)
+            try:
+                with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
+                    stream = video_stream(container, self._name)
+                    self._hdr = (True, keyframe_hdr(stream, demux(container, stream)))
+            finally:
+                container.close()
+        return self._hdr[1]
+
     def _wanted(self, indices: Sequence[int]) -> list[int]:
         if self._closed:
             raise VideoError(f"{self._name}: reader is closed")
@@ -232,6 +253,8 @@ class VideoReader:
 
         def fill(allow_seek: bool) -> None:
             for i, frame in self._decode(wanted, allow_seek=allow_seek):
+                if not self._hdr[0]:  # the transfer the headers did not state (`hdr`)
+                    self._hdr = (True, hdr_transfer(frame.color_trc))
                 put(i, self.to_rgb(frame, size))
 
         try:

@@ -35,7 +35,6 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     clip_file,
     wrapped,
 )
-from tools.video_hdr import stream_hdr
 from tools.video_slices import frame_threads, slices_per_frame
 
 Source = str | Path | bytes
@@ -60,9 +59,6 @@ class VideoMeta:
     times: tuple[float, ...] | None = field(default=None, repr=False)
     """Presentation time of each frame in seconds from the first, from the container's timestamps (None
     when they are unusable). Variable-rate clips need it: ``index / fps`` was seconds off there."""
-    hdr: str | None = None
-    """"PQ" or "HLG" for an HDR clip, whose frames are returned as decoded, without tone mapping (``tools.video_hdr``);
-    None for SDR."""
 
     def time_of(self, index: int) -> float:
         """Seconds from the first frame to frame ``index`` (its timestamp, else ``index / fps``); ``FrameIndexError``
@@ -241,7 +237,7 @@ def scan(container: av.container.InputContainer, name: str,
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
     packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
-    max_pts, last_hold, key_packet = -(2**63), 0, None
+    max_pts, last_hold = -(2**63), 0
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         for packet in demux(container, stream):
@@ -264,8 +260,6 @@ def scan(container: av.container.InputContainer, name: str,
                 max_pts, last_hold = packet.pts, packet.duration or 0
             if packet.is_keyframe and packet.pts is not None:
                 key_pts.append(packet.pts)
-            if packet.is_keyframe and key_packet is None:  # the transfer of a stream without headers (video_hdr)
-                key_packet = packet
             if packet.is_keyframe and packets == 1:
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
@@ -367,5 +361,5 @@ def scan(container: av.container.InputContainer, name: str,
                                f"ends {segment[0] - segment[1]} bytes short of it (frames after the {packets} read "
                                "are missing)")
     meta = VideoMeta(source=name, frames=frames, fps=fps, width=width, height=height, duration=duration,
-                     times=times, hdr=stream_hdr(stream, key_packet))
+                     times=times)
     return meta, index

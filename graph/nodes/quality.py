@@ -15,7 +15,9 @@ sample is decoded, the encoding of observe's images starts in another worker thr
 (`FrameStore.start_encoding`) while the statistics run here (wasted for a clip that is then zeroed);
 a clip whose container reports fewer than 2 frames is zeroed without calling check_quality (nothing
 to compare); a clip that cannot be opened at all (missing, 0 bytes, not a video) is ineligible, not zero.
-An HDR clip (PQ or HLG) is judged on its frames as decoded, not tone-mapped (`tools.video_hdr`), with a note.
+An HDR clip (PQ or HLG) is judged on its frames as decoded, not tone-mapped (`tools.video_hdr`), with a note; the
+transfer is asked after the sample is decoded, whose frames give it where the headers do not (an MPEG-TS clip), and
+not for a clip of under 2 frames (zeroed, no frame judged).
 A thread that already holds a run (a second input sent with `agent.invoke(..., {"thread_id": same})`, or
 a Studio thread reused) is refused with a "settings" Fault (`graph.nodes.faults.RunIdTaken`): its steps, faults,
 usage and frozen contract would carry over into the new run (the contract write raised; a stale fault made the run
@@ -57,15 +59,15 @@ def check_instruction(instruction: object, max_chars: int) -> tuple[str, list[st
     return text, []
 
 
-def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[Any, list[int], Any, Any]:
-    """(meta, sample, QualityCheck or None when under 2 frames, the file's `clip_stamp`): one worker-thread hop
-    for all decoding."""
+def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[Any, list[int], Any, Any, str | None]:
+    """(meta, sample, QualityCheck or None when under 2 frames, the file's `clip_stamp`, its HDR transfer): one
+    worker-thread hop for all decoding."""
     from tools.quality import check_quality
     from tools.video import ALL_FRAMES_LIMIT, uniform_indices
 
     meta = ctx.frames.meta(video)
     if meta.frames < 2:
-        return meta, [], None, clip_stamp(video)
+        return meta, [], None, clip_stamp(video), None
     sample = uniform_indices(meta.frames, observe_frames)
     # short clip: one sequential decode of every frame (all are viewable), when they take at most a
     # quarter of the frame cache (81 frames of 1080p are 0.5 GB: prefetched, they would evict the frames
@@ -75,7 +77,8 @@ def _probe_and_check(ctx: RunContext, video: str, observe_frames: int) -> tuple[
     frames = ctx.frames.frame_list(video, sample)
     ctx.frames.start_encoding(video, sample)  # observe's images, encoded while the statistics run
     check = check_quality(frames, thresholds=ctx.tools.quality_thresholds)
-    return meta, sample, check, clip_stamp(video)  # the file judged (`graph.clip_stamp`)
+    hdr = ctx.frames.hdr(video)  # after the sample's decode, which found it where the headers are silent
+    return meta, sample, check, clip_stamp(video), hdr  # the file judged (`graph.clip_stamp`)
 
 
 async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any]:
@@ -94,12 +97,12 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
     video = state.get("video")
     if not isinstance(video, str) or not video:
         raise InputFault(f"video must be a non-empty path string, got {video!r}")
-    meta, sample, check, stamp = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames,
-                                                    priority="first")
+    meta, sample, check, stamp, hdr = await run_blocking(_probe_and_check, ctx, video, cfg.observe_frames,
+                                                         priority="first")
     update["meta"] = {"frames": meta.frames, "fps": meta.fps, "width": meta.width, "height": meta.height,
                       "duration": meta.duration, "rotation": meta.rotation, "file": stamp}
-    if (hdr := hdr_note(meta.hdr)) is not None:  # frames not tone-mapped: tools/video_hdr.py
-        notes.append(hdr)
+    if (note := hdr_note(hdr)) is not None:  # frames not tone-mapped: tools/video_hdr.py
+        notes.append(note)
     if check is None:
         update["zero"] = True
         update["quality"] = {"usable": False, "uniform": False, "decodable_frames": meta.frames,
