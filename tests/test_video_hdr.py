@@ -16,6 +16,7 @@ from graph_scripts import make_agent, moving_square, run
 import tools.video
 from tests.test_video import id_frames
 from tools.video import VideoReader, VideoTooLargeError, probe, read_all_frames
+from tools.video_hdr import keyframe_hdr
 
 X265 = {"PQ": "smpte2084", "HLG": "arib-std-b67", None: "bt709"}
 
@@ -124,3 +125,18 @@ def test_opening_a_10bit_ts_decodes_no_frame(tmp_path: Path, monkeypatch: pytest
         with pytest.raises(VideoTooLargeError):
             reader.hdr()
     assert created == [] and len(keyframes) == 1
+
+
+def test_a_keyframe_that_does_not_decode_alone_gives_no_transfer() -> None:
+    """No note, never a fault: the clip's own reads judge its decoding (its sample decoded, or the run is a fault)."""
+
+    class Packet:
+        size, is_keyframe = 100, True
+
+    class Stream:
+        thread_type = "AUTO"
+
+        def decode(self, packet: object) -> list[av.VideoFrame]:
+            raise av.error.InvalidDataError(22, "Invalid data found when processing input")
+
+    assert keyframe_hdr(Stream(), [Packet()]) is None  # type: ignore[arg-type, list-item]

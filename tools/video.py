@@ -225,7 +225,7 @@ class VideoReader:
     def hdr(self) -> str | None:
         """"PQ" or "HLG" for an HDR clip (its frames come back as decoded, not tone-mapped: ``tools.video_hdr``), None
         for SDR: from the headers, else from the first frame a read decoded, else (no read yet) from the first keyframe
-        decoded now, once, within the decode limit (``VideoTooLargeError``; a decoding failure: ``VideoDecodeError``)."""
+        decoded now, once, within the decode limit (``VideoTooLargeError``; a keyframe that does not decode alone: None)."""
         if self._closed:
             raise VideoError(f"{self._name}: reader is closed")
         if not self._hdr[0]:

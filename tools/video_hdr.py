@@ -47,12 +47,16 @@ def stated_hdr(ctx: av.VideoCodecContext) -> tuple[bool, str | None]:
 def keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packet]) -> str | None:
     """`hdr_transfer` of the first keyframe among ``packets`` (of ``stream``, on a fresh demuxer), decoded alone with
     slice threads (frame threads would decode the next frames with it) and the decoder flushed after it, so that
-    neither the threads nor a reorder delay decode more; None when no keyframe comes or none decodes from it. FFmpeg
-    errors propagate (the caller's ``wrapped``)."""
+    neither the threads nor a reorder delay decode more; None when no keyframe comes or it does not decode alone (no
+    note, never a fault: the clip's own reads judge its decoding). The demuxer's errors propagate (the caller's
+    ``wrapped``)."""
     stream.thread_type = "SLICE"
     for packet in packets:
         if packet.size and packet.is_keyframe:
-            frames = [*stream.decode(packet), *stream.decode(None)]
+            try:
+                frames = [*stream.decode(packet), *stream.decode(None)]
+            except av.error.FFmpegError:
+                return None
             return hdr_transfer(frames[0].color_trc) if frames else None
     return None
 
