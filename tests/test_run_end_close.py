@@ -6,6 +6,7 @@ the later ones as notes."""
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,7 +21,7 @@ class Closing:
     def __init__(self, calls: list[str], name: str, error: Exception | None = None) -> None:
         self.calls, self.name, self.error = calls, name, error
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:  # MetricsLog.close's and WandbRun.finish's exit code: unused
         self.calls.append(self.name)
         if self.error is not None:
             raise self.error
@@ -97,3 +98,25 @@ def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path
         finish(None, TrainConfig(), rank=0, done=3, unlogged=unlogged, close=lambda: closed.append(1),
                ckpt_dir=tmp_path)
     assert closed == [1]
+
+
+@pytest.mark.parametrize(("raised", "code"), [(None, None), (ValueError("latent shape"), 1),
+                                              (KeyboardInterrupt(), 130)])
+def test_a_run_that_leaves_with_an_exception_marks_its_wandb_run_failed(tmp_path, monkeypatch, raised, code):
+    """``Opened`` closes the logs on every way out, W&B's run too; finished with no exit code, W&B records a run
+    that crashed (a model that could not load, a bug in the loop, a Ctrl-C) as "Finished", where wandb's own exit
+    hook, which the open run was left to before, marked it failed. The run's exit code goes to W&B's finish."""
+    import sys
+
+    from tests.test_wandb_log import _Run
+
+    calls: list = []
+    monkeypatch.setitem(sys.modules, "wandb", type(sys)("wandb"))
+    sys.modules["wandb"].init = lambda **kwargs: _Run(calls)  # type: ignore[attr-defined]
+    from training.metrics_log import MetricsLog
+
+    with pytest.raises(type(raised)) if raised is not None else contextlib.nullcontext(), Opened() as opened:
+        opened.log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
+        if raised is not None:
+            raise raised
+    assert calls[-1] == (("finish",) if code is None else ("finish", code))

@@ -27,8 +27,8 @@ class _Run:
     def log(self, data, step=None):  # noqa: ANN001, ANN201 (wandb's signature)
         self.calls.append(("log", data, step))
 
-    def finish(self):  # noqa: ANN201
-        self.calls.append(("finish",))
+    def finish(self, exit_code=None):  # noqa: ANN001, ANN201 (wandb's signature)
+        self.calls.append(("finish",) if not exit_code else ("finish", exit_code))
 
 
 @pytest.fixture

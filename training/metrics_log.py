@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,8 +222,9 @@ class MetricsLog:
         with path.open("a") as fh:
             fh.writelines(json.dumps(row) + "\n" for row in rows)
 
-    def close(self) -> None:
-        """TensorBoard's writer and the W&B run, both also when the other raised (training/closing.py)."""
+    def close(self, exit_code: int = 0) -> None:
+        """TensorBoard's writer and the W&B run, both also when the other raised (training/closing.py); a nonzero
+        ``exit_code`` (the run's, stopped by an exception) marks the W&B run failed (`WandbRun.finish`)."""
         run, self.wandb = self.wandb, None
         close_each([*([self.writer.close] if self.writer is not None else []),
-                    *([run.finish] if run is not None else [])])
+                    *([partial(run.finish, exit_code)] if run is not None else [])])

@@ -20,6 +20,7 @@ last iteration the agreement that every rank's logs were written, the clean shut
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,13 +48,14 @@ class Opened:
     bar: Any = None
     stops: StopRequest | None = None
 
-    def close(self) -> None:
+    def close(self, exit_code: int = 0) -> None:
         """Each one opened and not closed yet, also after one raised, the first error raised
-        (`training.closing.close_each`); a second call closes nothing again."""
+        (`training.closing.close_each`); a second call closes nothing again. ``exit_code``: the run's, which
+        the W&B run ends with (nonzero: failed; `training.metrics_log.MetricsLog.close`)."""
         closes = [*([self.rewards.close] if self.rewards is not None else []),
                   *([partial(self.video_writer.shutdown, wait=True)] if self.video_writer is not None else []),
                   *([self.bar.close] if self.bar is not None else []),
-                  *([self.log.close] if self.log is not None else []),
+                  *([partial(self.log.close, exit_code)] if self.log is not None else []),
                   *([self.stops.uninstall] if self.stops is not None else [])]
         self.log = self.rewards = self.video_writer = self.bar = self.stops = None
         close_each(closes)
@@ -64,11 +66,23 @@ class Opened:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         """After the run: what is still open (nothing, when it finished or stopped as agreed) closed; after an
-        exception, one that closing raises is printed and the run's own is raised (`closed_before_stop`)."""
+        exception, one that closing raises is printed and the run's own is raised (`closed_before_stop`), and the
+        W&B run ends failed with the run's exit code (`exit_code_of`): finished as a success, a run that crashed
+        or was interrupted read "Finished" in W&B, where wandb's own exit hook had marked it failed."""
         if exc is None:
             self.close()
         else:
-            closed_before_stop(self.close)
+            closed_before_stop(partial(self.close, exit_code_of(exc)))
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code of a run that stops with ``exc``: training/train.py ``exit_status``'s, 128 + SIGINT for a
+    Ctrl-C, 1 for any other."""
+    from training.train import exit_status
+
+    if isinstance(exc, KeyboardInterrupt):
+        return 128 + signal.SIGINT
+    return status[0] if (status := exit_status(exc)) is not None else 1
 
 
 def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,

@@ -141,5 +141,7 @@ class WandbRun:
         self.run.log({**{key: wandb.Video(str(path), caption=caption, format="mp4")
                          for key, (path, caption) in videos.items()}, STEP_METRIC: step}, step=step)
 
-    def finish(self) -> None:
-        self.run.finish()
+    def finish(self, exit_code: int = 0) -> None:
+        """End the run; a nonzero ``exit_code`` (the run's own, when it stopped with an exception) marks it failed
+        in W&B, 0 finished."""
+        self.run.finish(exit_code=exit_code)
