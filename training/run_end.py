@@ -72,7 +72,7 @@ class Opened:
         if exc is None:
             self.close()
         else:
-            closed_before_stop(partial(self.close, exit_code_of(exc)))
+            closed_before_stop(lambda: self.close(exit_code_of(exc)))  # an error in either: printed
 
 
 def exit_code_of(exc: BaseException) -> int:
