@@ -33,10 +33,10 @@ def stopped_run(monkeypatch, tmp_path: Path, name: str, nth: int, error: str) ->
 
     close, closed = Opened.close, []
 
-    def closing(self):
+    def closing(self, exit_code=0):
         if self.log is not None:  # a close with the logs still open (a second one closes nothing)
             closed.append(1)
-        close(self)
+        close(self, exit_code)
 
     monkeypatch.setattr(tr, name, broken)
     monkeypatch.setattr(Opened, "close", closing)

@@ -29,9 +29,9 @@ def closed_logs(monkeypatch):
     calls: list = []
     real_close = MetricsLog.close
 
-    def close(self):
+    def close(self, exit_code=0):
         calls.append(self.writer)
-        real_close(self)
+        real_close(self, exit_code)
 
     monkeypatch.setattr(MetricsLog, "close", close)
     return calls
