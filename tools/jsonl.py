@@ -13,7 +13,7 @@ twice with other data) are the reader's, raised after this pass, never a skipped
 Lines are split at "\n" only (`text_lines`): `str.splitlines` also splits at U+2028, U+2029, U+0085 and
 other separators that JSON allows raw inside strings (`json.dumps(..., ensure_ascii=False)` writes them),
 which cut a valid row in two. Files rows are appended to are first mended at their end (`mend_tail`), and
-rewritten without some rows in one rename (`keep_rows`: `training.metrics.trim_log`; `graph.batch_resume.drop_rows`
+rewritten without some rows in one rename (`keep_rows`: `training.metrics_log.trim_log`; `graph.batch_resume.drop_rows`
 does the same from the lines it read already).
 
 Writing (`strict_dumps`): JSON for other programs to read (`raa score-batch` rows, `raa trace --json`,
