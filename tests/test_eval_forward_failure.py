@@ -58,7 +58,7 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, partitioned: bool, 
         with pytest.raises(Exception) as raised:
             ev.evaluate_everywhere(model, cfg, HELD_OUT, lambda videos, prompts, **meta: [0.5] * len(videos), log,
                                    tmp_path / "checkpoints", iteration=0, rank=world - 1, world=world, places=None,
-                                   key=None, close=lambda: events.append("close"), partitioned=partitioned)
+                                   key=None, close=lambda code: events.append("close"), partitioned=partitioned)
     finally:
         log.close()
     return events, events.count("forward"), raised.value

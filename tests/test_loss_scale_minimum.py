@@ -45,7 +45,7 @@ def test_every_rank_keeps_it_and_stops_on_rankfailed_rank_0_printing_the_traceba
     closed: list[int] = []
     failures = []
     for rank in (0, 1):
-        with Tried(rank, 2, "updating the policy", exit_alone=lambda: closed.append(1)) as updating:
+        with Tried(rank, 2, "updating the policy", exit_alone=lambda code: closed.append(1)) as updating:
             optimizer_step(_Engine())
         failures.append(updating.failure)
     err = capsys.readouterr().err
@@ -53,14 +53,14 @@ def test_every_rank_keeps_it_and_stops_on_rankfailed_rank_0_printing_the_traceba
     assert err.startswith("rank 0: updating the policy failed:\nTraceback") and "rank 1" not in err, err
     assert [f.rank for f in failures if f is not None] == [0, 1]
     with pytest.raises(RankFailed, match=r"iteration 4: updating the policy failed on rank 0 \(LossScaleAtMinimum"):
-        stop_on(failures, 4, tmp_path, lambda: closed.append(1))
+        stop_on(failures, 4, tmp_path, closed.append)  # closed with its exit code, 1
     assert closed == [1]
     assert exit_status(LossScaleAtMinimum()) == (1, True)
 
 
 def test_a_failure_of_one_rank_in_the_update_still_stops_that_rank_alone(capsys):
     with pytest.raises(RuntimeError, match="out of memory"), \
-            Tried(1, 2, "updating the policy", exit_alone=lambda: None):
+            Tried(1, 2, "updating the policy", exit_alone=lambda code: None):
         optimizer_step(_Engine(RuntimeError("CUDA out of memory")))
     assert "this rank stops alone" in capsys.readouterr().err
 
@@ -72,7 +72,7 @@ def test_another_failure_reported_on_every_rank_elsewhere_still_stops_one_rank_a
     every rank at once there."""
     from training.config import ConfigError
 
-    with pytest.raises(ConfigError), Tried(1, 2, "updating the policy", exit_alone=lambda: None):
+    with pytest.raises(ConfigError), Tried(1, 2, "updating the policy", exit_alone=lambda code: None):
         raise ConfigError("a value only this rank's samples have")
     assert "this rank stops alone" in capsys.readouterr().err
 
@@ -80,7 +80,7 @@ def test_another_failure_reported_on_every_rank_elsewhere_still_stops_one_rank_a
 def test_a_single_gpu_runs_stop_on_it_names_no_other_rank(tmp_path):
     """Its text said "... minimum loss scale on every rank", inside RankFailed's one-rank message ("the run stopped
     (its traceback is printed above)"), which was worded so as not to name ranks a single-GPU run does not have."""
-    with Tried(0, 1, "updating the policy", exit_alone=lambda: None) as updating:
+    with Tried(0, 1, "updating the policy", exit_alone=lambda code: None) as updating:
         optimizer_step(_Engine())
     with pytest.raises(RankFailed, match=r"LossScaleAtMinimum: fp16 gradients overflowed") as info:
         stop_on([updating.failure], 4, tmp_path)

@@ -52,7 +52,7 @@ def test_tried_keeps_a_failure_of_several_ranks_and_of_one(capsys):
     # (it passed through as it was: "error: <text>" alone, the run's files left open); under ZeRO-3 too, as no
     # other rank waits in a parameter gather
     closed = []
-    for alone in (None, lambda: closed.append(1)):
+    for alone in (None, lambda code: closed.append(1)):
         with Tried(0, 1, "x", exit_alone=alone) as one:
             raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
         assert one.failure == RankFailure(0, "x", "RewardLengthError: reward 'x' returned 3 rewards for 4 videos", 2)
@@ -71,12 +71,12 @@ def test_under_zero3_a_rollout_failure_ends_its_rank_at_once_after_closing(capsy
     from training.reward_outcome import RewardLengthError
 
     closed = []
-    with pytest.raises(RewardLengthError), Tried(1, 2, "x", exit_alone=lambda: closed.append(1)):
+    with pytest.raises(RewardLengthError), Tried(1, 2, "x", exit_alone=closed.append):  # closed with its exit code
         raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
-    assert closed == [1] and capsys.readouterr().err.startswith("rank 1: x failed (RewardLengthError: reward 'x'")
-    with Tried(1, 2, "x", exit_alone=lambda: closed.append(2)) as fine:
+    assert closed == [2] and capsys.readouterr().err.startswith("rank 1: x failed (RewardLengthError: reward 'x'")
+    with Tried(1, 2, "x", exit_alone=lambda code: closed.append(2)) as fine:
         pass
-    assert fine.failure is None and closed == [1]  # nothing closed without a failure
+    assert fine.failure is None and closed == [2]  # nothing closed without a failure
 
 
 def test_under_zero3_a_failure_after_the_last_forward_is_still_agreed(capsys):
@@ -88,7 +88,7 @@ def test_under_zero3_a_failure_after_the_last_forward_is_still_agreed(capsys):
     from training.reward_outcome import RewardLengthError
 
     closed = []
-    with Tried(1, 2, "sampling the iteration's rollouts", exit_alone=lambda: closed.append(1)) as tried:
+    with Tried(1, 2, "sampling the iteration's rollouts", exit_alone=lambda code: closed.append(1)) as tried:
         tried.forwards_done("scoring the iteration's rollouts")
         raise RewardLengthError("reward 'x' returned 3 rewards for 4 videos")
     assert closed == [] and tried.failure is not None
@@ -304,7 +304,7 @@ def test_under_zero3_a_rank_exiting_alone_prints_its_traceback_once(tmp_path, ca
 
     def failing(error: Exception):  # noqa: ANN202
         def train(*_a, **_k):  # noqa: ANN202
-            with Tried(1, 2, "sampling the iteration's rollouts", exit_alone=lambda: None):
+            with Tried(1, 2, "sampling the iteration's rollouts", exit_alone=lambda code: None):
                 raise error
         return train
 

@@ -95,7 +95,7 @@ def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path
     closed: list[int] = []
     unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
     with pytest.raises(RankFailed, match="writing the iteration's logs failed on rank 0"):
-        finish(None, TrainConfig(), rank=0, done=3, unlogged=unlogged, close=lambda: closed.append(1),
+        finish(None, TrainConfig(), rank=0, done=3, unlogged=unlogged, close=closed.append,
                ckpt_dir=tmp_path)
     assert closed == [1]
 
@@ -106,6 +106,16 @@ def test_a_run_that_leaves_with_an_exception_marks_its_wandb_run_failed(tmp_path
     """``Opened`` closes the logs on every way out, W&B's run too; finished with no exit code, W&B records a run
     that crashed (a model that could not load, a bug in the loop, a Ctrl-C) as "Finished", where wandb's own exit
     hook, which the open run was left to before, marked it failed. The run's exit code goes to W&B's finish."""
+    calls = _fake_wandb(monkeypatch)
+    with pytest.raises(type(raised)) if raised is not None else contextlib.nullcontext(), Opened() as opened:
+        opened.log = _wandb_log(tmp_path)
+        if raised is not None:
+            raise raised
+    assert calls[-1] == (("finish",) if code is None else ("finish", code))
+
+
+def _fake_wandb(monkeypatch) -> list:  # noqa: ANN001
+    """The calls the fake W&B run of tests/test_wandb_log.py records, with ``wandb.init`` handing it out."""
     import sys
 
     from tests.test_wandb_log import _Run
@@ -113,10 +123,40 @@ def test_a_run_that_leaves_with_an_exception_marks_its_wandb_run_failed(tmp_path
     calls: list = []
     monkeypatch.setitem(sys.modules, "wandb", type(sys)("wandb"))
     sys.modules["wandb"].init = lambda **kwargs: _Run(calls)  # type: ignore[attr-defined]
+    return calls
+
+
+def _wandb_log(tmp_path):  # noqa: ANN001, ANN202
     from training.metrics_log import MetricsLog
 
-    with pytest.raises(type(raised)) if raised is not None else contextlib.nullcontext(), Opened() as opened:
-        opened.log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
-        if raised is not None:
-            raise raised
-    assert calls[-1] == (("finish",) if code is None else ("finish", code))
+    return MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
+
+
+def test_an_agreed_stop_ends_its_wandb_run_failed_with_the_stops_exit_code(tmp_path, monkeypatch):
+    """The agreed stops (RankFailed, TrainingDiverged, RewardsStalled, PromptImagesFailed, TrainingStopped) close
+    what the run opened before they are raised, and that close finished the W&B run with exit code 0: W&B read
+    "Finished" for a run that stopped on a broken reward or a diverged policy. The close before a stop now
+    passes the stop's exit code (training/train.py ``exit_status``), and Opened's own close after it closes
+    nothing again."""
+    from training.preemption import TrainingDiverged, TrainingStopped
+    from training.rank_failures import RankFailed, RankFailure, Tried, closed_before_stop, stop_on
+
+    calls = _fake_wandb(monkeypatch)
+    broken = RankFailure(1, "scoring the iteration's rollouts", "RewardLengthError: 3 rewards for 4 clips", 2)
+    with pytest.raises(RankFailed), Opened() as opened:
+        opened.log = _wandb_log(tmp_path)
+        stop_on([None, broken], 3, tmp_path, opened.close)
+    assert calls[-1] == ("finish", 2) and calls.count(("finish", 2)) == 1
+
+    for stop, code in [(TrainingDiverged(4, 1, tmp_path), 1), (TrainingStopped(4, 15, "ckpt"), 128 + 15)]:
+        with pytest.raises(type(stop)), Opened() as opened:
+            opened.log = _wandb_log(tmp_path)
+            closed_before_stop(opened.close, stop)
+            raise stop
+        assert calls[-1] == ("finish", code)
+
+    with pytest.raises(OSError), Opened() as opened:  # a rank that stops alone (ZeRO-3's forwards): its exception's
+        opened.log = _wandb_log(tmp_path)  # code, 1 for one exit_status does not know
+        with Tried(0, 2, "updating the policy", exit_alone=opened.close):
+            raise OSError("CUDA out of memory")
+    assert calls[-1] == ("finish", 1)

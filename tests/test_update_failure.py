@@ -14,7 +14,7 @@ from tests.test_one_rank_stop import stopped_run
 from training.rank_failures import RankFailed, RankFailure, Tried, stop_on
 
 
-def _wandb_finish_fails() -> None:
+def _wandb_finish_fails(exit_code: int) -> None:  # the stop's exit code: unused
     raise OSError("wandb finish: connection refused")
 
 

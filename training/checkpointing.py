@@ -39,7 +39,7 @@ def _markers(ckpt_dir: Path, iteration: int, layout: StateLayout, world: int, st
 
 def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, skipped: int, rank: int,
                local_rank: int, world: int, layout: StateLayout, stamp: dict[str, Any], keep: int | None,
-               evals: tuple[Path, str | None], close: Callable[[], None]) -> None:
+               evals: tuple[Path, str | None], close: Callable[[int], None]) -> None:
     """Save ``iteration``'s checkpoint on every rank (collective); ``latest`` moves once all have written
     (training/engine.py); with ``keep`` (``keep_checkpoints``) the stale ones go, the best held-out one stays
     (training/best.py), also when this launch does not evaluate but the run's eval.jsonl names one (``evals``:

@@ -234,7 +234,7 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
 
 def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
                         log: MetricsLog, ckpt_dir: Path, *, iteration: int, rank: int, world: int,
-                        places: Sequence[str] | None, key: str | None, close: Callable[[], None],
+                        places: Sequence[str] | None, key: str | None, close: Callable[[int], None],
                         partitioned: bool = False) -> dict[str, Any]:
     """One held-out evaluation (collective: call on every rank): each rank's `evaluate`, gathered; rank 0
     writes eval.jsonl and eval_rewards.jsonl. Returns the eval.jsonl row, the same on every rank. A failure on

@@ -70,6 +70,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -79,6 +80,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 
 @dataclass(frozen=True)
@@ -96,10 +98,17 @@ class RankFailure:
 
 def failure_of(exc: Exception, rank: int, what: str) -> RankFailure:
     """``exc`` raised on ``rank`` doing ``what`` as a `RankFailure` (its text cut at 2000 characters)."""
+    return RankFailure(rank, what, f"{type(exc).__name__}: {str(exc)[:2000]}", exit_code_of(exc))
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The exit code of a run that stops with ``exc``: training/train.py ``exit_status``'s, 128 + SIGINT for a
+    Ctrl-C, 1 for any other."""
     from training.train import exit_status
 
-    status = exit_status(exc)
-    return RankFailure(rank, what, f"{type(exc).__name__}: {str(exc)[:2000]}", status[0] if status is not None else 1)
+    if isinstance(exc, KeyboardInterrupt):
+        return 128 + signal.SIGINT
+    return status[0] if (status := exit_status(exc)) is not None else 1
 
 
 def attempt(rank: int, what: str, fn: Callable[..., T], *args: Any) -> tuple[T | None, RankFailure | None]:
@@ -128,7 +137,7 @@ class Tried:
     process ends, and the others stop at once. Its traceback is printed where it ends up (an unknown exception),
     once. One rank has no other rank's gather to miss: its failure is kept, ``exit_alone`` unused."""
 
-    def __init__(self, rank: int, world: int, what: str, *, exit_alone: Callable[[], None] | None = None) -> None:
+    def __init__(self, rank: int, world: int, what: str, *, exit_alone: Callable[[int], None] | None = None) -> None:
         self.rank, self.world, self.what, self.exit_alone = rank, world, what, exit_alone
         self.failure: RankFailure | None = None
 
@@ -151,7 +160,7 @@ class Tried:
             error = failure_of(exc, self.rank, self.what).error
             print(f"rank {self.rank}: {self.what} failed ({error}); this rank stops alone (the other ranks, in a "
                   "collective it never joins, stop on its closed connections)", file=sys.stderr, flush=True)
-            closed_before_stop(self.exit_alone)
+            closed_before_stop(self.exit_alone, exc)
             return False
         # raised on every rank: rank 0's traceback is enough (RankFailed names it; main prints rank 0's stop)
         self.failure = failure_of(exc, self.rank, self.what) if everywhere and self.rank > 0 else \
@@ -171,7 +180,7 @@ def raised_on_every_rank(exc: Exception) -> bool:
 
 
 def agreed_count(count: float, failure: RankFailure | None, device: Any, iteration: int, ckpt_dir: Path,
-                 close: Callable[[], None] | None = None) -> float:
+                 close: Callable[[int], None] | None = None) -> float:
     """The sum of ``count`` over the ranks (the valid samples the update all-reduces first: training/update.py
     ``valid_total``), with whether any rank brings a ``failure`` in the same all_reduce; when one does, every rank
     agrees on it (`agree`: one all_gather, only then) and raises `RankFailed` (`stop_on`). Collective: call on
@@ -200,28 +209,30 @@ def agree(failure: RankFailure | None) -> RankFailure | None:
 
 
 def stop_on(failures: Sequence[RankFailure | None], iteration: int, ckpt_dir: Path,
-            close: Callable[[], None] | None = None) -> None:
-    """Raise `RankFailed` for the `first_failure` of the ranks' ``failures`` (after ``close()``, which closes
-    what the run opened); nothing when no rank failed. Every rank passes the same ``failures``, so all raise. The
-    world it names is torch.distributed's (one process without it)."""
+            close: Callable[[int], None] | None = None) -> None:
+    """Raise `RankFailed` for the `first_failure` of the ranks' ``failures`` (after ``close``, which closes
+    what the run opened: `closed_before_stop`); nothing when no rank failed. Every rank passes the same
+    ``failures``, so all raise. The world it names is torch.distributed's (one process without it)."""
     if (failure := first_failure(failures)) is None:
         return
-    if close is not None:
-        closed_before_stop(close)
     import torch.distributed as dist
 
-    raise RankFailed(iteration, failure, ckpt_dir, world=dist.get_world_size() if dist.is_initialized() else 1)
+    stop = RankFailed(iteration, failure, ckpt_dir, world=dist.get_world_size() if dist.is_initialized() else 1)
+    raise closed_before_stop(close, stop) if close is not None else stop
 
 
-def closed_before_stop(close: Callable[[], None]) -> None:
-    """``close()`` (what the run opened) before a stop is raised: an Exception it raises (W&B's finish, say) is
-    printed to stderr with its traceback and not raised, so the stop's message is what the run ends with
-    (module docstring). BaseExceptions (KeyboardInterrupt) pass through."""
+def closed_before_stop(close: Callable[[int], None], stop: E) -> E:
+    """``close(exit code)`` (what the run opened) before ``stop`` is raised, with the stop's exit code
+    (`exit_code_of`), which the W&B run ends with (nonzero: failed; with 0 W&B read "Finished" for a run that
+    stopped). An Exception it raises (W&B's finish, say) is printed to stderr with its traceback and not raised,
+    so the stop's message is what the run ends with (module docstring). BaseExceptions (KeyboardInterrupt)
+    pass through. Returns ``stop``, for the caller to raise."""
     try:
-        close()
+        close(exit_code_of(stop))
     except Exception as exc:
         print(f"closing the run's files before the stop failed (the stop follows):\n"
               f"{''.join(traceback.format_exception(exc))}", file=sys.stderr, flush=True)
+    return stop
 
 
 class RankFailed(RuntimeError):

@@ -20,7 +20,6 @@ last iteration the agreement that every rank's logs were written, the clean shut
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -66,33 +65,24 @@ class Opened:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         """After the run: what is still open (nothing, when it finished or stopped as agreed) closed; after an
-        exception, one that closing raises is printed and the run's own is raised (`closed_before_stop`), and the
-        W&B run ends failed with the run's exit code (`exit_code_of`): finished as a success, a run that crashed
-        or was interrupted read "Finished" in W&B, where wandb's own exit hook had marked it failed."""
+        exception, one that closing raises is printed and the run's own is raised, and the W&B run ends failed with
+        the run's exit code (`closed_before_stop`): finished as a success, a run that crashed or was interrupted
+        read "Finished" in W&B, where wandb's own exit hook had marked it failed."""
         if exc is None:
             self.close()
         else:
-            closed_before_stop(lambda: self.close(exit_code_of(exc)))  # an error in either: printed
-
-
-def exit_code_of(exc: BaseException) -> int:
-    """The exit code of a run that stops with ``exc``: training/train.py ``exit_status``'s, 128 + SIGINT for a
-    Ctrl-C, 1 for any other."""
-    from training.train import exit_status
-
-    if isinstance(exc, KeyboardInterrupt):
-        return 128 + signal.SIGINT
-    return status[0] if (status := exit_status(exc)) is not None else 1
+            closed_before_stop(self.close, exc)  # an error in either: printed
 
 
 def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,
-           close: Callable[[], None], ckpt_dir: Path) -> None:
+           close: Callable[[int], None], ckpt_dir: Path) -> None:
     """After the last iteration ``done`` (collective: every rank): close what the run opened, agree on rank 0's
     logs (`training.rank_failures.RankFailed` on every rank when they failed), shut down, export (module
     docstring). ``unlogged``: this rank's failure to write an iteration's logs, not yet agreed."""
     import deepspeed
 
-    unclosed = attempt(rank, "closing the run's logs", close)[1]  # W&B's finish, say; also after unwritten logs
+    # W&B's finish, say; also after unwritten logs, which end the W&B run (rank 0's) failed with their exit code
+    unclosed = attempt(rank, "closing the run's logs", close, unlogged.code if unlogged is not None else 0)[1]
     unlogged = unlogged or unclosed
     stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
     engine.destroy()

@@ -278,8 +278,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
         unlogged = attempt(rank, "writing failed_prompts.jsonl", log.write_failed_prompts, it + 1, failures)[1]
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
-            closed_before_stop(close)
-            raise PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path)
+            raise closed_before_stop(close, PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path))
         assert conds is not None  # else stop_on raised above
         with Tried(rank, world, "sampling the iteration's rollouts",  # agreed at step 4; under ZeRO-3 alone at
                    exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # once: its forwards
@@ -362,8 +361,8 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             bar.update(1)
         diverged_count = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
         if (row["nonfinite_losses"] or diverged_count) and cfg.nonfinite_loss == "stop":  # every rank sees the same
-            closed_before_stop(close)
-            raise TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir, rollouts=diverged_count)
+            raise closed_before_stop(close, TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir,
+                                                             rollouts=diverged_count))
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
         stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
@@ -383,13 +382,14 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
                 checkpoint(it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
-            closed_before_stop(close)
-            folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))
+            folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))  # closed with the stop's exit code (W&B's)
             if signum:
-                raise TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
-                                      export_to=out_dir / "final" if cfg.export == "final" else None)
-            raise RewardsStalled(it + 1, skipped, folder, why[0]["reason"] if why else "no group had 2 eligible rewards",
-                                 log.ineligible_path)
+                raise closed_before_stop(close, TrainingStopped(
+                    it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
+                    export_to=out_dir / "final" if cfg.export == "final" else None))
+            raise closed_before_stop(close, RewardsStalled(
+                it + 1, skipped, folder, why[0]["reason"] if why else "no group had 2 eligible rewards",
+                log.ineligible_path))
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             stop_early(it + 1)
             break
