@@ -291,8 +291,9 @@ def exit_status(exc: BaseException) -> tuple[int, bool] | None:
 
 def release_process_group(every_rank: bool) -> None:
     """Destroy the process group a run that ended with a reported failure (exit_status) leaves behind, as the
-    finished run does: left to interpreter teardown, gloo's threads now and then aborted the process after it
-    had printed its error (``terminate called without an active exception``, exit -6 instead of 2). Only when
+    finished run does (main then frees them: training/process_groups.py): left to interpreter teardown, gloo's
+    threads now and then aborted the process after it had printed its error (``terminate called without an active
+    exception``, exit -6 instead of 2). Only when
     every rank raised the same failure, or the world is one rank: a lone rank destroying its group while the
     others still wait in a collective could hang under NCCL; those ranks' launcher stops them instead."""
     import torch.distributed as dist
@@ -361,6 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(threads)
+    from training.process_groups import free_process_groups
     from training.trainer import train  # heavy imports (deepspeed, diffusers) only after validation
 
     try:
@@ -374,6 +376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not every_rank or ranks.rank == 0:  # raised on every rank: said once
             print(f"{'stopped' if code > 128 else 'error'}: {exc}", file=sys.stderr, flush=True)  # > 128: a signal
         return code
+    finally:  # after the except clause has let go of the traceback (and the engine its frames hold)
+        free_process_groups()  # gloo's threads joined now, not at interpreter teardown (exit -6)
     if ranks.rank == 0:
         print(f"done: metrics in {out / 'metrics.jsonl'}; a page of the run: python -m training.report --run {out}")
     return 0

@@ -90,6 +90,7 @@ from training.metrics import gather, progress_postfix, summarize
 from training.metrics_log import MetricsLog
 from training.models import build_world_model, encode_frames
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
+from training.process_groups import start_process_group
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.prompt_stamp import prompt_change_warning, prompt_stamp
 from training.provenance import record_scoring
@@ -134,7 +135,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
     if use_cuda:
         torch.cuda.set_device(local_rank)
     device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    deepspeed.init_distributed(dist_backend="nccl" if use_cuda else "gloo")
+    start_process_group(use_cuda)  # training/process_groups.py: freed when the run is over
     rank, world = dist.get_rank(), dist.get_world_size()
     check_world_size(cfg, world)
     cfg, shift_note = as_rank0_sees(lambda: resolve_shift(cfg))  # one schedule on every rank; config.yaml records it
