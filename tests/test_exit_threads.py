@@ -23,14 +23,8 @@ PROBE = ROOT / "tests" / "exit_threads_probe.py"
 GLOO_THREADS = ("pt_gloo_runloop", "gloo_tcp_loop")
 
 
-DIVERGED_KEEPS_ITS_ENGINE = pytest.mark.xfail(strict=True, reason=(
-    "a run that fails after its engine started never calls engine.destroy() (training/run_end.py finish only): "
-    "DeepSpeed's gradient hooks, held by torch's autograd nodes where no garbage collection reaches them, keep the "
-    "ZeRO optimizer, the parameters and their data-parallel group alive"))
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["finished", pytest.param("diverged", marks=DIVERGED_KEEPS_ITS_ENGINE)])
+@pytest.mark.parametrize("case", ["finished", "diverged"])
 def test_no_gloo_thread_outlives_a_run(tmp_path, case):
     """A finished run (exit 0), and one stopped after the model loaded (diverged: exit 1, the engine held by the
     exception's traceback until main returned): when main returns, no gloo thread is left."""

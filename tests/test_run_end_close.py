@@ -26,7 +26,7 @@ class Closing:
         if self.error is not None:
             raise self.error
 
-    finish = uninstall = close
+    finish = uninstall = destroy = close
 
 
 def test_every_close_runs_and_the_first_error_is_raised_with_the_later_ones_noted():
@@ -48,14 +48,14 @@ def test_opened_closes_the_logs_and_the_signal_handlers_after_a_close_that_raise
     video_writer = ThreadPoolExecutor(1)
     opened = Opened(log=Closing(calls, "log"), rewards=Closing(calls, "rewards", OSError("loop gone")),  # type: ignore[arg-type]
                     video_writer=video_writer, bar=Closing(calls, "bar"),
-                    stops=Closing(calls, "stops"))  # type: ignore[arg-type]
+                    stops=Closing(calls, "stops"), engine=Closing(calls, "engine"))  # type: ignore[arg-type]
     with pytest.raises(OSError, match="loop gone"):
         opened.close()
-    assert calls == ["rewards", "bar", "log", "stops"]
+    assert calls == ["rewards", "bar", "log", "stops", "engine"]  # the engine last
     with pytest.raises(RuntimeError, match="after shutdown"):
         video_writer.submit(print)
     opened.close()  # a second close (the run's end after a stop closed them) closes nothing again
-    assert calls == ["rewards", "bar", "log", "stops"]
+    assert calls == ["rewards", "bar", "log", "stops", "engine"]
 
 
 def test_opened_closes_what_is_open_on_any_way_out_and_raises_the_runs_own_error(capsys):
@@ -95,7 +95,7 @@ def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path
     closed: list[int] = []
     unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
     with pytest.raises(RankFailed, match="writing the iteration's logs failed on rank 0"):
-        finish(None, TrainConfig(), rank=0, done=3, unlogged=unlogged, close=closed.append,
+        finish(TrainConfig(), rank=0, done=3, unlogged=unlogged, close=closed.append,
                ckpt_dir=tmp_path)
     assert closed == [1]
 

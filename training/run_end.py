@@ -3,7 +3,8 @@ last iteration the agreement that every rank's logs were written, the clean shut
 
 * `Opened`: the logs (metrics, TensorBoard, W&B), the reward runner (its calls still running are cancelled), the
   rollout-video writer (waited for), the progress bar and the signal handlers, each registered as the trainer
-  opens it and closed before any stop (finished, diverged, stalled, stopped by a signal, a failure on a rank:
+  opens it, then the DeepSpeed engine (its gradient hooks kept the process group alive after a stop:
+  training/process_groups.py), closed before any stop (finished, diverged, stalled, stopped by a signal, a failure on a rank:
   training/rank_failures.py); each of them also after one raised (training/closing.py: it stopped at the first,
   leaving the later ones open). As a context manager around the whole run it also closes them on every other way
   out: the logs open before the model loads (a W&B run that cannot start fails in seconds), and a model that could
@@ -11,8 +12,8 @@ last iteration the agreement that every rank's logs were written, the clean shut
   TensorBoard's writer and the W&B run open (a later run in the same process was handed the old W&B run); so did
   an exception raised in the loop outside the agreed failures, and a Ctrl-C.
 * `finish`: after the last iteration. Rank 0's logs that could not be written (or closed) are agreed by every
-  rank in one collective, which waits for every rank as a barrier did; then the engine and the process group
-  are destroyed in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
+  rank in one collective, which waits for every rank as a barrier did; then the process group is destroyed,
+  after the engine (closed by `Opened`), in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
   DeepSpeed's destroy_process_group also drops the groups it caches, which torch's left to interpreter
   teardown); then rank 0 alone exports the last checkpoint (``export: final``), which every rank wrote before
   the agreement, so a long export times out no rank.
@@ -46,6 +47,10 @@ class Opened:
     video_writer: ThreadPoolExecutor | None = None
     bar: Any = None
     stops: StopRequest | None = None
+    engine: Any = None
+    """The DeepSpeed engine, destroyed last: its gradient hooks, held by torch's autograd where no garbage collection
+    reaches them, kept the optimizer, the parameters and their gloo group alive after a stop, into interpreter
+    teardown, where gloo's threads could abort the process (training/process_groups.py)."""
 
     def close(self, exit_code: int = 0) -> None:
         """Each one opened and not closed yet, also after one raised, the first error raised
@@ -55,8 +60,9 @@ class Opened:
                   *([partial(self.video_writer.shutdown, wait=True)] if self.video_writer is not None else []),
                   *([self.bar.close] if self.bar is not None else []),
                   *([partial(self.log.close, exit_code)] if self.log is not None else []),
-                  *([self.stops.uninstall] if self.stops is not None else [])]
-        self.log = self.rewards = self.video_writer = self.bar = self.stops = None
+                  *([self.stops.uninstall] if self.stops is not None else []),
+                  *([self.engine.destroy] if self.engine is not None else [])]
+        self.log = self.rewards = self.video_writer = self.bar = self.stops = self.engine = None
         close_each(closes)
 
     def __enter__(self) -> Opened:
@@ -74,7 +80,7 @@ class Opened:
             closed_before_stop(self.close, exc)  # an error in either: printed
 
 
-def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,
+def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,
            close: Callable[[int], None], ckpt_dir: Path) -> None:
     """After the last iteration ``done`` (collective: every rank): close what the run opened, agree on rank 0's
     logs (`training.rank_failures.RankFailed` on every rank when they failed), shut down, export (module
@@ -85,8 +91,7 @@ def finish(engine: Any, cfg: TrainConfig, *, rank: int, done: int, unlogged: Ran
     unclosed = attempt(rank, "closing the run's logs", close, unlogged.code if unlogged is not None else 0)[1]
     unlogged = unlogged or unclosed
     stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
-    engine.destroy()
-    deepspeed.comm.destroy_process_group()
+    deepspeed.comm.destroy_process_group()  # after the engine, destroyed by close (`Opened`)
     out_dir = Path(cfg.output_dir)
     if cfg.export == "final" and rank == 0:
         try:

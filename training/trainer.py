@@ -190,7 +190,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
                                            lr_scheduler=lr_scheduler(cfg),
                                            config=ds_engine.deepspeed_config(
                                                cfg, grad_accum, load_universal=source is not None and source.universal))
-    world_model = engine.module.world_model
+    opened.engine, world_model = engine, engine.module.world_model
 
     stream = PromptStream(len(prompts), cfg.seed, order=cfg.prompt_order)
     stamp = prompt_stamp(prompts, cfg.dataset_file)  # what the saved data position counts in
@@ -395,7 +395,6 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             stop_early(it + 1)
             break
 
-    # -- 6. the trained policy in peft / diffusers formats (training/export.py): rank 0, after every rank
-    # agreed its logs were written and the engine and process group were shut down (training/run_end.py)
-    finish(engine, cfg, rank=rank, done=done, unlogged=unlogged, close=close, ckpt_dir=ckpt_dir)
+    # -- 6. the trained policy (training/export.py): rank 0, after the ranks agreed and shut down (run_end.py)
+    finish(cfg, rank=rank, done=done, unlogged=unlogged, close=close, ckpt_dir=ckpt_dir)
     return out_dir
