@@ -52,6 +52,19 @@ def _claims(db) -> list[str]:
         conn.close()
 
 
+def claimed_by_parent(db, run_id: str) -> None:
+    """`run_id` claimed in the trace database `db` by a live process of this host (the test runner's parent)."""
+    import socket
+
+    conn = sqlite3.connect(str(db))
+    conn.execute("CREATE TABLE IF NOT EXISTS raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
+                 "pid INTEGER NOT NULL, claimed TEXT NOT NULL)")
+    conn.execute("INSERT INTO raa_run_claims VALUES (?, ?, ?, '2030-01-01T00:00:00+00:00')",
+                 (run_id, socket.gethostname(), os.getppid()))
+    conn.commit()
+    conn.close()
+
+
 def _agent(db, checkpointer=None, **script):
     from graph import AgentConfig, AgentTools, build_reward_agent
     from graph.backbone import Backbone
@@ -108,15 +121,7 @@ def test_a_plain_run_of_an_id_another_process_runs_is_refused(clip, tmp_path) ->
 
     db = tmp_path / "traces.sqlite"
     agent = _agent(db)
-    conn = sqlite3.connect(str(db))
-    conn.execute("CREATE TABLE raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, "
-                 "claimed TEXT NOT NULL)")
-    import socket
-
-    conn.execute("INSERT INTO raa_run_claims VALUES ('busy', ?, ?, '2030-01-01T00:00:00+00:00')",
-                 (socket.gethostname(), os.getppid()))
-    conn.commit()
-    conn.close()
+    claimed_by_parent(db, "busy")
     config = {"configurable": {"thread_id": "busy"}}
     with pytest.raises(RunIdClaimed, match=f"process {os.getppid()} on"):
         agent.invoke({"video": str(clip), "instruction": PUSH}, config)
@@ -213,7 +218,6 @@ def test_a_sync_run_on_an_async_trace_database_holds_a_claim(clip, tmp_path) -> 
     ...)`; LangGraph runs the saver's sync calls on its event loop) wrote no claim: a run of the id another process
     ran was not refused, so both wrote one thread's trace, and the run read "incomplete" or "no traced run" while it
     ran. On the loop's own thread LangGraph refuses the sync call, as before (no wait on the loop for the file)."""
-    import socket
 
     from graph.thread_claims import RunIdClaimed
     from graph.trace_savers import open_async_saver
@@ -231,13 +235,7 @@ def test_a_sync_run_on_an_async_trace_database_holds_a_claim(clip, tmp_path) -> 
             agent = _agent(db, saver, assess=assess)
             out = await asyncio.to_thread(agent.invoke, {"video": str(clip), "instruction": PUSH},
                                           {"configurable": {"thread_id": "a1"}})
-            conn = sqlite3.connect(str(db))
-            conn.execute("CREATE TABLE IF NOT EXISTS raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
-                         "pid INTEGER NOT NULL, claimed TEXT NOT NULL)")
-            conn.execute("INSERT INTO raa_run_claims VALUES ('busy', ?, ?, '2030-01-01T00:00:00+00:00')",
-                         (socket.gethostname(), os.getppid()))
-            conn.commit()
-            conn.close()
+            claimed_by_parent(db, "busy")
             with pytest.raises(RunIdClaimed, match=f"process {os.getppid()} on"):
                 await asyncio.to_thread(agent.invoke, {"video": str(clip), "instruction": PUSH},
                                         {"configurable": {"thread_id": "busy"}})

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import sqlite3
 
 import pytest
 from langgraph.types import Command
 
 from tests.graph_scripts import PUSH
-from tests.test_plain_invoke_claims import _agent, _claims
+from tests.test_plain_invoke_claims import _agent, _claims, claimed_by_parent
 
 
 def _paused(clip, db, seen):
@@ -63,13 +61,7 @@ def test_a_resume_of_an_id_another_process_runs_is_refused(clip, tmp_path) -> No
 
     db, seen = tmp_path / "traces.sqlite", []
     agent, config = _paused(clip, db, seen)
-    conn = sqlite3.connect(str(db))
-    conn.execute("CREATE TABLE IF NOT EXISTS raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, "
-                 "pid INTEGER NOT NULL, claimed TEXT NOT NULL)")
-    conn.execute("INSERT INTO raa_run_claims VALUES ('r1', ?, ?, '2030-01-01T00:00:00+00:00')",
-                 (socket.gethostname(), os.getppid()))
-    conn.commit()
-    conn.close()
+    claimed_by_parent(db, "r1")
     with pytest.raises(RunIdClaimed, match=f"process {os.getppid()} on"):
         agent.invoke(None, config)
     assert seen == [] and agent.get_state(config).next == ("assess",)
