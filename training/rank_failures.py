@@ -58,7 +58,7 @@ Decisions where the issue was silent:
   the others in an agreement and ends alone as above; one rank's failure is kept and raised as `RankFailed`
   (`stop_on`) right after it. It used to run under neither: the bare exception, nothing closed. A failure that
   every rank raises in the same step, all collectives run (fp16's minimum loss scale, whose overflow is
-  all-reduced: training/update.py ``LossScaleAtMinimum``; ``exit_status``'s "raised on every rank"), is kept as
+  all-reduced: training/update.py ``LossScaleAtMinimum``, the one failure `raised_on_every_rank` knows), is kept as
   in a collective-free phase, its traceback printed by rank 0 only, and every rank raises `RankFailed`: each
   rank printed "this rank stops alone" and its own traceback of DeepSpeed's bare Exception.
 * A ``close()`` that raises before a stop (W&B's finish, say: `closed_before_stop`) is printed to stderr and the
