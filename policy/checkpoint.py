@@ -195,6 +195,15 @@ def require_all_weights(info: dict[str, list[Any]], where: str) -> None:
         raise ValueError(f"{where} does not match its model class (the rest would be random): {'; '.join(problems)}")
 
 
+def read_checkpoint_json(root: str | Path, subfolder: str | None, name: str, revision: str | None,
+                         load_config: Callable[..., Any]) -> dict[str, Any] | None:
+    """`load_checkpoint_json`, None also when the file cannot be read."""
+    try:
+        return load_checkpoint_json(root, subfolder, name, revision, load_config)
+    except CheckpointFileUnreadable:
+        return None
+
+
 class CheckpointFileUnreadable(OSError):
     """A checkpoint's JSON file that may be there but could not be read (`load_checkpoint_json`)."""
 

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from policy.checkpoint import load_checkpoint_json
+from policy.checkpoint import read_checkpoint_json
 from policy.clip_preprocess import ClipPreprocess
 from policy.shapes import wan_channels
 from policy.vae import _stats, images_to_tensor, vae_scale_factors
@@ -149,18 +149,15 @@ class ClipImageEncoder:
 
 def read_model_index(root: str | Path, revision: str | None = None) -> dict[str, Any]:
     """The checkpoint's ``model_index.json`` (a local folder's file, or a hub id's through diffusers'
-    ``DiffusionPipeline.load_config`` at ``revision``) as a dict; {} when it has none: the checks below then judge
-    by the transformer config alone (nothing is guessed from a missing index).
-    `policy.checkpoint.CheckpointFileUnreadable` when it could not be read (the hub not reached and the file not
-    cached, a file that is no JSON object): read as {}, the text-to-video and two-expert checks were skipped in
-    silence, and a Wan 2.1 T2V checkpoint trained as TI2V because the hub was down."""
+    ``DiffusionPipeline.load_config`` at ``revision``) as a dict; {} when it has none or it cannot be read: the
+    checks below then judge by the transformer config alone (nothing is guessed from a missing index)."""
 
     def load_config(*args: Any, **kwargs: Any) -> Any:
         from diffusers import DiffusionPipeline
 
         return DiffusionPipeline.load_config(*args, **kwargs)
 
-    return load_checkpoint_json(root, None, "model_index.json", revision, load_config) or {}
+    return read_checkpoint_json(root, None, "model_index.json", revision, load_config) or {}
 
 
 def two_expert_problem(index: Mapping[str, Any], root: Path | None = None) -> str | None:
