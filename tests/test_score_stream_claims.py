@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 
 import pytest
 
 from graph.cli import app
 from tests.cli_agent_helpers import _clip, _env, runner
+from tests.test_plain_invoke_claims import claimed_by_parent
 
 
 def _claims(db) -> list[tuple]:
@@ -33,13 +33,7 @@ def _live_claim(db, run_id: str) -> None:
     saver = default_checkpointer(db)
     saver.setup()  # the trace database's own tables
     saver.conn.close()
-    conn = sqlite3.connect(str(db))
-    conn.execute("CREATE TABLE raa_run_claims (thread_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, "
-                 "claimed TEXT NOT NULL)")
-    conn.execute("INSERT INTO raa_run_claims VALUES (?, ?, ?, '2030-01-01T00:00:00+00:00')",
-                 (run_id, socket.gethostname(), os.getppid()))
-    conn.commit()
-    conn.close()
+    claimed_by_parent(db, run_id)
 
 
 @pytest.mark.parametrize("stream", [False, True])
