@@ -59,7 +59,7 @@ def test_opened_closes_the_logs_and_the_signal_handlers_after_a_close_that_raise
 
 
 def test_opened_closes_what_is_open_on_any_way_out_and_raises_the_runs_own_error(capsys):
-    """training/trainer.py opens the logs before the model loads; a failure before the engine was built (or one
+    """training/run_start.py opens the logs before the model loads; a failure before the engine was built (or one
     raised in the loop outside the agreed stops) left them open. Closing what was opened so far; an error that
     closing raises is printed, the run's own raised."""
     calls: list[str] = []

@@ -51,13 +51,15 @@ def test_a_run_that_fails_before_its_engine_is_built_closes_its_logs(tmp_path, o
     fails in seconds; but ``close`` was defined only after the engine was built, so a model that could not load
     or a latent-shape ConfigError left TensorBoard's writer open and the W&B run unfinished (a later run in the
     same process, a notebook's, was then handed the old W&B run)."""
+    import training.run_start
     import training.trainer as tr
     from training.config import ConfigError
 
     def model_files(*_a):
         raise OSError("model.safetensors: No such file or directory")
 
-    monkeypatch.setattr(tr, "build_world_model", model_files if case == "model files" else lambda *_a: Unloadable())
+    monkeypatch.setattr(training.run_start, "build_world_model",
+                        model_files if case == "model files" else lambda *_a: Unloadable())
     with pytest.raises(OSError if case == "model files" else ConfigError):
         tr.train(_cfg(tmp_path, "--tensorboard", "true"))
     assert len(closed_logs) == 1 and closed_logs[0] is not None  # the writer it opened

@@ -225,7 +225,7 @@ def launch_check(cfg: TrainConfig, agent_settings: Any, agent_tools: Any, world:
     from training.sampler_shift import resolve_shift
     from training.wandb_log import require_wandb
 
-    cfg, shift_note = resolve_shift(cfg)  # as the launch will (training/trainer.py)
+    cfg, shift_note = resolve_shift(cfg)  # as the launch will (training/run_start.py)
     try:
         build_reward(cfg.reward or "", cfg.reward_options, tokens=tokens, agent_settings=agent_settings,
                      agent_tools=agent_tools)

@@ -1,6 +1,7 @@
 """The DynDiff-GRPO training loop (DESIGN.md §6, paper Sec. 4.2). Reads top to bottom.
 
-One iteration, on every rank for its share of the prompts:
+Before the first iteration (training/run_start.py): the cheap checks and the logs, then the model, its reference and
+the DeepSpeed engine, then the resume position. One iteration, on every rank for its share of the prompts:
 
 1. rollouts: for each prompt, G rollouts of the current policy under ``torch.no_grad`` in eval mode
    (``policy.rollout.rollout``; ``rollout_batch`` at a time, joined by ``cat_rollouts``), recording
@@ -50,20 +51,14 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import math
-import random
-import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import deepspeed
-import numpy as np
 import torch
 import torch.distributed as dist
 
-from policy.steps import likelihood_steps
 from training import engine as ds_engine
 from training.best import (
     agreed_eval_means,
@@ -75,35 +70,22 @@ from training.best import (
     pending_eval,
 )
 from training.checkpointing import checkpoint as save_checkpoint
-from training.collectives import as_rank0_sees
-from training.config import ConfigError, TrainConfig
-from training.config_checks import check_world_size
-from training.config_io import config_to_dict, write_run_config
-from training.data import PromptStream, load_placed_prompts
+from training.config import TrainConfig
 from training.decode import decode_group
 from training.evaluate import eval_key, evaluate_everywhere
 from training.group_rollout import sample_group
 from training.grpo import advantage_metric_parts, group_advantages
-from training.launches import launch_record, record_launch
-from training.lr_schedule import lr_scheduler
 from training.metrics import gather, progress_postfix, summarize
-from training.metrics_log import MetricsLog
-from training.models import build_world_model, encode_frames
+from training.models import encode_frames
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
-from training.process_groups import start_process_group
 from training.prompt_failures import PromptImagesFailed, first_frames
-from training.prompt_stamp import prompt_change_warning, prompt_stamp
-from training.provenance import record_scoring
 from training.rank_failures import RankFailure, Tried, agreed_count, attempt, closed_before_stop, stop_on
-from training.resume import nothing_to_train, plan_resume, state_layout
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, ineligible_items, mask_means, reward_items, submit_rollout_videos
-from training.run_dir import prepare_output_dir
 from training.run_end import Opened, finish
-from training.sampler_shift import resolve_shift
+from training.run_start import build_engine, resume_position, start_run
 from training.update import Group, metric_parts, rollout_config, update_policy
-from training.wandb_log import require_wandb
 
 
 def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str] | None = None,
@@ -119,98 +101,13 @@ def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str
 def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dict[str, str] | None,
            reward_settings: Any, reward_tools: Any) -> Path:
     """`train`, each thing it opens set on ``opened`` as it opens it."""
-    # -- everything that can fail cheaply happens before the model loads --------------------
-    from training.rewards import build_reward
-
-    try:
-        reward_fn = build_reward(cfg.reward or "", cfg.reward_options, tokens=reward_tokens,
-                                 agent_settings=reward_settings, agent_tools=reward_tools)
-    except ValueError as exc:  # an unknown reward or option: a config error (exit 2), named by build_reward
-        raise ConfigError(str(exc)) from None
-    require_wandb(cfg.wandb_project)
-    prompts, places = load_placed_prompts(cfg.dataset, cfg.dataset_file)  # places: PATH:N, for a failed image
-    eval_prompts, eval_places = (load_placed_prompts(cfg.eval_dataset, cfg.eval_dataset_file, "held-out")
-                                 if cfg.eval_every else ([], []))
-    use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-    if use_cuda:
-        torch.cuda.set_device(local_rank)
-    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
-    start_process_group(use_cuda)  # training/process_groups.py: freed when the run is over
-    rank, world = dist.get_rank(), dist.get_world_size()
-    check_world_size(cfg, world)
-    cfg, shift_note = as_rank0_sees(lambda: resolve_shift(cfg))  # one schedule on every rank; config.yaml records it
-    if rank == 0:
-        print(shift_note, flush=True)
-    per_rank = cfg.prompts_per_iteration // world
-    out_dir = Path(cfg.output_dir)
-    ckpt_dir = out_dir / "checkpoints"
-    source = None
-    layout = state_layout(cfg)
-    removed = prepare_output_dir(cfg, local_rank)  # an earlier run there: refused, or cleared (overwrite_output_dir)
-    if rank == 0 and removed:
-        print(f"overwrite_output_dir: deleted the earlier run's {', '.join(removed)} in {out_dir}", flush=True)
-    if cfg.resume:
-        source, changes = plan_resume(cfg, world, layout)
-        if rank == 0 and changes:
-            print(f"warning: resuming {out_dir} with settings that differ from its saved config.yaml:\n  "
-                  + "\n  ".join(changes), file=sys.stderr, flush=True)
-        if rank == 0 and (note := nothing_to_train(source.tag, cfg.max_iterations)) is not None:
-            print(note, file=sys.stderr, flush=True)
-    # before the model loads: a W&B run that cannot start (not logged in) fails in seconds, not minutes
-    resume_step = ds_engine.tag_iteration(source.tag) if source is not None else None
-    log = opened.log = MetricsLog(out_dir, enabled=rank == 0, tensorboard=cfg.tensorboard, append=cfg.resume,
-                                  wandb_project=cfg.wandb_project, config=config_to_dict(cfg),
-                                  resume_step=resume_step)
-    group = cfg.group_size
-    micro_batches = per_rank * len(likelihood_steps(cfg.num_steps, cfg.sde_window)) * math.ceil(group / cfg.micro_batch)
-    grad_accum = micro_batches // cfg.optimizer_steps_per_epoch
-    rcfg = rollout_config(cfg)
-
-    # -- model, reference, DeepSpeed engine ---------------------------------------------------
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    world_model = build_world_model(cfg, device)
-    try:  # the VAE's compression and the patch size fix which sizes work: say so now, not at the first rollout
-        world_model.latent_shape(cfg.num_frames, cfg.height, cfg.width)
-    except ValueError as exc:
-        raise ConfigError(f"{exc} (the {cfg.backend} model's VAE and transformer; set num_frames / height / "
-                          "width)") from None
-    if cfg.gradient_checkpointing:  # before LoRA wraps the transformer; only forwards under grad recompute
-        world_model.transformer.enable_gradient_checkpointing()
-    reference = None
-    if cfg.finetune == "lora":
-        ds_engine.add_lora(world_model, cfg)
-    else:
-        ds_engine.set_full_finetune(world_model)
-        reference = ds_engine.frozen_reference(world_model, cfg) if cfg.beta > 0 else None
-    policy = ds_engine.PolicyStep(world_model)
-    trainable = [p for p in policy.parameters() if p.requires_grad]
-    engine, _, _, _ = deepspeed.initialize(model=policy, model_parameters=trainable,
-                                           lr_scheduler=lr_scheduler(cfg),
-                                           config=ds_engine.deepspeed_config(
-                                               cfg, grad_accum, load_universal=source is not None and source.universal))
-    opened.engine, world_model = engine, engine.module.world_model
-
-    stream = PromptStream(len(prompts), cfg.seed, order=cfg.prompt_order)
-    stamp = prompt_stamp(prompts, cfg.dataset_file)  # what the saved data position counts in
-    start = 0
-    skipped = 0  # iterations in a row without an update (max_skipped_iterations), counted on from the checkpoint
-    if source is not None:
-        start, stream.position, skipped = ds_engine.load(engine, ckpt_dir, source.tag, learning_rate=cfg.learning_rate,
-                                                         weight_decay=cfg.weight_decay,
-                                                         max_iterations=cfg.max_iterations)
-        saved_in = ckpt_dir / source.tag.removesuffix(ds_engine.UNIVERSAL_SUFFIX)
-        if rank == 0 and (warning := prompt_change_warning(saved_in, stamp)):  # training/prompt_stamp.py
-            print(warning, file=sys.stderr, flush=True)
-        if dropped := log.trim_after(start):  # a crashed attempt's rows past the checkpoint: written again
-            print(f"resume from iteration {start}: dropped later log lines {dropped}", flush=True)
-    if rank == 0:  # the launch's resolved config: what `python -m training.export --run` rebuilds the model from
-        write_run_config(out_dir, cfg)  # file settings as absolute paths (config_io.absolute_paths)
-        for note in record_scoring(out_dir, reward_fn, reward_settings, resume=cfg.resume):
-            print(note, flush=True)  # training/provenance.py: which model scored the rewards
-        record_launch(out_dir, launch_record(start_iteration=start, resume=cfg.resume, world_size=world,
-                                             argv=sys.argv), resume=cfg.resume)  # training/launches.py: which code
+    run = start_run(cfg, opened, local_rank, reward_tokens, reward_settings, reward_tools)  # training/run_start.py
+    cfg, rank, world, device, log = run.cfg, run.rank, run.world, run.device, run.log  # cfg: its shift resolved
+    prompts, places, per_rank, out_dir, ckpt_dir = run.prompts, run.places, run.per_rank, run.out_dir, run.ckpt_dir
+    eval_prompts, reward_fn, group, rcfg = run.eval_prompts, run.reward_fn, cfg.group_size, rollout_config(cfg)
+    engine, reference = build_engine(run, opened)  # the model, its reference and the DeepSpeed engine
+    world_model = engine.module.world_model
+    start, stream, stamp, skipped = resume_position(run, engine, reward_settings)  # and the run's records
     bar = None
     if rank == 0 and cfg.progress:
         from tqdm import tqdm
@@ -230,7 +127,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
     def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs; a failure on
         engine.module.eval()  # any rank stops every rank (RankFailed: training/rank_failures.py)
         row = evaluate_everywhere(world_model, cfg, eval_prompts, reward_fn, log, ckpt_dir, iteration=iteration,
-                                  rank=rank, world=world, places=eval_places, key=key, close=close,
+                                  rank=rank, world=world, places=run.eval_places, key=key, close=close,
                                   partitioned=engine.zero_optimization_stage() == 3)
         if (mean := counted_mean(row)) is not None:  # none for an incomplete evaluation too (training/best.py)
             means[iteration] = mean
@@ -254,7 +151,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
 
     def checkpoint(iteration: int) -> None:  # every rank (training/checkpointing.py): a failure stops every rank
         save_checkpoint(engine, ckpt_dir, iteration, stream.position, skipped=skipped, rank=rank, local_rank=local_rank,
-                        world=world, layout=layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
+                        world=world, layout=run.layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
                         close=close)
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
     # rank 0's logs of an iteration could not be written: agreed at the next iteration's first gather or after the
@@ -323,7 +220,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         lr = float(engine.get_lr()[0])  # the rate of this iteration's first optimizer step
         with Tried(rank, world, "updating the policy", exit_alone=close) as updating:  # its backward and step are
             upd = update_policy(engine, groups, cfg, rcfg, reference=reference, iteration=it,  # collectives: alone
-                                grad_accum=grad_accum, device=device, valid_total=total)  # with several ranks
+                                grad_accum=run.grad_accum, device=device, valid_total=total)  # with several ranks
         stop_on([updating.failure], it + 1, ckpt_dir, close)  # one rank: RankFailed (training/rank_failures.py)
         t3 = time.perf_counter()
 
