@@ -92,12 +92,30 @@ def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path
     from training.rank_failures import RankFailed, RankFailure
     from training.run_end import finish
 
-    closed: list[int] = []
+    calls: list[str] = []
+    exit_codes: list[int] = []
+    log = Closing(calls, "log")
+    log.close = lambda exit_code=0: (exit_codes.append(exit_code), calls.append("log"))  # type: ignore[method-assign]
+    opened = Opened(log=log, rewards=Closing(calls, "rewards"), stops=Closing(calls, "stops"))  # type: ignore[arg-type]
     unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
     with pytest.raises(RankFailed, match="writing the iteration's logs failed on rank 0"):
-        finish(TrainConfig(), rank=0, done=3, unlogged=unlogged, close=closed.append,
-               ckpt_dir=tmp_path)
-    assert closed == [1]
+        finish(TrainConfig(), rank=0, done=3, unlogged=unlogged, opened=opened, ckpt_dir=tmp_path)
+    assert calls == ["rewards", "stops", "log"] and exit_codes == [1]  # the logs last, with the stop's exit code
+
+
+def test_a_finished_runs_logs_that_cannot_close_stop_it_after_the_agreement(tmp_path, monkeypatch):
+    """The logs close after the ranks agreed on the rest (W&B's finish with the agreed exit code); a log that
+    cannot close then (W&B's finish failed) is still agreed, and every rank stops on it."""
+    from training.config import TrainConfig
+    from training.rank_failures import RankFailed
+    from training.run_end import finish
+
+    calls: list[str] = []
+    opened = Opened(log=Closing(calls, "log", OSError("wandb finish: connection refused")),  # type: ignore[arg-type]
+                    rewards=Closing(calls, "rewards"))  # type: ignore[arg-type]
+    with pytest.raises(RankFailed, match="closing the run's logs failed on rank 0"):
+        finish(TrainConfig(), rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
+    assert calls == ["rewards", "log"]
 
 
 @pytest.mark.parametrize(("raised", "code"), [(None, None), (ValueError("latent shape"), 1),
@@ -160,3 +178,24 @@ def test_an_agreed_stop_ends_its_wandb_run_failed_with_the_stops_exit_code(tmp_p
         with Tried(0, 2, "updating the policy", exit_alone=opened.close):
             raise OSError("CUDA out of memory")
     assert calls[-1] == ("finish", 1)
+
+
+def test_a_finished_runs_wandb_run_ends_with_the_exit_code_of_another_ranks_failure(tmp_path, monkeypatch):
+    """``finish`` closed what the run opened, the W&B run too, before the ranks agreed on how the run ended: when
+    the failure the run stops on was another rank's (rank 1 could not close its reward runner, say), rank 0's W&B
+    run had already finished with exit code 0, "Finished" for a run that exits 1. The W&B run now ends after the
+    agreement, with its exit code."""
+    import training.metrics
+    from training.config import TrainConfig
+    from training.rank_failures import RankFailed, RankFailure
+    from training.run_end import finish
+
+    calls = _fake_wandb(monkeypatch)
+    other = RankFailure(1, "closing what the run opened", "OSError: reward runner: loop gone", 3)
+    real_gather = training.metrics.gather
+    # rank 1's part of the agreement (one process here: rank 0's own part, then rank 1's)
+    monkeypatch.setattr(training.metrics, "gather", lambda local: [*real_gather(local), {"failure": other}])
+    opened = Opened(log=_wandb_log(tmp_path))
+    with pytest.raises(RankFailed, match="closing what the run opened failed on rank 1"):
+        finish(TrainConfig(), rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
+    assert [c for c in calls if c[0] == "finish"] == [("finish", 3)]

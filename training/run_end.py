@@ -11,8 +11,11 @@ last iteration the agreement that every rank's logs were written, the clean shut
   not load, a latent-shape ConfigError, ``deepspeed.initialize`` or a checkpoint that could not load left
   TensorBoard's writer and the W&B run open (a later run in the same process was handed the old W&B run); so did
   an exception raised in the loop outside the agreed failures, and a Ctrl-C.
-* `finish`: after the last iteration. Rank 0's logs that could not be written (or closed) are agreed by every
-  rank in one collective, which waits for every rank as a barrier did; then the process group is destroyed,
+* `finish`: after the last iteration. What the run opened but the logs is closed, and a failure there or rank 0's
+  logs that could not be written are agreed by every rank in one collective, which waits for every rank as a
+  barrier did; only then are the logs closed, so the W&B run ends with the exit code of the agreed outcome (closed
+  before the agreement, it had finished with 0 when the failure the run stopped on was another rank's); a log
+  that cannot close (W&B's finish) is agreed in one more collective; then the process group is destroyed,
   after the engine (closed by `Opened`), in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
   DeepSpeed's destroy_process_group also drops the groups it caches, which torch's left to interpreter
   teardown); then rank 0 alone exports the last checkpoint (``export: final``), which every rank wrote before
@@ -21,7 +24,6 @@ last iteration the agreement that every rank's logs were written, the clean shut
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -65,6 +67,15 @@ class Opened:
         self.log = self.rewards = self.video_writer = self.bar = self.stops = self.engine = None
         close_each(closes)
 
+    def close_but_logs(self) -> None:
+        """`close` all but the logs, which stay open for a later `close` to end the W&B run with the exit code the
+        ranks agree on (`finish`)."""
+        log, self.log = self.log, None
+        try:
+            self.close()
+        finally:
+            self.log = log
+
     def __enter__(self) -> Opened:
         return self
 
@@ -80,17 +91,19 @@ class Opened:
             closed_before_stop(self.close, exc)  # an error in either: printed
 
 
-def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None,
-           close: Callable[[int], None], ckpt_dir: Path) -> None:
-    """After the last iteration ``done`` (collective: every rank): close what the run opened, agree on rank 0's
+def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None, opened: Opened,
+           ckpt_dir: Path) -> None:
+    """After the last iteration ``done`` (collective: every rank): close what the run ``opened``, agree on rank 0's
     logs (`training.rank_failures.RankFailed` on every rank when they failed), shut down, export (module
     docstring). ``unlogged``: this rank's failure to write an iteration's logs, not yet agreed."""
     import deepspeed
 
-    # W&B's finish, say; also after unwritten logs, which end the W&B run (rank 0's) failed with their exit code
-    unclosed = attempt(rank, "closing the run's logs", close, unlogged.code if unlogged is not None else 0)[1]
-    unlogged = unlogged or unclosed
-    stop_on([agree(unlogged)], done, ckpt_dir)  # the agreement waits for every rank, as a barrier did
+    # the logs last, after the agreement: a failure on any rank (rank 1's reward runner, rank 0's unwritten logs)
+    # ends rank 0's W&B run failed with the stop's exit code, where it had finished as a success before it
+    unclosed = attempt(rank, "closing what the run opened", opened.close_but_logs)[1]
+    stop_on([agree(unlogged or unclosed)], done, ckpt_dir, opened.close)  # the agreement waits for every rank
+    unclosed = attempt(rank, "closing the run's logs", opened.close, 0)[1]  # W&B's finish, say
+    stop_on([agree(unclosed)], done, ckpt_dir)
     deepspeed.comm.destroy_process_group()  # after the engine, destroyed by close (`Opened`)
     out_dir = Path(cfg.output_dir)
     if cfg.export == "final" and rank == 0:

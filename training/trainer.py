@@ -293,5 +293,5 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             break
 
     # -- 6. the trained policy (training/export.py): rank 0, after the ranks agreed and shut down (run_end.py)
-    finish(cfg, rank=rank, done=done, unlogged=unlogged, close=close, ckpt_dir=ckpt_dir)
+    finish(cfg, rank=rank, done=done, unlogged=unlogged, opened=opened, ckpt_dir=ckpt_dir)
     return out_dir
