@@ -199,3 +199,26 @@ def test_a_finished_runs_wandb_run_ends_with_the_exit_code_of_another_ranks_fail
     with pytest.raises(RankFailed, match="closing what the run opened failed on rank 1"):
         finish(TrainConfig(), rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
     assert [c for c in calls if c[0] == "finish"] == [("finish", 3)]
+
+
+def test_a_ctrl_c_during_a_later_close_keeps_an_earlier_closes_error():
+    """``close_each`` let a KeyboardInterrupt raised by a later close pass at once, and the error an earlier close
+    had raised (the reward runner's, say) was lost: the user, who pressed Ctrl-C while W&B finished, never saw that
+    something had failed to close. The earlier error is the Ctrl-C's context now (its traceback printed first)."""
+    calls: list[str] = []
+    earlier = OSError("reward runner: loop gone")
+    with pytest.raises(KeyboardInterrupt) as info:
+        close_each([Closing(calls, "rewards", earlier).close, Closing(calls, "log", KeyboardInterrupt()).close,
+                    Closing(calls, "stops").close])
+    assert calls == ["rewards", "log"] and info.value.__context__ is earlier
+
+    def interrupted_while_handling() -> None:  # a Ctrl-C with a context of its own keeps it; the earlier error noted
+        try:
+            raise TimeoutError("wandb: still uploading")
+        except TimeoutError:
+            raise KeyboardInterrupt from None
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        close_each([Closing(calls, "rewards", earlier).close, interrupted_while_handling])
+    assert isinstance(info.value.__context__, TimeoutError)
+    assert info.value.__notes__ == ["closing had already failed: OSError: reward runner: loop gone"]
