@@ -58,16 +58,15 @@ def score_batch_command(
         OutputWriteError,
         RowWriter,
         build_batch_agent,
-        comment_lines,
         drop_repeats,
         file_stamp,
         kept_rows,
         lock_output,
+        manifest_items,
         misplaced_paths,
         not_json_lines,
         not_results,
         other_scorer,
-        read_manifest,
         read_output,
         run_batch,
         scorer_of,
@@ -113,8 +112,8 @@ def score_batch_command(
     commands.check_preset(preset)
     settings.ensure_parent_dirs()
     try:
-        items, repeats, shared = drop_repeats(read_manifest(manifest, preset, draw))
-        comments = comment_lines(manifest)
+        read, comments = manifest_items(manifest, preset, draw)  # one read of the file
+        items, repeats, shared = drop_repeats(read)
     except OSError as exc:  # unreadable (permissions), or gone since the check above
         typer.echo(f"error: cannot read manifest {manifest}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(2) from exc

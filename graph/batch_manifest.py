@@ -12,7 +12,7 @@ Decisions where the issue was silent:
 - Blank lines, and comment lines (whose first character other than white space is "#"), are skipped: JSON lines
   have no comments, but a line "commented out" is a clip the researcher meant to leave out, and its ineligible
   "input" row (not valid JSON) counted among the bad lines of every run. `raa score-batch` says how many comment
-  lines it skipped (`comment_lines`).
+  lines it skipped (`manifest_items` gives their numbers, from the one read of the manifest that its items come from).
 - A row names its clip as the manifest gave it (joined to the manifest's folder, symlinks not followed: a clip in a
   Hugging Face cache's "snapshots" folder is not named by its "blobs/<sha>" target); the resume key is of the
   resolved path, so two names of one file are one clip (`item_key`). A path with ".." parts ("../clips/a.mp4") is
@@ -93,21 +93,24 @@ def _comment(raw: bytes) -> bool:
     return raw.lstrip().startswith(b"#")
 
 
-def comment_lines(manifest: Path) -> list[int]:
-    """The numbers of the comment lines of `manifest`, which `read_manifest` skips."""
-    return [number for number, raw in _lines(manifest) if _comment(raw)]
-
-
 def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, Any]]:
-    """Manifest rows as batch items of stage-cache `draw`; a bad line becomes an item carrying an `error`; blank and
-    comment lines are skipped. An item's `path` is the row's own string joined to the manifest's folder (symlinks not
+    """The items of `manifest` (`manifest_items`), without its comment lines' numbers."""
+    return manifest_items(manifest, preset, draw)[0]
+
+
+def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dict[str, Any]], list[int]]:
+    """Manifest rows as batch items of stage-cache `draw`, and the numbers of the comment lines skipped, both of one
+    read of the file (read again for the comments, a manifest edited meanwhile had its comments counted from
+    another file than its items). A bad line becomes an item carrying an `error`; blank and comment lines are
+    skipped. An item's `path` is the row's own string joined to the manifest's folder (symlinks not
     followed: what its output row names), `resolved` that path resolved (what its `key` is of), `written` the row's
     own string. Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
     NUL byte), is a bad line like one that is not JSON."""
     base = manifest.resolve().parent
-    items = []
+    items, comments = [], []
     for number, raw in _lines(manifest):
         if _comment(raw):
+            comments.append(number)
             continue
         error: str | None = None
         try:
@@ -144,7 +147,7 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
         items.append({"key": key, "line": number, "path": shown, "resolved": resolved, "written": path,
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra, "error": error,
                       "object": is_object, "array": line.lstrip().startswith("[")})
-    return items
+    return items, comments
 
 
 def _named(path: Path, resolved: str) -> str:

@@ -199,3 +199,24 @@ def test_a_path_with_dotdot_through_a_missing_folder_is_kept_as_given(tmp_path):
     (item,) = read_manifest(manifest, "full")
     assert item["path"] == str(tmp_path.resolve() / "gone" / ".." / "clips" / "a.mp4")
     assert not Path(item["path"]).exists()
+
+
+def test_the_comment_lines_said_are_those_of_the_manifest_read(monkeypatch, tmp_path):
+    """The comment lines were counted from a second read of the manifest: one edited between the two reads was
+    scored as one file and its comments counted from another (and the file was read twice)."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, ["# clips of run 3", {"path": "c0.mp4", "instruction": TASK}])
+    real = Path.read_bytes
+
+    def read_then_edited(path: Path) -> bytes:
+        data = real(path)
+        if path == manifest:  # edited as soon as it has been read: its comment line gone
+            _write(manifest, [{"path": "c0.mp4", "instruction": TASK}])
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", read_then_edited)
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 0 and [r["line"] for r in _rows(out)] == [2], res.output
+    assert "1 comment line(s) (#) skipped: line(s) 1" in res.output, res.output
