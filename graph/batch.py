@@ -18,8 +18,9 @@ Decisions where the issue was silent:
   `graph.batch_resume`'s.
 - The manifest (its lines as items, bad lines, comment lines, repeated clips, manifests refused before the batch
   starts) is `graph.batch_manifest`'s; its names are re-exported here. A bad line's row is written by
-  `write_bad_lines`; a line repeating an earlier line's clip and instruction under other fields takes that line's
-  result in a row of its own (`write_repeats`): at once when the earlier line's row is in the output, else with it.
+  `write_bad_lines`; a line repeating an earlier line's clip and instruction under another name or other fields
+  takes that line's result in a row of its own (`write_repeats`): at once when the earlier line's row is in the
+  output, else with it.
 - `RowWriter` keeps, per stage and kind of the ineligible rows' first fault ("observe: transport"; "input" for a
   bad manifest line, `graph.batch_output.fault_kind`), a count and the first such reason;
   `raa score-batch` prints them after its counts, so a batch whose rows all failed for one reason

@@ -124,8 +124,8 @@ def score_batch_command(
         typer.echo(f"{len(comments)} comment line(s) (#) skipped: line(s) " + ", ".join(map(str, comments[:5]))
                    + (" ..." if len(comments) > 5 else ""), err=True)
     for lines, what in ((repeats, "repeat an earlier one and are scored once"),
-                        (shared, "repeat an earlier one's clip and instruction with other fields: each gets its own "
-                                 "row with that line's result")):
+                        (shared, "repeat an earlier one's clip and instruction under another name or other fields: "
+                                 "each gets its own row with that line's result")):
         if lines:
             typer.echo(f"{len(lines)} manifest line(s) {what}: " + ", ".join(lines[:5])
                        + (" ..." if len(lines) > 5 else ""), err=True)

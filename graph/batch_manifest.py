@@ -20,11 +20,15 @@ Decisions where the issue was silent:
   given where it does not (a symlink before the ".." makes it lead out of the link's target, not back to the folder
   the link is in: the name without it would be another file than the run scored). The run reads the clip by the name
   its row gives.
-- A line repeating an earlier line's clip and instruction is scored once (`drop_repeats`): a line whose other fields
-  are the earlier line's too gets no row of its own (it would be the same row twice, which `raa eval compare` refuses
-  as a duplicate); a line whose other fields differ (another "id") gets its own row, under its own key
-  (`repeat_key`: its place among them), holding the earlier line's result (`graph.batch.write_repeats`) and
-  "repeat_of" its key, so no id of the manifest is missing from the output.
+- A line repeating an earlier line's clip and instruction is scored once (`drop_repeats`): a line whose name of the
+  clip and other fields are the earlier line's too gets no row of its own (it would be the same row twice, which
+  `raa eval compare` refuses as a duplicate); a line whose other fields differ (another "id"), or that names the
+  clip by another name (two links to one file, as a Hugging Face cache's snapshots link into one blob: one key,
+  `item_key`), gets its own row, under its own key (`repeat_key`: its place among them), holding the earlier line's
+  result (`graph.batch.write_repeats`) and "repeat_of" its key, so no id and no name of the manifest is missing from
+  the output (the second name was dropped as a repeat, and a researcher looking up its row found none). Names are
+  told apart as rows give them (`_named`); two hard links are two paths that resolve apart, so two keys, each
+  scored.
 - A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array given
   by mistake), or one that opens a JSON array on its first line however the array is laid out, is refused before
   anything is written (`not_json_lines`, exit 2).
@@ -213,18 +217,18 @@ def repeat_key(key: str, n: int) -> str:
 
 
 def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """`items` less the lines that repeat an earlier line in all (same clip, instruction, preset, draw and other
-    fields), with each line that repeats an earlier line's clip and instruction under other fields (another "id")
-    keyed by `repeat_key` and marked "repeat_of" the earlier line's key (module docstring); and a description per
-    line of each kind ("line 7 = line 1"): those dropped, those that take the earlier line's result. A repeat in all
-    would only write a second row the same as the first, which `raa eval compare` refuses as a duplicate; a repeat
-    under another id dropped lost that id's row."""
+    """`items` less the lines that repeat an earlier line in all (same clip under the same name, instruction, preset,
+    draw and other fields), with each line that repeats an earlier line's clip and instruction under another name
+    (a link) or other fields (another "id") keyed by `repeat_key` and marked "repeat_of" the earlier line's key
+    (module docstring); and a description per line of each kind ("line 7 = line 1"): those dropped, those that take
+    the earlier line's result. A repeat in all would only write a second row the same as the first, which `raa eval
+    compare` refuses as a duplicate; a repeat under another id or name dropped lost that id's or name's row."""
     first: dict[str, dict[str, Any]] = {}
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
     repeats: dict[str, int] = {}  # per key: the lines under other fields so far
     kept, dropped, shared = [], [], []
     for item in items:
-        fields = (item["key"], strict_dumps(item["manifest"], sort_keys=True))
+        fields = (item["key"], item["path"], strict_dumps(item["manifest"], sort_keys=True))
         if (earlier := seen.get(fields)) is not None:
             dropped.append(f"line {item['line']} = line {earlier['line']}")
             continue

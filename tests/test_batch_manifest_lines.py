@@ -201,6 +201,36 @@ def test_a_path_with_dotdot_through_a_missing_folder_is_kept_as_given(tmp_path):
     assert not Path(item["path"]).exists()
 
 
+def test_every_name_of_one_clip_gets_a_row(monkeypatch, tmp_path):
+    """Two names of one file (links into a Hugging Face cache's blob) with one instruction are one clip and one
+    key: the second line was dropped as a repeat of the first, and its name had no row at all. It now gets its own
+    row, under its own name, holding the first's result ("repeat_of": no second run); a line repeating another
+    under its name and fields too still gets none (the same row twice). A hard link resolves to itself: another
+    clip, scored on its own."""
+    import os
+
+    model = _scripted(monkeypatch, tmp_path)
+    (blob,) = square_clips(tmp_path, 1)
+    (tmp_path / "a.mp4").symlink_to(blob)
+    (tmp_path / "b.mp4").symlink_to(blob)
+    os.link(blob, tmp_path / "h.mp4")
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, [{"path": "a.mp4", "instruction": TASK}, {"path": "b.mp4", "instruction": TASK},
+                      {"path": "a.mp4", "instruction": TASK}, {"path": "h.mp4", "instruction": TASK}])
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 to score, 1 to take an earlier line's result" in res.output, res.output
+    rows = {Path(r["path"]).name: r for r in _rows(out)}
+    assert sorted(rows) == ["a.mp4", "b.mp4", "h.mp4"] and len(_rows(out)) == 3, _rows(out)
+    assert rows["b.mp4"]["repeat_of"] == rows["a.mp4"]["key"] and rows["b.mp4"]["line"] == 2
+    assert rows["b.mp4"]["result"] == rows["a.mp4"]["result"] and rows["a.mp4"]["result"]["status"] == "scored"
+    assert "repeat_of" not in rows["h.mp4"] and rows["h.mp4"]["result"]["status"] == "scored"
+    calls = len(model.calls)
+    res = runner.invoke(app, args)  # a resume: the rows stand, nothing scored again
+    assert res.exit_code == 0 and "0 to score" in res.output and len(model.calls) == calls, res.output
+    assert len(_rows(out)) == 3
+
+
 def test_the_comment_lines_said_are_those_of_the_manifest_read(monkeypatch, tmp_path):
     """The comment lines were counted from a second read of the manifest: one edited between the two reads was
     scored as one file and its comments counted from another (and the file was read twice)."""

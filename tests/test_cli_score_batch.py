@@ -53,8 +53,8 @@ def test_score_batch_resumes_and_isolates_bad_items(monkeypatch, tmp_path) -> No
         fh.write(json.dumps(rows[0]) + "\n")
     res = runner.invoke(app, args)
     assert "1 manifest line(s) repeat an earlier one and are scored once: line 8 = line 1" in res.output
-    assert ("1 manifest line(s) repeat an earlier one's clip and instruction with other fields: each gets its own row "
-            "with that line's result: line 7 = line 1") in res.output, res.output
+    assert ("1 manifest line(s) repeat an earlier one's clip and instruction under another name or other fields: each "
+            "gets its own row with that line's result: line 7 = line 1") in res.output, res.output
     assert "0 to score, 1 to take an earlier line's result" in res.output and len(out.read_text().splitlines()) == 7
 
 
@@ -278,3 +278,4 @@ def test_a_repeated_lines_outage_row_is_not_counted_among_the_rows_scored_again(
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "2 to score, 1 to take an earlier line's result" in res.output, res.output
     assert "scored=3 zero=0 ineligible=0" in res.output and "a rerun can fix" not in res.output, res.output
+
