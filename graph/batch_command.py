@@ -80,8 +80,10 @@ def score_batch_command(
         fixable_lines,
         fixable_rows,
         removed_lines,
+        rerun_command,
         stale_repeats,
         stale_rows,
+        told_first,
         updated_lines,
     )
 
@@ -157,8 +159,10 @@ def score_batch_command(
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
         if warning := edited_rows(output, items, preset, draw):
             typer.echo(f"warning: {warning}", err=True)
-        for line in fixable_lines(fixable_rows(output, manifest, items, preset, draw, scorer_of(settings)), out,
-                                  retrying=retry_ineligible):  # the rows a plain resume skips, or the flag leaves
+        rerun = rerun_command(manifest, out, preset, draw)  # what the hints name
+        said = told_first(fixable_rows(output, manifest, items, preset, draw, scorer_of(settings)),
+                          retrying=retry_ineligible)  # the rows a plain resume skips, or the flag leaves
+        for line in fixable_lines(said, out, rerun):
             typer.echo(line, err=True)
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
@@ -218,7 +222,8 @@ def score_batch_command(
             except OSError:
                 ended = None
             if ended is not None:
-                for line in fixable_lines(fixable_rows(ended, manifest, items, preset, draw, scorer_of(settings)), out):
+                for line in fixable_lines(fixable_rows(ended, manifest, items, preset, draw, scorer_of(settings)), out,
+                                          rerun, said):  # what the start said, unchanged, not again
                     typer.echo(line, err=True)
 
 

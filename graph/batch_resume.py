@@ -23,7 +23,9 @@
   `fixable_lines`) and says so, on a resume without the flag before it scores and at the end of a run that wrote an
   ineligible row, so that a batch scored against a broken setup does not read as done; with the flag, before it
   scores, only the rows it leaves (over the decode limit, below: they were said only at the end of a run that wrote
-  an ineligible row, so a --retry-ineligible run after raising the limit said nothing of them). The row of a line
+  an ineligible row, so a --retry-ineligible run after raising the limit said nothing of them). A count said before
+  the run scored is not said again at its end unchanged, and the hints name the batch's own command
+  (`rerun_command`: manifest, --out, --preset, --draw), not the bare flag. The row of a line
   repeating an earlier line's clip and instruction under another name or other fields ("repeat_of",
   `graph.batch_manifest.drop_repeats`) is not counted among them: it holds a copy of that line's row, and the flag writes the copy again without a run of its own
   (it was counted, so "N rows ... scores them again" named more runs than the flag made); such rows are named apart.
@@ -43,6 +45,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -224,13 +227,34 @@ def _them(n: int) -> str:
     return "it" if n == 1 else "them"
 
 
-def fixable_lines(fixable: dict[str, int], out: Path, *, retrying: bool = False) -> list[str]:
-    """What `raa score-batch` says of the rows `fixable_rows` counted, on a plain resume and at the end of a run
-    (nothing when there are none); `retrying`, at the start of a `--retry-ineligible` run: only the rows the flag
-    leaves though a setting would admit them ("too_large"), as it removes the others (`removed_lines`) and says so."""
+def told_first(fixable: dict[str, int], *, retrying: bool) -> dict[str, int]:
+    """The counts of `fixable_rows` that `raa score-batch` says before it scores (`fixable_lines`): all of them on a
+    plain resume; at the start of a `--retry-ineligible` run only the rows the flag leaves though a setting would
+    admit them ("too_large"), as it removes the others (`removed_lines`) and says so."""
+    return {"too_large": fixable.get("too_large", 0)} if retrying else fixable
+
+
+def rerun_command(manifest: Path, out: Path, preset: str, draw: int) -> str:
+    """The `raa score-batch` command of this batch (its manifest, --out, --preset and --draw: what picks its rows;
+    --processes and the like only say how it runs), quoted for a shell: the command the hints of `fixable_lines`
+    name."""
+    words = ["raa", "score-batch", str(manifest), "--out", str(out), "--preset", preset]
+    return shlex.join(words + (["--draw", str(draw)] if draw else []))
+
+
+def fixable_lines(fixable: dict[str, int], out: Path, rerun: str | None = None,
+                  said: dict[str, int] | None = None) -> list[str]:
+    """What `raa score-batch` says of the rows `fixable_rows` counted (before it scores, `told_first`; at the end of a
+    run that wrote an ineligible row, all of them), nothing when there are none; `rerun`: the batch's command
+    (`rerun_command`, without the flag), named as the command that scores the rows again (with the flag, in a line
+    of its own) and that scores the clips over the decode limit once their rows are deleted: "--retry-ineligible"
+    alone named neither the manifest nor --preset nor --draw, and the command a researcher pieced from it ran
+    another batch. `said`: the counts said before the run scored (`told_first`); one said then is not said again
+    unchanged (a --retry-ineligible run still down said its rows over the decode limit at its start and again at
+    its end)."""
     lines = []
-    if retrying:
-        fixable = {"too_large": fixable.get("too_large", 0)}
+    if said:
+        fixable = {why: n for why, n in fixable.items() if said.get(why) != n}
     if n := fixable.get("retry", 0):
         lines.append(f"{n} of the rows already in {out} ineligible for a reason a rerun can fix: "
                      f"--retry-ineligible scores {_them(n)} again")
@@ -240,10 +264,13 @@ def fixable_lines(fixable: dict[str, int], out: Path, *, retrying: bool = False)
     if n := fixable.get("copied", 0):
         lines.append(f"{n} row(s) already in {out} of a line repeating an earlier line's clip and instruction hold its "
                      f"result: --retry-ineligible writes {_them(n)} again from that line's row")
+    if lines and rerun is not None:
+        lines.append(f"  {rerun} --retry-ineligible")
     if n := fixable.get("too_large", 0):
         lines.append(f"{n} row(s) already in {out} ineligible for a clip over the decode limit its reason names: final "
                      "while the clip is unchanged (--retry-ineligible leaves them); after raising the limit, delete "
-                     f"{_them(n)} (the rows whose reason reads VideoTooLargeError) and run again to score {_them(n)}")
+                     f"{_them(n)} (the rows whose reason reads VideoTooLargeError) and run again to score {_them(n)}"
+                     + (f": {rerun}" if rerun is not None else ""))
     return lines
 
 

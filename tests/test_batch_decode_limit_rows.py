@@ -45,3 +45,31 @@ def test_rows_over_the_decode_limit_are_told_from_other_video_faults():
     assert not over_decode_limit(row("VideoDecodeError: c.mp4: invalid data"))
     assert not over_decode_limit(row("surprise config: HTTP 413: VideoTooLargeError", kind="tool"))
     assert not over_decode_limit({"status": "scored", "faults": []})
+
+
+def test_a_retry_that_writes_an_ineligible_row_names_the_decode_limit_rows_once(monkeypatch, tmp_path):
+    """A --retry-ineligible run names the rows over the decode limit before it scores (it leaves them), and a run
+    that writes an ineligible row names what is left to fix at its end: a retry whose endpoint was still down
+    said the decode-limit line twice, at its start and again at its end, the same count."""
+    import httpx
+    import openai
+
+    from graph.batch import read_manifest
+    from tests.graph_scripts import square_batch
+
+    model = _scripted(monkeypatch, tmp_path)
+    manifest = square_batch(tmp_path, 2)
+    earlier = [{"status": "ineligible", "reasons": ["quality: video: VideoTooLargeError: c0.mp4: 33 frame(s) of "
+                                                    "128x128 would take 1.55 MiB decoded"]},
+               {"status": "ineligible", "reasons": ["observe: transport: APIConnectionError after 5 attempts"]}]
+    out = tmp_path / "results.jsonl"
+    out.write_text("".join(json.dumps({**{k: it[k] for k in ("key", "line", "path", "instruction", "preset",
+                                                              "manifest")}, "result": r}) + "\n"
+                           for it, r in zip(read_manifest(manifest, "visual_verify"), earlier, strict=True)))
+    model.script["observe"] = [openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1"))]
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify",
+                              "--retry-ineligible"])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and "1 to score" in text and "ineligible=1" in text, res.output
+    assert text.count(f"1 row(s) already in {out} ineligible for a clip over the decode limit") == 1, res.output
+    assert f"1 of the rows already in {out} ineligible for a reason a rerun can fix" in text, res.output

@@ -279,3 +279,32 @@ def test_a_repeated_lines_outage_row_is_not_counted_among_the_rows_scored_again(
     assert res.exit_code == 0 and "2 to score, 1 to take an earlier line's result" in res.output, res.output
     assert "scored=3 zero=0 ineligible=0" in res.output and "a rerun can fix" not in res.output, res.output
 
+
+def test_the_retry_hint_is_a_command_that_reruns_the_same_batch(monkeypatch, tmp_path) -> None:
+    """The rows a rerun can fix were told with "--retry-ineligible scores them again", naming neither the manifest
+    nor --preset nor --draw: the command a researcher pieced from it scored the manifest at preset "full" and draw 0,
+    another batch, and left these rows as they were. The hint is now the batch's own command with the flag."""
+    import shlex
+
+    import httpx
+    import openai
+
+    from tests.graph_scripts import full_script, square_batch
+
+    model = _scripted(monkeypatch, tmp_path)
+    manifest = square_batch(tmp_path, 2, name="my manifest.jsonl")
+    model.script["observe"] = [openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1"))]
+    out = tmp_path / "results.jsonl"
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "visual_verify",
+                              "--draw", "1"])
+    assert res.exit_code == 0 and "ineligible=2" in res.output, res.output
+    [hint] = [line[line.index("raa score-batch"):] for line in res.output.splitlines()
+              if "raa score-batch" in line and "--retry-ineligible" in line.split("raa score-batch", 1)[1]]
+    command = shlex.split(hint)
+    assert command[:3] == ["raa", "score-batch", str(manifest)] and "--retry-ineligible" in command, hint
+    model.script["observe"] = full_script()["observe"]  # the endpoint back: the hint's command scores both again
+    res = runner.invoke(app, command[1:])
+    assert res.exit_code == 0 and "2 to score" in res.output and "scored=2" in res.output, res.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 2 and {(r["preset"], r["draw"], r["result"]["status"]) for r in rows} == {
+        ("visual_verify", 1, "scored")}, rows
