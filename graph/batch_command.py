@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -54,6 +54,7 @@ def score_batch_command(
 ) -> None:
     """Score every clip of a manifest; items already in the output are skipped."""
     from graph.batch import (
+        Output,
         OutputBusy,
         OutputWriteError,
         RowWriter,
@@ -87,41 +88,44 @@ def score_batch_command(
         updated_lines,
     )
 
+    def say_fixable(rows: Output, said: dict[str, int] | None = None) -> dict[str, int]:
+        """Say what `fixable_lines` says of the rows of `rows` (the output) a rerun can fix, naming this batch's
+        command: before the run scores (`said` None) the counts `told_first` picks; at its end all but those `said`
+        before, unchanged. Returns the counts it was to say."""
+        fixable = fixable_rows(rows, manifest, items, preset, draw, scorer_of(settings))
+        if said is None:
+            fixable = told_first(fixable, retrying=retry_ineligible)
+        for line in fixable_lines(fixable, out, rerun_command(manifest, out, preset, draw), said):
+            typer.echo(line, err=True)
+        return fixable
+
     settings = commands.settings_or_exit(require_endpoint=True)
     if manifest.is_dir():  # there, but no file: "not found" misled
         inside = manifest / "manifest.jsonl"
-        typer.echo(f"error: manifest {manifest} is a folder; give the manifest file's path"
-                   + (f", e.g. {inside}" if inside.is_file() else ""), err=True)
-        raise typer.Exit(2)
+        _fail(f"manifest {manifest} is a folder; give the manifest file's path"
+              + (f", e.g. {inside}" if inside.is_file() else ""))
     if not manifest.is_file():
-        typer.echo(f"error: manifest not found: {manifest}", err=True)
-        raise typer.Exit(2)
+        _fail(f"manifest not found: {manifest}")
     if out.is_dir():  # else an IsADirectoryError traceback once the rows are read
-        typer.echo(f"error: --out {out} is a folder; give the results file's path, e.g. {out / 'results.jsonl'}",
-                   err=True)
-        raise typer.Exit(2)
+        _fail(f"--out {out} is a folder; give the results file's path, e.g. {out / 'results.jsonl'}")
     if out.exists() and out.samefile(manifest):  # else rows appended to it, its bad and blank lines dropped
-        typer.echo(f"error: --out {out} is the manifest; write the results to another file", err=True)
-        raise typer.Exit(2)
+        _fail(f"--out {out} is the manifest; write the results to another file")
     try:
         output = read_output(out)  # the one read of the output (graph.batch: again only if it changes meanwhile)
         foreign = not_results(output)
     except OSError as exc:
         foreign = f"--out {out} cannot be read ({type(exc).__name__}: {exc})"
     if foreign:  # else a traceback, or a resume that drops the file's lines
-        typer.echo(f"error: {foreign}; write the results to another file", err=True)
-        raise typer.Exit(2)
+        _fail(f"{foreign}; write the results to another file")
     commands.check_preset(preset)
     settings.ensure_parent_dirs()
     try:
         read, comments = manifest_items(manifest, preset, draw)  # one read of the file
         items, repeats, shared = drop_repeats(read)
     except OSError as exc:  # unreadable (permissions), or gone since the check above
-        typer.echo(f"error: cannot read manifest {manifest}: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        _fail(f"cannot read manifest {manifest}: {type(exc).__name__}: {exc}", exc)
     if problem := not_json_lines(manifest, items):  # else a row per "line" of a video or CSV
-        typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2)
+        _fail(problem)
     if comments:
         typer.echo(f"{len(comments)} comment line(s) (#) skipped: line(s) " + ", ".join(map(str, comments[:5]))
                    + (" ..." if len(comments) > 5 else ""), err=True)
@@ -136,17 +140,14 @@ def score_batch_command(
     try:  # held until the batch ends (the system drops it with the process, however that ends)
         lock = lock_output(out)
     except OutputBusy as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        _fail(str(exc), exc)
     except OSError as exc:  # a parent of --out is a file, or a folder it cannot write in
-        typer.echo(f"error: cannot write --out {out}: {type(exc).__name__}: {exc}", err=True)
-        raise typer.Exit(2) from exc
+        _fail(f"cannot write --out {out}: {type(exc).__name__}: {exc}", exc)
     with lock:
         if output.stamp != file_stamp(out):  # another batch wrote to it before this one held the lock
             output = read_output(out)
         if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
-            typer.echo(f"error: {problem}", err=True)
-            raise typer.Exit(2)
+            _fail(problem)
         goes = stale_repeats(output, items, stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible,
                                                        scorer=scorer_of(settings)))
         kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
@@ -159,11 +160,7 @@ def score_batch_command(
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
         if warning := edited_rows(output, items, preset, draw):
             typer.echo(f"warning: {warning}", err=True)
-        rerun = rerun_command(manifest, out, preset, draw)  # what the hints name
-        said = told_first(fixable_rows(output, manifest, items, preset, draw, scorer_of(settings)),
-                          retrying=retry_ineligible)  # the rows a plain resume skips, or the flag leaves
-        for line in fixable_lines(said, out, rerun):
-            typer.echo(line, err=True)
+        said = say_fixable(output)  # the rows a plain resume skips, or the flag leaves
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
         live = to_score > 0 and any_input_fine(todo, settings.agent_config(preset).max_instruction_chars)
@@ -175,8 +172,7 @@ def score_batch_command(
             retried = drop_rows(output, goes, current_fields(items))  # the rows of `output`: a torn last line the
             # writer cut goes here too; the rows kept take their manifest line's fields as it is now
         except OutputWriteError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            _fail(str(exc), exc)
         for line in updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
             typer.echo(line, err=True)
         if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
@@ -197,8 +193,7 @@ def score_batch_command(
                                             run_timeout_s=run_timeout or None,
                                             log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
                     except BatchError as exc:
-                        typer.echo(f"error: {exc}", err=True)
-                        raise typer.Exit(2) from exc
+                        _fail(str(exc), exc)
                 elif scorable:
                     async def main() -> None:
                         async with open_async_saver(settings.traces_path) as saver:
@@ -209,8 +204,7 @@ def score_batch_command(
 
                     asyncio.run(main())
         except OutputWriteError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from exc
+            _fail(str(exc), exc)
         except KeyboardInterrupt:  # Ctrl-C: what the rows written so far cost still gets said
             _closing_lines(writer, out)
             typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch", err=True)
@@ -222,9 +216,14 @@ def score_batch_command(
             except OSError:
                 ended = None
             if ended is not None:
-                for line in fixable_lines(fixable_rows(ended, manifest, items, preset, draw, scorer_of(settings)), out,
-                                          rerun, said):  # what the start said, unchanged, not again
-                    typer.echo(line, err=True)
+                say_fixable(ended, said)  # what the start said, unchanged, not again
+
+
+def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
+    """score-batch's end on a configuration or input error: "error: `message`" and exit 2 (from `cause`, the error
+    behind it, where there is one)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2) from cause
 
 
 def _closing_lines(writer: Any, out: Path) -> None:
