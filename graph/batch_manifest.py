@@ -12,7 +12,7 @@ Decisions where the issue was silent:
 - Blank lines, and comment lines (whose first character other than white space is "#"), are skipped: JSON lines
   have no comments, but a line "commented out" is a clip the researcher meant to leave out, and its ineligible
   "input" row (not valid JSON) counted among the bad lines of every run. `raa score-batch` says how many comment
-  lines it skipped (`manifest_items` gives their numbers, from the one read of the manifest that its items come from).
+  lines it skipped (`manifest_items` gives their numbers, of the one read of the manifest its items come from).
 - A row names its clip as the manifest gave it (joined to the manifest's folder, symlinks not followed: a clip in a
   Hugging Face cache's "snapshots" folder is not named by its "blobs/<sha>" target); the resume key is of the
   resolved path, so two names of one file are one clip (`item_key`). A path with ".." parts ("../clips/a.mp4") is

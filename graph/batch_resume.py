@@ -25,10 +25,11 @@
   scores, only the rows it leaves (over the decode limit, below: they were said only at the end of a run that wrote
   an ineligible row, so a --retry-ineligible run after raising the limit said nothing of them). A count said before
   the run scored is not said again at its end unchanged, and the hints name the batch's own command
-  (`rerun_command`: manifest, --out, --preset, --draw), not the bare flag. The row of a line
-  repeating an earlier line's clip and instruction under another name or other fields ("repeat_of",
-  `graph.batch_manifest.drop_repeats`) is not counted among them: it holds a copy of that line's row, and the flag writes the copy again without a run of its own
-  (it was counted, so "N rows ... scores them again" named more runs than the flag made); such rows are named apart.
+  (`rerun_command`: manifest, --out, --preset, --draw), not the bare flag. The row of a line repeating an earlier
+  line's clip and instruction under another name or other fields ("repeat_of", `graph.batch_manifest.drop_repeats`)
+  is not counted among them: it holds a copy of that line's row, and the flag writes the copy again without a run of
+  its own (it was counted, so "N rows ... scores them again" named more runs than the flag made); such rows are
+  named apart.
   So are the rows of clips over the decode limit (`over_decode_limit`): final, as any video fault of an unchanged clip,
   but a setting (`RAA_TOOLS_MAX_DECODE_MB`) admits them once raised, and the reason named only the size that would:
   the batch says the row must be deleted for the clip to be scored again.
