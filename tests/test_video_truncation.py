@@ -90,10 +90,13 @@ def test_a_fragmented_mp4_cut_between_two_frames_is_truncated(tmp_path):
     with pytest.raises(VideoDecodeError, match=r"its last fragment's 'moof' box \(at byte \d+\) has no 'mdat' "
                        r"box after it \(frames after the 24 read"):
         probe(data[:moof_end])  # the fourth fragment's moof (ftyp, moov, 3 x moof + mdat before it): read as 24 frames
-    for extra in (1, 4, 7):  # a few bytes into the fourth fragment's moof header: read as 24 frames before
+    for extra in (4, 7):  # a few bytes into the fourth fragment's moof header: read as 24 frames before
         with pytest.raises(VideoDecodeError, match=rf"truncated file: it ends {extra} bytes into the header of a box "
                            r"at byte \d+ \(frames after the 24 read"):
             probe(data[:ends[23] + extra])
+    # 1 to 3 bytes of its size field (a 176-byte moof: zero bytes) cannot be told from zero padding: as a cut between
+    # two fragments, a shorter clip (`header_start`)
+    assert data[ends[23]:ends[23] + 3] == b"\0\0\0" and probe(data[:ends[23] + 3]).frames == 24
 
 
 
@@ -120,6 +123,22 @@ def test_bytes_after_a_closing_mfra_box_are_no_cut_fragment(tmp_path, extra):
     assert child_boxes(memoryview(data))[-1][0] == b"mfra"
     assert probe(data + extra).frames == 24
     assert read_ids(read_all_frames(data + extra)) == list(range(24))
+
+
+@pytest.mark.parametrize("extra", [b"\0", b"\0\0", b"\0" * 3])
+def test_a_few_zero_bytes_after_a_fragmented_mp4_without_mfra_are_no_cut_header(tmp_path, extra):
+    """1 to 3 zero bytes after a fragmented MP4 that ends without an ``mfra`` box (``skip_trailer``, DASH / CMAF
+    packagers) read as a box header cut short: "truncated: it ends N bytes into the header of a box", a complete clip
+    made ineligible, while 4 to 7 zero bytes passed. Zero bytes alone begin no header; a cut there loses only whole
+    fragments, as a cut between two fragments does (no trace unless a ``sidx`` or ``mehd`` box says so). A size field
+    begun with a non-zero byte is still a cut header."""
+    data = write_raw(tmp_path / "frag.mp4", id_frames(24), gop=8,
+                     options={"movflags": "frag_keyframe+empty_moov+skip_trailer"}).read_bytes()
+    assert child_boxes(memoryview(data))[-1][0] == b"mdat"
+    assert probe(data + extra).frames == 24
+    assert read_ids(read_all_frames(data + extra)) == list(range(24))
+    with pytest.raises(VideoDecodeError, match="bytes into the header of a box"):
+        probe(data + b"\0\0\x01")
 
 
 def test_a_cut_moov_is_a_decode_error_not_an_attribute_error(tmp_path):

@@ -116,7 +116,7 @@ def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[byte
     bytes into the next box's 8-byte header does (it read as the shorter clip before): those bytes, where they can start
     such a header (`header_start`), are given as a box of type ``b""`` (their offset, 8, the file's length); except after
     a whole last ``mfra`` box, the fragment index a writer adds as it closes the file (FFmpeg does): no fragment follows
-    it, so bytes after it are a copy's padding, not a cut header (1 to 3 zero bytes were refused as one)."""
+    it, so bytes after it are a copy's padding, not a cut header (a size field begun, ``00 00 01``, included)."""
     boxes, total = _top_level(src)
     if not any(kind == b"moof" for kind, _, _ in boxes):
         return None
@@ -133,11 +133,13 @@ def cut_fragment(src: str | Path | bytes | bytearray | memoryview) -> tuple[byte
 def header_start(head: bytes) -> bool:
     """Whether ``head`` (under 8 bytes) can be the start of the header of a box that follows a fragment (a ``moof``,
     ``styp``, ``sidx``, ``emsg``, ...): its size field under 16 MiB (a first byte of 0) and, where whole, of at least
-    8 bytes (or 1, a 64-bit size), its type's bytes printable. Other bytes after the last box (a newline, text, 4 to 7
+    8 bytes (or 1, a 64-bit size), its type's bytes printable. Other bytes after the last box (a newline, text, 1 to 7
     zero bytes) are no cut header but bytes a writer or a copy left after a complete clip, which FFmpeg ignores (8 or
     more such bytes always read as one more box, of no fragment). 1 to 3 zero bytes cannot be told from a size field
-    cut short, and stay a cut header (except after a closing ``mfra``: `cut_fragment`)."""
-    if not head or head[0] != 0:
+    cut short: they read as padding (they were a cut header, which made a complete clip without a closing ``mfra``
+    "truncated"), and a file cut there has lost only whole fragments, as one cut between two fragments has (no trace
+    but a ``sidx`` or ``mehd`` box's: `index_past_end`, `fragmented_duration`)."""
+    if not head or head[0] != 0 or not any(head):
         return False
     if len(head) >= 4 and struct.unpack_from(">I", head)[0] not in range(8, 2**24) and head[:4] != b"\0\0\0\x01":
         return False
