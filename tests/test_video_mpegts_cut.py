@@ -90,3 +90,17 @@ def test_trailing_bytes_are_read_in_the_packet_size_the_file_starts_with(tmp_pat
     assert not ends_inside_packet(data + extra)
     assert read_ids(read_all_frames(data + extra)) == read_ids(read_all_frames(data))
     assert ends_inside_packet(data + _null_packet()[:3])  # a packet begun and cut: still truncated
+
+
+@pytest.mark.parametrize("extra", [b"\n", b"\r\n", b"\0", b"\0" * 3, b"\0" * 4], ids=["newline", "crlf", "zero1",
+                                                                                    "zeros3", "zeros4"])
+def test_a_complete_m2ts_with_one_to_four_trailing_bytes_reads_whole(tmp_path: Path, extra: bytes) -> None:
+    """An M2TS packet starts with a 4-byte arrival timestamp, before its sync byte: 1 to 4 bytes of any value after
+    the last whole packet read as a timestamp begun, and a complete clip with a newline or zero padding after it was
+    "truncated: it ends inside an MPEG-TS packet". Bytes before the sync byte begin a packet only where they can
+    start the timestamp that continues the last packets' clock; the last packet's own header, cut, still does."""
+    data = _write_ts(tmp_path / "c.m2ts", m2ts=True).read_bytes()
+    assert not ends_inside_packet(data + extra)
+    assert read_ids(read_all_frames(data + extra)) == read_ids(read_all_frames(data))
+    for kept in range(1, 5):  # the last packet cut 1 to 4 bytes into its timestamp: still truncated
+        assert ends_inside_packet(data[:len(data) - 192 + kept])

@@ -5,7 +5,7 @@ last video frame's PES simply ends early (its length field is 0, "unbounded", fo
 decodes from part of its data as a damaged picture. A muxer writes whole transport packets, though, each
 starting with the sync byte 0x47: 188 bytes, 192 in M2TS (a 4-byte timestamp first), 204 with 16 FEC bytes.
 A file whose last two packets do not line up with its end, in any of those sizes, and whose bytes after them begin a
-packet, was cut inside one. (A cut on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes after
+packet (its sync byte; in M2TS, before it, a timestamp that continues the packets' clock), was cut inside one. (A cut on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes after
 the last packet that begin none, a newline or padding, are no cut: they made a complete clip "truncated".) The packets
 at the end are read in the size the file's first three packets show (`head_packets`): in any size, 1 to 4 bytes after
 a 188-byte stream read as an M2TS timestamp begun wherever one payload byte happened to be 0x47 (1 in 256 such clips).
@@ -42,8 +42,45 @@ def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool
     sizes = head_packets(src) or PACKETS
     if any(_packets_end(tail, size, sync, 0) for size, sync in sizes):
         return False
-    return any(_packets_end(tail, size, sync, rest) and (rest <= sync or tail[-rest + sync] == SYNC)
+    return any(_packets_end(tail, size, sync, rest) and _begins_packet(tail, size, sync, rest)
                for size, sync in sizes for rest in range(1, size))
+
+
+def _begins_packet(tail: bytes, size: int, sync: int, rest: int) -> bool:
+    """Whether the last ``rest`` bytes of ``tail``, after whole packets, begin one: its sync byte, where they reach it;
+    before it (M2TS's 4-byte timestamp), the start of the timestamp that continues the last packets' (`_next_stamp`).
+    Any 1 to 4 bytes read as a timestamp begun, and a complete M2TS clip with a newline or zero padding after it was
+    "truncated"."""
+    if rest > sync:
+        return tail[-rest + sync] == SYNC
+    return _next_stamp(tail, size, rest)
+
+
+ATS = 2**30
+"""M2TS's arrival timestamps count modulo 2^30 (the header's top 2 bits: copy permission)."""
+
+
+def _next_stamp(tail: bytes, size: int, rest: int) -> bool:
+    """Whether the last ``rest`` (1 to 4) bytes of ``tail`` can start the 4-byte header of the M2TS packet after the
+    whole ones before them: its copy bits the last packet's, its arrival time past the last packet's by a step within
+    the spread of the last steps (a steady clock: a recorder's, or FFmpeg's, which steps by a constant). True where the
+    tail holds too few packets to tell."""
+    end = len(tail) - rest
+    if end < 3 * size:
+        return True
+    heads = [int.from_bytes(tail[end - k * size:end - k * size + 4], "big") for k in (3, 2, 1)]
+    stamps = [h % ATS for h in heads]
+    steps = [(b - a) % ATS for a, b in zip(stamps, stamps[1:], strict=False)]
+    spread = max(steps) - min(steps) + 2  # 2: FFmpeg's clock wraps at 2^30 - 1, not 2^30
+    low, span = (stamps[-1] + min(steps) - spread) % ATS, max(steps) - min(steps) + 2 * spread
+    if span >= ATS:
+        return True
+    shift = 8 * (4 - rest)
+    prefix = int.from_bytes(tail[end:], "big")
+    first, last = prefix << shift, ((prefix + 1) << shift) - 1  # the headers that start with those bytes
+    copy = heads[-1] - stamps[-1]
+    ranges = [(low, min(low + span, ATS - 1))] + ([(0, low + span - ATS)] if low + span >= ATS else [])
+    return any(copy + a <= last and first <= copy + b for a, b in ranges)
 
 
 def _packets_end(tail: bytes, size: int, sync: int, rest: int) -> bool:
