@@ -5,10 +5,11 @@ last video frame's PES simply ends early (its length field is 0, "unbounded", fo
 decodes from part of its data as a damaged picture. A muxer writes whole transport packets, though, each
 starting with the sync byte 0x47: 188 bytes, 192 in M2TS (a 4-byte timestamp first), 204 with 16 FEC bytes.
 A file whose last two packets do not line up with its end, in any of those sizes, and whose bytes after them begin a
-packet (its sync byte; in M2TS, before it, a timestamp that continues the packets' clock), was cut inside one. (A cut on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes after
-the last packet that begin none, a newline or padding, are no cut: they made a complete clip "truncated".) The packets
-at the end are read in the size the file's first three packets show (`head_packets`): in any size, 1 to 4 bytes after
-a 188-byte stream read as an M2TS timestamp begun wherever one payload byte happened to be 0x47 (1 in 256 such clips).
+packet (its sync byte; in M2TS, before it, a timestamp that continues the packets' clock), was cut inside one. (A cut
+on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes after the last packet that begin none, a
+newline or padding, are no cut: they made a complete clip "truncated".) The packets at the end are read in the size
+the file's first three packets show (`head_packets`): in any size, 1 to 4 bytes after a 188-byte stream read as an
+M2TS timestamp begun wherever one payload byte happened to be 0x47 (1 in 256 such clips).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ def file_tail(src: str | Path | bytes | bytearray | memoryview, n: int) -> bytes
 
 def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool:
     """Whether the file ends inside a transport packet of a size in `PACKETS`: it does not end on a whole packet, and
-    its last whole packets are followed by a packet begun (its sync byte there, or, in M2TS, the bytes of the 4-byte
-    timestamp before it). Other bytes after the last whole packet (a newline, zero padding) are no cut packet: a
-    complete clip, which FFmpeg reads whole. Only the sizes `head_packets` finds are tried (every one where it finds
-    none: a file that starts mid-packet). False for a file shorter than two packets: nothing to tell."""
+    its last whole packets are followed by a packet begun (its sync byte there, or, in M2TS, the start of the 4-byte
+    timestamp before it, `_begins_packet`). Other bytes after the last whole packet (a newline, zero padding) are no
+    cut packet: a complete clip, which FFmpeg reads whole. Only the sizes `head_packets` finds are tried (every one
+    where it finds none: a file that starts mid-packet). False for a file shorter than two packets: nothing to tell."""
     tail = file_tail(src, 3 * max(size for size, _ in PACKETS))
     if len(tail) < 2 * PACKETS[0][0]:
         return False
