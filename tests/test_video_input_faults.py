@@ -207,3 +207,37 @@ def test_a_seek_that_failed_once_does_not_stop_later_reads_seeking(tmp_path, mon
         decoded.clear()
         assert read_ids(reader.read([90])) == [90]
         assert len(decoded) < 20  # from the keyframe at 88, not the 91 frames from the start
+
+
+class _DemuxFailsWithEio:
+    """A demuxer whose every demux fails with FFmpeg's EIO: a demuxer's word for data it cannot parse, every time."""
+
+    def __init__(self, container: av.container.InputContainer) -> None:
+        self._container = container
+
+    def demux(self, *args: object, **kwargs: object):
+        av.error.err_check(-errno.EIO, "demux")
+        yield from ()
+
+    def __enter__(self) -> _DemuxFailsWithEio:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._container.close()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._container, name)
+
+
+def test_the_second_demux_of_an_io_error_opens_a_tiny_transport_stream_as_the_reader_does(tmp_path, monkeypatch):
+    """The second demux that tells a demuxer's EIO from the disk's (`demuxer_io_error`) opened the clip without the
+    MPEG-TS format the reader names for a tiny TS that FFmpeg's probe cannot place (`tools.mpegts_tail`): that open
+    failed (EOF), the EIO was called the machine's, and --retry-ineligible scored the clip again on every run."""
+    from tools.video import write_video
+
+    clip = write_video(tmp_path / "two.ts", id_frames(2))
+    real = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: _DemuxFailsWithEio(real(*a, **k)))
+    with pytest.raises(VideoDecodeError, match="FFmpeg reported an input/output error") as err:
+        probe(clip)
+    assert not environmental(str(err.value))

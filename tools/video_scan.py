@@ -8,7 +8,6 @@ re-exported by ``tools.video``; import from there.
 from __future__ import annotations
 
 import bisect
-import io
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from tools.matroska_tail import segment_shortfall
 from tools.mp4_boxes import cut_fragment, index_past_end
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, picture_type, without_b_pictures
 from tools.mpegps_tail import ends_inside_element
-from tools.mpegts_tail import ends_inside_packet, starts_as_mpegts
+from tools.mpegts_tail import ends_inside_packet
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
@@ -35,6 +34,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     clip_file,
     wrapped,
 )
+from tools.video_open import av_open
 from tools.video_slices import frame_threads, slices_per_frame
 
 Source = str | Path | bytes
@@ -145,22 +145,10 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
     if isinstance(src, bytes | bytearray | memoryview):
         if len(src) == 0:
             raise EmptyVideoError(f"{name}: video input is empty (0 bytes)")
-        target: str | io.BytesIO = io.BytesIO(bytes(src))
-    else:
-        path = Path(src)
-        st = clip_file(path, name)
-        if st.st_size == 0:
-            raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
-        target = f"file:{path}"  # else FFmpeg reads a name like 2024-01-01T12:30:00.mp4 as a URL scheme
+    elif clip_file(Path(src), name).st_size == 0:
+        raise EmptyVideoError(f"{name}: video file is empty (0 bytes)")
     with wrapped(name, "cannot be opened as a video (not a video file, or truncated/corrupt)", src):
-        try:
-            return av.open(target, mode="r", options=options or {})
-        except av.error.FFmpegError:  # a tiny MPEG-TS file FFmpeg's probe fails to place (tools.mpegts_tail)
-            fmt = starts_as_mpegts(src)
-            if fmt is None:
-                raise
-        target = io.BytesIO(bytes(src)) if isinstance(src, bytes | bytearray | memoryview) else target
-        return av.open(target, mode="r", format=fmt, options=options or {})
+        return av_open(src, options)
 
 
 def video_stream(container: av.container.InputContainer, name: str,
