@@ -100,7 +100,7 @@ from tools.sampling import (  # noqa: F401  (re-exported: the public video API)
     uniform_indices,
     uniform_subset,
 )
-from tools.video_decode import OutOfOrder, frames_by_pts
+from tools.video_decode import OutOfOrder, ended_early, frames_by_pts
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, VideoTooLargeError, check_decode_size  # noqa: F401  (re-exported)
 from tools.video_reformat import reformatter
@@ -109,6 +109,7 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     EmptyVideoError,
     FrameIndex,
     FrameIndexError,
+    Probe,
     Source,
     VideoDecodeError,
     VideoError,
@@ -277,16 +278,27 @@ class VideoReader:
         (the reader's order when the timestamps are unusable; ``read`` maps timestamps otherwise)."""
         index = self._order[0]
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
-        container = open_container(self._src, self._name, "headers" if known else "decode")
+        container, stream = self._decoder(index, probe="headers" if known else "decode")
         try:
-            stream = video_stream(container, self._name, index.slices)
-            reorder_decoder(stream, index)
             for i, frame in enumerate(self._packets_to_frames(container, stream)):
                 if limit is not None and i >= limit:
                     return
                 yield i, frame
         finally:
             container.close()
+
+    def _decoder(self, index: FrameIndex, container: av.container.InputContainer | None = None, *,
+                 probe: Probe = "headers") -> tuple[av.container.InputContainer, av.video.stream.VideoStream]:
+        """``container`` (else a fresh demuxer of the clip, opened with ``probe``) and its video stream, the decoder set
+        up as the scan's ``index`` says (threads for its slices, its reorder depth); the demuxer closed on a failure."""
+        container = container or open_container(self._src, self._name, probe)
+        try:
+            stream = video_stream(container, self._name, index.slices)
+            reorder_decoder(stream, index)
+        except BaseException:
+            container.close()
+            raise
+        return container, stream
 
     def _size(self, size: tuple[int, int] | None) -> tuple[int, int]:
         if size is None:
@@ -327,16 +339,12 @@ class VideoReader:
         if container is None:
             self.close_spare()
         rewind = container is not None
-        container = container or open_container(self._src, self._name)
+        container, stream = self._decoder(index, container)
         try:
-            stream = video_stream(container, self._name, index.slices)
-            reorder_decoder(stream, index)
             # the scan left it at the end; no keyframe at or before the first frame (a clip cut mid-GOP: EPERM
             if rewind and not seek_keyframe(container, stream, pts[0], self._name, self._src):  # from MP4) to seek
                 container.close()  # back to: a fresh demuxer instead
-                container = open_container(self._src, self._name)
-                stream = video_stream(container, self._name, index.slices)
-                reorder_decoder(stream, index)
+                container, stream = self._decoder(index)
             yield from frames_by_pts(container, stream, wanted, index, mapping, allow_seek=allow_seek,
                                      name=self._name, src=self._src, total=self.meta.frames,
                                      packets=self._packets_to_frames)
@@ -352,8 +360,7 @@ class VideoReader:
                 target = next(pending, None)
                 if target is None:
                     return
-        raise VideoDecodeError(
-            f"{self._name}: frame {target} of {self.meta.frames} could not be decoded (stream ended early)")
+        raise ended_early(self._name, target, self.meta.frames)
 
 
 def read_frames(src: Source, indices: Sequence[int], *, size: tuple[int, int] | None = None) -> np.ndarray:

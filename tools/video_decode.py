@@ -20,6 +20,11 @@ class OutOfOrder(Exception):
     """Decoding from the start, timestamps out of presentation order (AVI): count output order."""
 
 
+def ended_early(name: str, target: int, total: int) -> VideoDecodeError:
+    """The error for frame ``target`` of a clip of ``total`` frames that a decode from the start never reached."""
+    return VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (stream ended early)")
+
+
 def frames_by_pts(container: av.container.InputContainer, stream: av.video.stream.VideoStream, wanted: list[int],
                   index: FrameIndex, mapping: dict[int, int], *, allow_seek: bool, name: str, src: Source, total: int,
                   packets: Callable[[av.container.InputContainer, av.video.stream.VideoStream], Iterator[av.VideoFrame]],
@@ -48,8 +53,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     raise mid_gop_error(name, target, total, lead)
                 if allow_seek:  # a seek (or the rewind) that landed past its frames (MPEG-TS)
                     raise SeekMissed
-                raise VideoDecodeError(f"{name}: frame {target} of {total} "
-                                       "could not be decoded (stream ended early)")
+                raise ended_early(name, target, total)
             i = mapping.get(frame.pts) if frame.pts is not None else None
             if lost:
                 if i is not None and i < lead and not (frame.key_frame or frame.pict_type == PictureType.I):
