@@ -78,7 +78,7 @@ def test_the_path_request_413_carries_the_clips_error(service_root):
 
 
 def _sizes(message: str) -> tuple[str, str, str]:
-    found = re.search(r"would take (\S+) MiB decoded, over the decode limit of (\S+) MiB .*at least (\S+) MiB",
+    found = re.search(r"would take (\S+) MiB as RGB frames, over the decode limit of (\S+) MiB .*at least (\S+) MiB",
                       message)
     assert found, message
     return found.group(1), found.group(2), found.group(3)

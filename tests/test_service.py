@@ -106,7 +106,7 @@ def test_a_request_that_would_decode_too_much_is_413_before_decoding(service_roo
     monkeypatch.setattr(video.VideoReader, "_convert", lambda self, *a: decoded.append(1) or real(self, *a))
     with TestClient(app) as c:
         r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2})
-        assert r.status_code == 413 and "would take 0.211 MiB decoded, over the decode limit of 0.1 MiB (the tool " \
+        assert r.status_code == 413 and "would take 0.211 MiB as RGB frames, over the decode limit of 0.1 MiB (the tool " \
             "service's max_decode_mb, RAA_TOOLS_MAX_DECODE_MB)" in r.json()["detail"]
         r = c.post("/v1/track", json={"path": "clip.mp4", "grid_size": 2, "frame_indices": list(range(10))})
         assert r.status_code == 413 and "10 frame(s) of 64x64" in r.json()["detail"] and decoded == []

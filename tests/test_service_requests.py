@@ -42,7 +42,7 @@ def test_repeated_npy_frame_indices_meet_the_frame_and_decode_limits_before_any_
     r = client.post("/v1/track?grid_size=2&frame_indices=" + json.dumps([0] * 65), content=frame, headers=NPY)
     assert r.status_code == 413 and r.json()["detail"] == "65 frames requested; the limit is 64"
     r = client.post("/v1/track?grid_size=2&frame_indices=" + json.dumps([0] * 8), content=frame, headers=NPY)
-    assert r.status_code == 413 and "8 frame(s) of 256x256 would take 1.5 MiB decoded, over the decode limit of 1 MiB" \
+    assert r.status_code == 413 and "8 frame(s) of 256x256 would take 1.5 MiB as RGB frames, over the decode limit of 1 MiB" \
         in r.json()["detail"]
     assert copies == []
     five = npy(np.zeros((6, 256, 256, 3), np.uint8))  # without frame_indices: the whole body counts

@@ -21,6 +21,16 @@ def test_a_huge_request_is_a_video_error_before_any_allocation(clip):
     assert type(err.value).__name__ == "VideoTooLargeError" and "clip.mp4" in str(err.value)
 
 
+def test_the_error_says_the_limit_counts_rgb_frames_not_the_decoders_memory(clip):
+    """The limit counts the RGB frames a read returns (frames x width x height x 3), not what the decoder holds: "would
+    take 0.0352 MiB decoded" read as the decode's whole memory, and a user who set the limit to the memory they could
+    spare ran short by the decoder's own buffers."""
+    with VideoReader(clip, decode_limit=64 * 64 * 3) as reader, pytest.raises(VideoError) as err:
+        reader.read([0, 1, 2])
+    assert "3 frame(s) of 64x64 would take 0.0352 MiB as RGB frames, over the decode limit of 0.0117 MiB" in str(err.value)
+    assert "not the decoder's own buffers" in str(err.value)
+
+
 @pytest.mark.parametrize("how", ["read", "read_list", "read_all_frames"])
 def test_the_module_limit_bounds_every_decode_path(clip, monkeypatch, how):
     monkeypatch.setattr(tools.video_limits, "DECODE_LIMIT_BYTES", 2 * 64 * 64 * 3)  # two frames

@@ -185,7 +185,7 @@ class FrameIndexError(VideoError):
 
 
 class VideoTooLargeError(VideoError):
-    """A decode request's frames would take more memory than the decode limit allows (``tools.video_limits``)."""
+    """A decode request's RGB frames would take more bytes than the decode limit allows (``tools.video_limits``)."""
 
 
 def fault_label(exc: VideoError) -> str:

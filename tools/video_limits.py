@@ -1,4 +1,5 @@
-"""Bound on the memory one decode request of ``tools.video.VideoReader`` may allocate.
+"""Bound on the RGB frames one decode request of ``tools.video.VideoReader`` returns (the array it allocates for them;
+the decoder's own buffers, a few frames at the stream's size per decoder thread, come on top and are not counted).
 
 Decisions where the issue was silent:
 
@@ -25,7 +26,8 @@ Decisions where the issue was silent:
   outage) it was scored again by every ``--retry-ineligible`` and counted as the machinery's failure. The error names
   the setting and the size at which it would admit the clip (`decoded_sizes`: both sizes to 3 significant digits,
   the need rounded up so that the size it names admits the clip, more digits where the two would read alike; the
-  service's 413 said "0.0 MiB, over the limit of 0.0234375 MiB").
+  service's 413 said "0.0 MiB, over the limit of 0.0234375 MiB"), and that the bytes are the RGB frames': "would take
+  N MiB decoded" read as the decode's whole memory, which a limit set to the memory a user could spare then exceeded.
 """
 
 from __future__ import annotations
@@ -82,5 +84,6 @@ def check_decode_size(name: str, count: int, size: tuple[int, int], limit: int |
     if need > bound:
         shown_need, shown_bound = decoded_sizes(need, bound)
         raise VideoTooLargeError(
-            f"{name}: {count} frame(s) of {width}x{height} would take {shown_need} MiB decoded, over the decode limit "
-            f"of {shown_bound} MiB ({setting}); a limit of at least {shown_need} MiB would admit it")
+            f"{name}: {count} frame(s) of {width}x{height} would take {shown_need} MiB as RGB frames, over the decode "
+            f"limit of {shown_bound} MiB ({setting}), which counts those frames, not the decoder's own buffers; a limit "
+            f"of at least {shown_need} MiB would admit it")
