@@ -31,7 +31,7 @@ class _SeekRefused:
 
 def test_a_seek_ffmpeg_refuses_decodes_from_the_start(tmp_path, monkeypatch):
     """A keyframe seek that failed in FFmpeg (EPERM) ended the read as "cannot be read (PermissionError: ...)", a
-    VideoNotFoundError that `graph.batch_resume.unreached` took for a clip without read permission (retried by every
+    VideoNotFoundError that `tools.video_errors.unreached` took for a clip without read permission (retried by every
     --retry-ineligible, failing the same way). The frames are there: the reader now decodes them from the start."""
     path = write_raw(tmp_path / "g.mp4", id_frames(48), gop=8)
     real = video.open_container
@@ -194,8 +194,9 @@ def test_a_frame_index_the_agent_got_wrong_is_no_fault_of_the_clip():
 
 def test_a_clip_gone_between_its_size_check_and_its_read_is_retried_once_it_is_back(tmp_path, monkeypatch):
     """A clip that vanished after `_open` checked its size (a renderer replacing it, a sync tool) failed inside FFmpeg
-    as a FileNotFoundError, worded "...: no such file (...)", which `graph.batch_resume.unreached` did not know (it
-    read only "video file not found"): the row was final, and --retry-ineligible never scored the clip once back."""
+    as a FileNotFoundError, worded "...: no such file (...)", which `tools.video_errors.unreached` (then in
+    graph.batch_resume) did not know (it read only "video file not found"): the row was final, and --retry-ineligible
+    never scored the clip once back."""
     from graph.batch_retry import retryable
     from graph.nodes.common import to_fault
 
