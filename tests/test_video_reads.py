@@ -142,3 +142,19 @@ def test_a_clip_cut_mid_gop_without_any_keyframe_is_an_error_not_gray_frames(tmp
                     reader.read([i])
     with pytest.raises(VideoDecodeError, match="frame 0 of 21 .*starts mid-GOP and has no keyframe"):
         read_all_frames(path)
+
+
+def test_a_raw_h264_stream_cut_mid_gop_keeps_each_frames_index(tmp_path):
+    """A raw H.264 stream has no timestamps, so the reader counts the decoder's output; cut mid-GOP, the decoder drops
+    the frames before the first keyframe, and every frame came back under the index of the one 3 frames before it
+    (frame 0 showed frame 3, id 8), no error, the last 3 frames "stream ended early". The frames before the first
+    keyframe (in decode order) are now a mid-GOP VideoDecodeError and the count starts there at the keyframe."""
+    path = _cut_mid_gop(tmp_path, suffix=".h264")
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == 27 and reader._order[0].pts is None
+        for i in range(3):
+            with pytest.raises(VideoDecodeError, match=f"frame {i} of 27 .*starts mid-GOP"):
+                reader.read([i])
+        assert read_ids(reader.read([3, 10, 20, 26])) == [8, 15, 25, 31]
+    with pytest.raises(VideoDecodeError, match="frame 0 of 27 .*starts mid-GOP"):
+        read_all_frames(path)

@@ -270,20 +270,28 @@ class VideoReader:
                     self._seeks = False
             fill(False)
         except OutOfOrder:
-            self._order = (FrameIndex(None, (), slices=self._order[0].slices), None)
+            self._order = (FrameIndex(None, (), slices=self._order[0].slices, lead=self._order[0].lead), None)
             fill(False)
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
         """Decode from the start, yielding ``(index, frame)`` with ``index`` counting the decoder's output
-        (the reader's order when the timestamps are unusable; ``read`` maps timestamps otherwise)."""
+        (the reader's order when the timestamps are unusable; ``read`` maps timestamps otherwise). A clip cut mid-GOP
+        (``FrameIndex.lead``) starts at its first keyframe, as frame ``lead``: the decoder drops the frames before it
+        (H.264), or builds them on lost references (MPEG-4 part 2), and counting them shifted every later frame."""
         index = self._order[0]
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container, stream = self._decoder(index, probe="headers" if known else "decode")
         try:
-            for i, frame in enumerate(self._packets_to_frames(container, stream)):
+            i, lost = 0, index.lead > 0
+            for frame in self._packets_to_frames(container, stream):
+                if lost:
+                    if not frame.key_frame:
+                        continue  # decoded on lost references, or not the frame its count would name
+                    i, lost = index.lead, False
                 if limit is not None and i >= limit:
                     return
                 yield i, frame
+                i += 1
         finally:
             container.close()
 
@@ -352,6 +360,9 @@ class VideoReader:
             container.close()
 
     def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, av.VideoFrame]]:
+        lead = self._order[0].lead
+        if wanted[0] < lead:
+            raise mid_gop_error(self._name, wanted[0], self.meta.frames, lead)
         pending = iter(wanted)
         target: int | None = next(pending)
         for i, frame in self.iter_frames(limit=wanted[-1] + 1):

@@ -86,7 +86,8 @@ class FrameIndex:
     lead: int = 0
     """Frames before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP; every frame
     when no keyframe follows): they reference lost frames, so a decode from the start trusts none of them
-    before a keyframe (or an intra frame) comes out."""
+    before a keyframe (or an intra frame) comes out. In presentation order; without usable timestamps (``pts`` None),
+    in decode order, where the reader counts the decoder's output from the first keyframe on."""
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -225,7 +226,7 @@ def scan(container: av.container.InputContainer, name: str,
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
     packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
-    max_pts, last_hold = -(2**63), 0
+    max_pts, last_hold, key_at = -(2**63), 0, None  # key_at: frames before the first keyframe, in decode order
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         for packet in demux(container, stream):
@@ -248,6 +249,8 @@ def scan(container: av.container.InputContainer, name: str,
                 max_pts, last_hold = packet.pts, packet.duration or 0
             if packet.is_keyframe and packet.pts is not None:
                 key_pts.append(packet.pts)
+            if packet.is_keyframe and key_at is None:
+                key_at = len(pts) - 1
             if packet.is_keyframe and packets == 1:
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
@@ -301,7 +304,10 @@ def scan(container: av.container.InputContainer, name: str,
                                f"{packets} read are missing)")
     known = [p for p in pts if p is not None]
     usable = len(known) == len(pts) and len(set(known)) == frames  # every frame has its own timestamp
-    index = FrameIndex(None, (), slices=slices)
+    # without timestamps the reader counts the decoder's output, which starts at the first keyframe: the frames before
+    # it in decode order (those of a clip cut mid-GOP, whose references are lost) are its lead
+    unordered = FrameIndex(None, (), slices=slices, lead=0 if first_key else frames if key_at is None else key_at)
+    index = unordered
     if usable:
         ordered = sorted(known)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
@@ -311,7 +317,7 @@ def scan(container: av.container.InputContainer, name: str,
                 types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
-            index = FrameIndex(None, (), slices=slices)
+            index = unordered
     time_base = stream.time_base or Fraction(0)
     start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
     duration = 0.0
