@@ -104,3 +104,15 @@ def test_a_complete_m2ts_with_one_to_four_trailing_bytes_reads_whole(tmp_path: P
     assert read_ids(read_all_frames(data + extra)) == read_ids(read_all_frames(data))
     for kept in range(1, 5):  # the last packet cut 1 to 4 bytes into its timestamp: still truncated
         assert ends_inside_packet(data[:len(data) - 192 + kept])
+
+
+def test_a_recorders_m2ts_clock_tells_a_cut_timestamp_from_padding(tmp_path: Path) -> None:
+    """A recorder's arrival clock steps by varying amounts (FFmpeg's by a constant): bytes that start the next step's
+    timestamp are a packet begun, zero padding or a newline is none."""
+    ts = _write_ts(tmp_path / "c.ts").read_bytes()
+    stamps = [0x2A00_0000 + k * 3000 + (k % 3) * 17 for k in range(len(ts) // 188 + 1)]
+    data = b"".join(s.to_bytes(4, "big") + ts[k * 188:(k + 1) * 188] for k, s in enumerate(stamps[:-1]))
+    for extra in (b"\0", b"\n", b"\0" * 4):
+        assert not ends_inside_packet(data + extra)
+    for kept in range(1, 5):
+        assert ends_inside_packet(data + stamps[-1].to_bytes(4, "big")[:kept])

@@ -59,21 +59,30 @@ def _begins_packet(tail: bytes, size: int, sync: int, rest: int) -> bool:
 
 ATS = 2**30
 """M2TS's arrival timestamps count modulo 2^30 (the header's top 2 bits: copy permission)."""
+FORWARD_STEPS = 8
+"""How many of its largest recent steps a forward-running arrival clock may take to the next packet."""
+SMALL_STEP = 2**24
+"""Steps under this (0.6 s of the 27 MHz clock) are a clock running forward; larger ones FFmpeg's constant step."""
 
 
 def _next_stamp(tail: bytes, size: int, rest: int) -> bool:
     """Whether the last ``rest`` (1 to 4) bytes of ``tail`` can start the 4-byte header of the M2TS packet after the
-    whole ones before them: its copy bits the last packet's, its arrival time past the last packet's by a step within
-    the spread of the last steps (a steady clock: a recorder's, or FFmpeg's, which steps by a constant). True where the
-    tail holds too few packets to tell."""
+    whole ones before them: its copy bits the last packet's, its arrival time the last packet's plus a step like the
+    last two. A recorder's clock runs forward by small steps (up to `FORWARD_STEPS` of the largest; a longer gap, as
+    where null packets were left out, reads as a cut on the packet's boundary: a shorter clip); FFmpeg's, without a
+    mux rate, by a constant step modulo 2^30 - 1 (any size, backwards too), which the next one repeats. True where
+    the tail holds too few packets to tell."""
     end = len(tail) - rest
     if end < 3 * size:
         return True
     heads = [int.from_bytes(tail[end - k * size:end - k * size + 4], "big") for k in (3, 2, 1)]
     stamps = [h % ATS for h in heads]
-    steps = [(b - a) % ATS for a, b in zip(stamps, stamps[1:], strict=False)]
-    spread = max(steps) - min(steps) + 2  # 2: FFmpeg's clock wraps at 2^30 - 1, not 2^30
-    low, span = (stamps[-1] + min(steps) - spread) % ATS, max(steps) - min(steps) + 2 * spread
+    steps = [(b - a + ATS // 2) % ATS - ATS // 2 for a, b in zip(stamps, stamps[1:], strict=False)]  # signed
+    if 0 <= min(steps) and max(steps) < SMALL_STEP:  # a clock running forward
+        low, span = stamps[-1], FORWARD_STEPS * max(steps) + 2
+    else:  # a constant step, give or take FFmpeg's wrap at 2^30 - 1
+        spread = max(steps) - min(steps) + 2
+        low, span = (stamps[-1] + min(steps) - spread) % ATS, max(steps) - min(steps) + 2 * spread
     if span >= ATS:
         return True
     shift = 8 * (4 - rest)
