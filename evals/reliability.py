@@ -63,7 +63,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evals.clip_identity import ClipIdentities, is_legacy, legacy_changed, legacy_matches
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.result_rows import ManifestError, damaged, result_row, results_rows, stale, stamped
-from evals.table import all_metrics, metrics_as_dicts, ordered_presets, render_csv, render_markdown
+from evals.table import (
+    SUMMARY_SCHEMA_VERSION,
+    all_metrics,
+    metrics_as_dicts,
+    ordered_presets,
+    render_csv,
+    render_markdown,
+)
 from evals.table_rows import not_boolean
 from graph.run_results import fault_result
 from graph.schemas import Fault, RewardResult
@@ -341,10 +348,10 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
     metrics = all_metrics(rows, order)
     write_text_atomic(out / "table.md", render_markdown(metrics, judge_name=verdicts_by(rows, judge_name)))
     write_text_atomic(out / "table.csv", render_csv(metrics))
-    write_text_atomic(out / "summary.json", json.dumps({"presets": order, "clips": len(clips), "judge": verdicts_by(rows, judge_name),
-                                                    "paths": [c.path for c in clips],
-                                                    "metrics": metrics_as_dicts(metrics), **finished_fields(started)},
-                                                   indent=2))
+    summary = {"schema_version": SUMMARY_SCHEMA_VERSION, "presets": order, "clips": len(clips),
+               "judge": verdicts_by(rows, judge_name), "paths": [c.path for c in clips],
+               "metrics": metrics_as_dicts(metrics), **finished_fields(started)}  # fields: evals.table's docstring
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
                              counters["legacy_rescored"], counters["rewritten"],
                              sum(fixable(r, r["path"], scorer_id) for r in rows))  # said by the CLI

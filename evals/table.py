@@ -33,6 +33,8 @@ Definitions (decisions where the issue was silent are marked *):
 - *Mean rewards by label / pattern average the rows with a reward (ineligible rows excluded); the count of
   rewarded rows and of the group's rows less the outage ones is given next to each mean, naming the outage rows
   ("0.250 (2/3; 1 outage not counted)": it read "(2/4)", counting a row the F+ cell beside it did not).
+  summary.json's group keeps `total` as every row of the group (summed over the labels it is `n`) and adds
+  `outage` and `total_excluding_outage` (the "3" shown).
 - *Ineligible rows are told apart by cause: `outage` counts those whose recorded ``faults`` say the reward machinery
   failed (`graph.schemas.Fault.outage`: an endpoint down or too slow, a tool or the harness crashed, a clip the
   machine could not read), not the clip or the preset's agent (a refused or invalid reply, an undecodable clip).
@@ -64,6 +66,11 @@ Definitions (decisions where the issue was silent are marked *):
   cheaper one, and once `--retry-ineligible` fills the row its usage is gone from the table anyway. The
   requests it sent were sent (score-batch's closing line sums them); the table's usage is the cost of the
   preset's outputs.
+- summary.json (`SUMMARY_SCHEMA_VERSION`): a field keeps its meaning once outside scripts read it; a figure
+  defined anew gets a new field, and a change of meaning raises `schema_version`. 1 (a file without the field):
+  R% over every row, usage over every row that recorded it. 2: R% is over `n_r` and `usage_per_clip` leaves the
+  outage rows out (`usage_outage` of them), as above; `n_r`, `complete`, `outage_paths` and the groups'
+  `outage` / `total_excluding_outage` are new, and `n`, `n_neg`, `n_prog` and the groups' `total` count every row.
 - *table.csv's `method` column holds `DISPLAY_NAMES` as they are, the cumulative block's "+ ..." included,
   though a spreadsheet opening the file may read a cell starting with "+" as a formula: the values are fixed
   text (no manifest or row fills a cell that starts with "=", "+", "-" or "@"), pandas and csv readers and
@@ -356,6 +363,10 @@ def render_csv(metrics: Sequence[PresetMetrics]) -> str:
                 for x in patterns]
         writer.writerow(row)
     return buf.getvalue()
+
+
+SUMMARY_SCHEMA_VERSION = 2
+"""summary.json's `schema_version`: what its metrics' fields mean (module docstring)."""
 
 
 def metrics_as_dicts(metrics: Sequence[PresetMetrics]) -> list[dict]:

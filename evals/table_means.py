@@ -7,7 +7,7 @@ rows an outage of the reward machinery took (`evals.table_rows.outage`), as R / 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evals.table_rows import outage
 from graph.usage import USAGE_KEYS
@@ -33,21 +33,27 @@ class MeanReward:
     rewarded: int
     """Rows with a reward (the mean's denominator)."""
     total: int
-    """Rows in the group, less those an outage took (`outage`)."""
+    """Every row of the group, the outage ones included (summary.json's `total` has always meant this)."""
     outage: int = 0
-    """Rows of the group an outage of the reward machinery took: no output of the preset, not in `total`."""
+    """Rows of the group an outage of the reward machinery took: no output of the preset."""
+    total_excluding_outage: int = field(init=False)
+    """`total` less `outage`: the group's rows the tables show beside the mean (derived, kept in summary.json)."""
+
+    def __post_init__(self) -> None:
+        self.total_excluding_outage = self.total - self.outage
 
     @property
     def counts(self) -> str:
-        """"REWARDED/TOTAL" as the tables show it beside the mean, naming the outage rows ("2/3; 1 outage not counted",
-        as the F+ and P0 cells do)."""
-        return f"{self.rewarded}/{self.total}" + (f"; {self.outage} outage not counted" if self.outage else "")
+        """"REWARDED/ROWS" as the tables show it beside the mean, ROWS less the outage rows and naming them ("2/3; 1
+        outage not counted", as the F+ and P0 cells do)."""
+        lost = f"; {self.outage} outage not counted" if self.outage else ""
+        return f"{self.rewarded}/{self.total_excluding_outage}{lost}"
 
 
 def _mean_reward(rows: Sequence[dict]) -> MeanReward:
     rewards = [float(r["reward"]) for r in rows if r.get("reward") is not None]
     lost = sum(map(outage, rows))
-    return MeanReward(sum(rewards) / len(rewards) if rewards else None, len(rewards), len(rows) - lost, lost)
+    return MeanReward(sum(rewards) / len(rewards) if rewards else None, len(rewards), len(rows), lost)
 
 
 def mean_rewards(rows: Sequence[dict], key: str) -> dict[str, MeanReward]:

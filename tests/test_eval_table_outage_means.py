@@ -34,12 +34,12 @@ def _rows():
 def test_mean_reward_by_label_leaves_outage_rows_out_of_its_row_count():
     m = preset_metrics("full", _rows())
     failure = m.by_label["failure"]
-    assert (failure.mean, failure.rewarded, failure.total, failure.outage) == (0.25, 2, 3, 1)  # total was 4
+    assert (failure.mean, failure.rewarded, failure.total_excluding_outage, failure.outage) == (0.25, 2, 3, 1)  # was 4
     assert m.f_cell == "1 / 3 (1 ineligible; 1 outage not counted)"  # the same 3 rows as the mean's
     md = render_markdown([m])
     assert "| full | 0.250 (2/3; 1 outage not counted) |" in md  # by label and by pattern alike
     assert md.count("0.250 (2/3; 1 outage not counted)") == 2
-    assert metrics_as_dicts([m])[0]["by_label"]["failure"]["total"] == 3
+    assert metrics_as_dicts([m])[0]["by_label"]["failure"]["total_excluding_outage"] == 3  # `total` stays 4
     clean = preset_metrics("full", [r for r in _rows() if r["faults"] != OUTAGE])
     assert "| full | 0.250 (2/3) |" in render_markdown([clean])  # no note without an outage row
 
