@@ -7,6 +7,13 @@ so literal braces (JSON examples) need no escaping and substituted values are ne
 
 Decision where the issue was silent: an unknown placeholder left in a template, or a variable passed
 that the template does not use, raises `KeyError` naming it (templates and callers stay in sync).
+
+Text several stages share lives once, in a part file (prompts/parts/<name>.md, no stage line): a template
+includes it with `{{> name}}` (on a line of its own, by convention), replaced by the part's text without its
+final newline when the template is loaded (`expand_parts`), so `placeholders` and `render` see the whole
+template and the rendered prompt is what it was with the text written out. Parts include no other part; an
+include of no part raises `KeyError`. Substituted values are never expanded (`render` is one pass over the loaded
+template): an instruction containing `{{> name}}` is inserted verbatim.
 """
 
 from __future__ import annotations
@@ -18,6 +25,25 @@ from importlib import resources
 STAGES = ("observe", "contract", "assess", "inspect", "plan", "reflect", "audit", "repair", "final_check",
           "direct")
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
+_INCLUDE = re.compile(r"\{\{>\s*([^}]*?)\s*\}\}")
+
+
+def _part(name: str, template: str) -> str:
+    """The text of part `name` (prompts/parts/<name>.md) without its final newline, as `template` includes it."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise KeyError(f"invalid prompt part {name!r} included by prompt {template!r}")
+    path = resources.files(__name__).joinpath("parts", f"{name}.md")
+    if not path.is_file():
+        raise KeyError(f"unknown prompt part {name!r} included by prompt {template!r} (no prompts/parts/{name}.md)")
+    text = path.read_text(encoding="utf-8").removesuffix("\n")
+    if _INCLUDE.search(text):
+        raise KeyError(f"prompt part {name!r} includes another part; parts include none")
+    return text
+
+
+def expand_parts(text: str, template: str) -> str:
+    """`text` (the template of prompt `template`) with each `{{> part}}` replaced by that part (module docstring)."""
+    return _INCLUDE.sub(lambda m: _part(m.group(1), template), text)
 
 
 @cache
@@ -32,7 +58,7 @@ def load_prompt(name: str) -> str:
     first = text.splitlines()[0] if text else ""
     if first.strip() != f"# stage: {name}":
         raise ValueError(f"prompt {name}.md must start with '# stage: {name}', found {first!r}")
-    return text
+    return expand_parts(text, name)
 
 
 def placeholders(name: str) -> set[str]:
