@@ -1,6 +1,7 @@
 """Rows of a `raa score-batch` output as the evaluation readers take them (`evals.compare`, `evals.draws`): which
 line is a usable row (`score_batch_row`: a ``result`` whose status and reward agree, `checked_reward`; an integer
-draw, `row_draw`), a file that is none (`results_file_problem`), and a row's reward (`eligible_reward`). The rules
+draw, `row_draw`), a file that is none (`results_file_problem`), a row's preset (`row_preset`, `shown_preset`) and
+its reward (`eligible_reward`). The rules
 are argued in `evals.compare`'s module docstring. Split from evals/compare.py (its size)."""
 
 from __future__ import annotations
@@ -19,6 +20,17 @@ def row_draw(row: dict[str, Any], where: str) -> int:
     if isinstance(draw, bool) or not isinstance(draw, int):
         raise LineError(f"{where}: draw must be an integer, got {draw!r}")
     return draw
+
+
+def row_preset(row: dict[str, Any]) -> str:
+    """The preset a score-batch row records ("" when it records none: not "None", the text of the missing value)."""
+    preset = row.get("preset")
+    return "" if preset is None else str(preset)
+
+
+def shown_preset(preset: str) -> str:
+    """A preset as printed: "(none)" for rows that record none."""
+    return preset or "(none)"
 
 
 def results_file_problem(path: Path) -> str | None:

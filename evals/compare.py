@@ -67,6 +67,12 @@ Decisions where the issue was silent:
   side summaries count only those; a row without a draw is draw 0, as in ``evals.draws``), and without it
   the repeated key is an error naming the two draws and the option (it read as a plain duplicate). A draw
   that a file does not hold is an error naming the draws it holds.
+* A file may hold several presets' rows of one manifest (score-batch into one ``--out`` with another ``--preset``:
+  its key hashes the preset): ``preset`` (``--preset NAME``, "" for rows that record none) compares that preset's
+  rows of both files, as ``draw`` does a draw's, and without it a key held by two presets is an error naming them
+  and the option (it read "appears twice", a contradiction the file does not hold; `raa eval draws` takes
+  ``--preset`` too). A preset a file does not hold is an error naming the presets it holds. Two files of one
+  preset each need no option, whatever their presets (a preset ablation on the same videos).
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
@@ -85,7 +91,14 @@ from typing import Any
 
 import numpy as np
 
-from evals.batch_rows import eligible_reward, results_file_problem, row_draw, score_batch_row
+from evals.batch_rows import (
+    eligible_reward,
+    results_file_problem,
+    row_draw,
+    row_preset,
+    score_batch_row,
+    shown_preset,
+)
 from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
 from evals.path_pairs import by_name, two_names
 from evals.table_rows import outage
@@ -173,6 +186,8 @@ class Comparison:
     """Why nothing paired and what would pair the rows (None when some rows paired)."""
     draw: int | None = None
     """The draw compared (None: every row of both files)."""
+    preset: str | None = None
+    """The preset compared (None: every row of both files; module docstring)."""
     outage_draws: list[int] = field(default_factory=list)
     """The draws of the rows in the `pairs_outage` pairs: `score-batch --retry-ineligible --draw K` fills each."""
     outage_draws_a: list[int] = field(default_factory=list)
@@ -204,10 +219,10 @@ def _parsed(where: str, row: Any, pair_by: str,
 
 
 def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Callable[[Any], str] | None = None,
-                 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[SkippedLine]]:
+                 preset: str | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[SkippedLine]]:
     """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), the rows of
-    manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw`, only
-    the rows of that draw. Raises CompareError for a missing file, one whose every line is skipped, and rows
+    manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw` / `preset`,
+    only the rows of that draw / preset. Raises CompareError for a missing file, one whose every line is skipped, and rows
     that contradict each other (module docstring)."""
     from graph.batch import path_identities, same_run
 
@@ -220,10 +235,12 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     rows: dict[str, dict[str, Any]] = {}
     bad: list[dict[str, Any]] = []
     draws: set[int] = set()
+    presets: set[str] = set()
     named: set[str] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
     for where, row, key in parsed:
         draws.add(drawn := row_draw(row, where))
-        if draw is not None and drawn != draw:
+        presets.add(scorer := row_preset(row))
+        if (draw is not None and drawn != draw) or (preset is not None and scorer != preset):
             continue
         if key is None:
             bad.append(row)
@@ -239,6 +256,10 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
             if same_run(rows[key], row):  # a repeated line's row and its line's: the line's own stays
                 rows[key] = rows[key] if row.get("repeat_of") else row
                 continue
+            if (other := row_preset(rows[key])) != scorer:
+                raise CompareError(f"{where}: {pair_by} {key!r} is held by presets "
+                                   f"{' and '.join(sorted(map(shown_preset, (other, scorer))))}: the file holds "
+                                   "several presets' rows; compare one preset (--preset NAME)")
             if (first := row_draw(rows[key], where)) != drawn:
                 raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {drawn}: the file "
                                    "holds several draws of its manifest; compare one draw (--draw K), or "
@@ -250,6 +271,9 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
         held = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
                 f"{skipped_listing(skipped)}") if skipped else ""
         raise CompareError(f"{path}: no row of draw {draw} (draws found: {found}){held}")
+    if preset is not None and preset not in presets:
+        found = ", ".join(map(shown_preset, sorted(presets))) or "none"
+        raise CompareError(f"{path}: no row of preset {preset!r} (presets found: {found})")
     return rows, bad, skipped
 
 
@@ -295,14 +319,14 @@ def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str,
 
 
 def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
-            draw: int | None = None) -> Comparison:
-    """Pair the rows of two score-batch outputs (of draw `draw` only, when given) and compare their rewards
-    (see module docstring)."""
+            draw: int | None = None, preset: str | None = None) -> Comparison:
+    """Pair the rows of two score-batch outputs (of draw `draw` and preset `preset` only, when given) and compare
+    their rewards (see module docstring)."""
     from graph.batch import path_identities
 
     identity = path_identities()
-    (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity),
-                                                        read_results(path_b, pair_by, draw, identity))
+    (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity, preset),
+                                                        read_results(path_b, pair_by, draw, identity, preset))
     if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there
         rows_b = by_name(rows_b, rows_a)
         rows_a = by_name(rows_a, rows_b)
@@ -340,7 +364,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
         pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
-        by_instruction=by_instruction, hint=hint, draw=draw,
+        by_instruction=by_instruction, hint=hint, draw=draw, preset=preset,
         outage_draws=sorted({*(draws_a := _outage_draws(rows_a, shared)), *(draws_b := _outage_draws(rows_b, shared))}),
         outage_draws_a=draws_a, outage_draws_b=draws_b)
 

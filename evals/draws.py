@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.batch_rows import eligible_reward, results_file_problem, score_batch_row
+from evals.batch_rows import eligible_reward, results_file_problem, row_preset, score_batch_row, shown_preset
 from evals.table_rows import outage
 from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
@@ -157,17 +157,6 @@ class DrawsSummary:
         return asdict(self)
 
 
-def shown_preset(preset: str) -> str:
-    """A preset as printed: "(none)" for rows that record none."""
-    return preset or "(none)"
-
-
-def _preset(row: dict[str, Any]) -> str:
-    """The preset a score-batch row records ("" when it records none)."""
-    preset = row.get("preset")
-    return "" if preset is None else str(preset)
-
-
 def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
     """(where, row) of a line that is a usable score-batch row (`evals.batch_rows.score_batch_row`)."""
     return where, score_batch_row(where, row)
@@ -190,9 +179,9 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
     bad: dict[str, int] = {}
     for where, row in parsed:
         if is_bad_line_row(row):
-            bad[_preset(row)] = bad.get(_preset(row), 0) + 1
+            bad[row_preset(row)] = bad.get(row_preset(row), 0) + 1
             continue
-        clip = (identity(row.get("path")), str(row.get("instruction")), _preset(row))  # a link and its target: one
+        clip = (identity(row.get("path")), str(row.get("instruction")), row_preset(row))  # a link and its target: one
         draw = row.get("draw", 0)
         if (earlier := seen.setdefault(clip, {}).get(draw)) is not None:
             if same_run(earlier, row):  # a repeated line's row: its line's result again, not another draw

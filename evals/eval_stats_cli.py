@@ -26,12 +26,15 @@ def compare_command(
                                               "most (0: none; --json has all).")] = 10,
     draw: Annotated[int | None, typer.Option(min=0, help="Compare only draw K of files holding several draws "
                                              "(score-batch --draw K into one output).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Compare only this preset's rows of files holding "
+                                               "several (score-batch --preset P into one output).")] = None,
 ) -> None:
+    from evals.batch_rows import shown_preset
     from evals.compare import CompareError, compare, most_changed
     from evals.eval_views import changed_table, empty_sides, mean_text, refill_sides, sides_table
 
     try:
-        result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw)
+        result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw, preset=preset)
     except CompareError as exc:
         raise fail(str(exc)) from exc
     skipped = [*result.a.skipped_lines, *result.b.skipped_lines]
@@ -60,6 +63,8 @@ def compare_command(
                           "(ineligible, not paired)", style="yellow")
     if draw is not None:
         console.print(f"draw {draw} of each file")
+    if preset is not None:
+        console.print(f"preset {shown_preset(preset)} of each file")
     outages = (f", {result.pairs_outage} of them for an outage of the reward machinery ({refill_sides(result)})"
                if result.pairs_outage else "")
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
