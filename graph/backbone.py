@@ -103,7 +103,7 @@ from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text
 from graph.flights import FlightFailed
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
-from graph.setup_rejections import sent_messages
+from graph.setup_rejections import Sent, sent_request, structured_parts
 from graph.tool_replies import STRUCTURED_REMEDY, unsupported
 from graph.tool_rounds import tool_round
 from graph.transport import (
@@ -198,9 +198,12 @@ class Backbone:
                    model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url)
 
     # -- one model invocation with transport retries ---------------------------------------------
-    async def invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage) -> Any:
-        """`runnable`'s output for `messages`, counted in `usage`; raises InvalidReply (re-ask) or BackboneFault."""
-        sent = sent_messages(messages)  # what another chat model's error is read against (graph/setup_rejections.py)
+    async def invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage,
+                     parts: Sent | None = None) -> Any:
+        """`runnable`'s output for `messages`, counted in `usage`; raises InvalidReply (re-ask) or BackboneFault.
+        `parts`: what `runnable` sends besides the messages (its tools or `response_format`), read with them where
+        the error has no request body to read (`graph.setup_rejections.sent_request`)."""
+        sent = sent_request(messages, parts)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_retries + 1),
             wait=PacedWait(self.retry_wait[0], self.retry_wait[1]),
@@ -352,7 +355,8 @@ class Backbone:
             raise BackboneFault(stage, "settings", unsupported(self.model, f"give {self.method} structured output",
                                                                exc, STRUCTURED_REMEDY)) from exc
         try:
-            return read_reply(schema, self.method, await self.invoke(stage, runnable, convo, usage))
+            parts = structured_parts(self.method, schema.__name__)
+            return read_reply(schema, self.method, await self.invoke(stage, runnable, convo, usage, parts))
         except ReplyFault as fault:
             raise BackboneFault(stage, fault.kind, fault.message) from None
 

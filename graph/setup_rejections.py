@@ -28,11 +28,12 @@ Also a 500 that says so (llama.cpp's server answers these with 500s, as a gatewa
 (`graph.transport.transient_error`), the same request gets the same answer. Decided where the issue was silent:
 only a rejection of what the request carried counts (a 400 naming tools for a request without tools, a content
 policy that mentions a tool or an image, a malformed tool message, stay "refused"). The request is the one the
-openai SDK attaches to its error; another chat model's `ModelError` has none, so the caller passes what it sent
-(`sent_messages`: the backbone's messages, whose image parts say whether images went; not its tools or response
-format, which only the SDK's body shows). Without it only llama.cpp's "image input is not supported" (a 500, a
-retryable `ModelAPIError`) was retried and then "transport", as a 400 was "refused". vLLM's limit of no image needs
-no request: its words say images were sent (it was an image limit, "settings", before this matcher).
+openai SDK attaches to its error; another chat model's `ModelError` has none (nor has an SDK error whose body cannot
+be read: streamed, not JSON), so the caller passes what it sent (`sent_request`: the backbone's messages, whose image
+parts say whether images went, with the call's tools or `response_format`, `structured_parts`). Without it such a
+rejection was "refused" (a 400) or retried and then "transport" (a 500, a retryable `ModelAPIError`), for every clip;
+with the messages alone, tools and structured output still were. vLLM's limit of no image needs no request: its
+words say images were sent (it was an image limit, "settings", before this matcher).
 The words matched are the servers' own, quoted above; a reworded message falls back to "refused", as before.
 """
 
@@ -139,13 +140,24 @@ _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 
 
 Sent = Mapping[str, Any]
-"""A chat-completions request body as sent (or what is known of it: `sent_messages`)."""
+"""A chat-completions request body as sent (or what is known of it: `sent_request`)."""
 
 
-def sent_messages(messages: Sequence[BaseMessage]) -> Sent:
-    """What is known of the request that sent `messages` when its error has none attached (another chat model's
-    `ModelError`): their content, as a chat-completions body's messages (module docstring)."""
-    return {"messages": [{"content": m.content} for m in messages]}
+def sent_request(messages: Sequence[BaseMessage], parts: Sent | None = None) -> Sent:
+    """What is known of the request that sent `messages` with the other `parts` of the call (`structured_parts`, a
+    tool round's tools), read when its error has no readable body attached (module docstring): their content, as a
+    chat-completions body's messages, and those parts."""
+    return {**(parts or {}), "messages": [{"content": m.content} for m in messages]}
+
+
+def structured_parts(method: str, name: str) -> Sent:
+    """What a structured call of `method` for the schema `name` sends besides its messages, as a chat-completions
+    body carries it: json_schema's and json_mode's `response_format`, function_calling's one tool with its call
+    forced (`tool_choice` naming it; langchain's `with_structured_output` forces it for any chat model)."""
+    if method == "function_calling":
+        tool = {"type": "function", "function": {"name": name}}
+        return {"tools": [tool], "tool_choice": tool}
+    return {"response_format": {"type": "json_object" if method == "json_mode" else "json_schema"}}
 
 
 def unsupported_part(exc: BaseException, sent: Sent | None = None) -> Part | None:
@@ -185,13 +197,13 @@ def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None 
 
 def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] | None:
     """(the part, the request body sent) when `exc` is a 4xx or 500 saying a part the request carried is not taken:
-    an openai SDK error, whose request is read, or another chat model's rejection (`rejected_request`) read against
-    the request `given` (module docstring), if any."""
+    an openai SDK error, whose request is read (the request `given` where its body cannot be), or another chat
+    model's rejection (`rejected_request`) read against the request `given` (module docstring), if any."""
     sent: Sent
     if isinstance(exc, openai.APIStatusError):
         if not (400 <= exc.status_code < 500 or exc.status_code == 500):
             return None
-        sent = _sent_body(exc)
+        sent = _sent_body(exc) or given or {}
     elif rejected_request(exc):
         sent = given or {}
     else:

@@ -14,8 +14,9 @@ Decisions where the issue was silent:
 - A stored reply today's checks reject (written before a check: `graph.replies.stored_reply_problem`) is a cache
   miss, asked again.
 - A rejection saying the server does not serve tool calls is a "settings" fault from `Backbone.invoke`, naming how
-  to serve or avoid them (`graph.setup_rejections`: read with the request sent, so a 400 that merely names a tool,
-  a content policy or a malformed tool message, stays "refused"; it was any 400 whose text held "tool"); so is a
+  to serve or avoid them (`graph.setup_rejections`: read with the request sent, its tools too where the error has
+  no body to read, so a 400 that merely names a tool, a content policy or a malformed tool message, stays
+  "refused"; it was any 400 whose text held "tool"); so is a
   chat model that cannot bind tools, before any call (`graph.tool_replies.unsupported`).
 """
 
@@ -49,9 +50,9 @@ async def tool_round(backbone: Backbone, stage: str, messages: list[BaseMessage]
                      usage: Usage) -> AIMessage:
     """One reply of `backbone`'s model bound to `tools` (tool calls or a final text), from its cache when it has
     one; raises BackboneFault."""
-    if (cache := backbone.cache) is None:
-        return await _asked(backbone, stage, messages, tools, usage)
     specs = [convert_to_openai_tool(t) for t in tools]
+    if (cache := backbone.cache) is None:
+        return await _asked(backbone, stage, messages, tools, specs, usage)
     key = backbone.key_of(stage, messages, method="tools", tools=specs)
 
     async def compute() -> AIMessage:
@@ -59,7 +60,7 @@ async def tool_round(backbone: Backbone, stage: str, messages: list[BaseMessage]
         if cached is not None:
             usage.cache_hits += 1
             return cached
-        reply = await _asked(backbone, stage, messages, tools, usage)
+        reply = await _asked(backbone, stage, messages, tools, specs, usage)
         if cut_at_token_limit(reply):  # a later run with a higher cap must not be served the cut reply
             return reply
         await store(cache, key, encode_tool_reply(reply), stage)
@@ -69,8 +70,9 @@ async def tool_round(backbone: Backbone, stage: str, messages: list[BaseMessage]
 
 
 async def _asked(backbone: Backbone, stage: str, messages: list[BaseMessage], tools: Sequence[BaseTool | dict],
-                 usage: Usage) -> AIMessage:
-    """The model's first usable reply, re-asked at most `schema_retries` times (module docstring)."""
+                 specs: list[dict], usage: Usage) -> AIMessage:
+    """The model's first usable reply, re-asked at most `schema_retries` times (module docstring); `specs`: the
+    tools as a chat-completions body sends them, what a rejection is read against (`Backbone.invoke`'s `parts`)."""
     try:
         bound = backbone.model.bind_tools(tools)
     except NotImplementedError as exc:
@@ -79,7 +81,7 @@ async def _asked(backbone: Backbone, stage: str, messages: list[BaseMessage], to
     last: InvalidReply | None = None
     for _ in range(backbone.schema_retries + 1):
         try:
-            reply = await backbone.invoke(stage, bound, convo, usage)
+            reply = await backbone.invoke(stage, bound, convo, usage, {"tools": specs})
         except InvalidReply as bad:
             last = bad
         else:

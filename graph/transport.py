@@ -84,12 +84,12 @@ def transient_error(exc: BaseException, sent: Sent | None = None) -> bool:
     """True for a transport error, by the error alone (timeouts, connection errors, Python's own `ConnectionError`
     too: refused or reset, from a chat model that does not wrap it; 408, 409, 429, 5xx but 501 and 505, which
     say the server cannot serve such a request at all, and a 500 saying the server or model does not take a part of
-    the request, `graph.setup_rejections.unsupported_part`, read against `sent` where another chat model's retryable
-    `ModelError` has no request attached; a stale pooled connection): what the fault of a call that
+    the request, `graph.setup_rejections.unsupported_part`, read against `sent` where the error has no request body
+    to read, as another chat model's retryable `ModelError`; a stale pooled connection): what the fault of a call that
     failed with it is (kind "transport"), whatever the server's `x-should-retry` said about trying again."""
     if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
-        return (code >= 500 and code not in UNSERVED_STATUSES and unsupported_part(exc) is None) or \
+        return (code >= 500 and code not in UNSERVED_STATUSES and unsupported_part(exc, sent) is None) or \
             code in (408, 409, 429)
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | TimeoutError | ConnectionError):
         return True
