@@ -12,7 +12,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   by xgrammar": the stage schemas are fixed, so every clip's request fails alike), a request model without it
   (pydantic's "Input should be 'text' or 'json_object'" at `response_format.type`), LM Studio's "'response_format.type'
   must be 'json_schema' or 'text'" (no json_object), older llama.cpp's "response_format type must be one of ...".
-  Fix: another structured method.
+  Fix: another structured method; for a schema the backend cannot compile, json_mode (vLLM compiles function_calling's
+  forced tool call with the same backend: its xgrammar rejection of one is "structured" too).
 - "tools": tool calls the server does not serve: vLLM's "\"auto\" tool choice requires --enable-auto-tool-choice
   and --tool-call-parser to be set", llama.cpp's "tools param requires --jinja flag", Ollama's "... does not support
   tools", OpenAI's "'tools' is not supported with this model", DeepInfra's "Tool calling is not supported for model",
@@ -24,6 +25,9 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   "... is not a multimodal model", llama.cpp's "image input is not supported", DeepSeek's "unknown variant
   `image_url`, expected `text`", Ollama's "this model is missing data required for image input" (a 500). Fix: a
   vision-language model.
+- "guided": a server whose guided decoding is off, for a request with `response_format` or tools (TGI's "grammar is
+  not supported" with --disable-grammar-support, SGLang's "... --grammar-backend none": `_NO_GUIDED`). Fix: its
+  grammar backend (every structured method asks for guided decoding).
 Also a 500 that says so (llama.cpp's server answers these with 500s, as a gateway may): not retried
 (`graph.transport.transient_error`), the same request gets the same answer. Decided where the issue was silent:
 only a rejection of what the request carried counts (a 400 naming tools for a request without tools, a content
@@ -52,7 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from graph.transport import EndpointNames
 
-Part = Literal["structured", "tools", "images"]
+Part = Literal["structured", "tools", "images", "guided"]
 
 SERVE_TOOLS = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                "parser of the model's format; llama.cpp: --jinja; Ollama: a model with tool support)")
@@ -135,6 +139,19 @@ _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unkno
 """A model or server that takes no images, in the servers' words (module docstring); not one that refuses these
 images ("does not support images larger than 5 MB", "image inputs with this encoding"): the clip's own images may be
 what it refused, so not every clip's setting."""
+_NO_GUIDED = re.compile(r"grammar is not supported|--grammar-backend none")
+"""A server whose guided decoding is off, which constrains neither a `response_format` nor tool calls, in its words:
+TGI's router started with --disable-grammar-support ("grammar is not supported", ValidationError::Grammar in
+huggingface/text-generation-inference router/src/validation.rs; its infer/tool_grammar.rs turns the tools of any
+tool_choice into a grammar), SGLang's scheduler started with --grammar-backend none ("Grammar-based generation
+(json_schema, regex, ebnf, structural_tag) is not supported when the server is launched with --grammar-backend none",
+sgl-project/sglang python/sglang/srt/constrained/grammar_manager.py; json_object and a forced tool call are json
+schemas there too). No structured method helps: each asks for guided decoding."""
+_SCHEMA_COMPILER = re.compile(r"not supported by xgrammar")
+"""vLLM's xgrammar backend refusing the stage schema ("The provided JSON schema contains features not supported by
+xgrammar.", vllm-project/vllm vllm/v1/structured_output/backend_xgrammar.py, and its tool parsers' structural tags
+for a tool's parameters): a json_schema `response_format` and a forced tool call's arguments (function_calling) are
+compiled alike, so only json_mode, which sends no schema, avoids it."""
 _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 """The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
 
@@ -174,6 +191,10 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if found is None:
         return None
     part, sent = found
+    if part == "guided":
+        return ("the server runs without guided decoding, which structured output and tool calls need: start it with "
+                "a grammar backend (TGI: without --disable-grammar-support; SGLang: a --grammar-backend other than "
+                "none)")
     if part == "images":
         return (f"the server or model takes no images: set {names.model} to a vision-language model and serve it with "
                 "image input (vLLM: a multimodal model, --limit-mm-per-prompt above 0; llama.cpp: --mmproj)")
@@ -183,9 +204,15 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if part == "tools":
         return f"the server does not serve tool calls for this model: {SERVE_TOOLS}" + \
             (f", or {names.no_tools}" if names.no_tools else "")
-    kind = str(sent["response_format"].get("type"))
-    others = [m for m in ("json_mode", "function_calling", "json_schema") if m != _METHODS.get(kind)][:2]
-    return (f"the server does not serve structured output as response_format {kind} for this model: set "
+    forced = isinstance(sent.get("tool_choice"), dict)  # function_calling's call: its arguments constrained alike
+    rtype = "" if forced else str(sent["response_format"].get("type"))
+    kind = "a forced tool call" if forced else f"response_format {rtype}"
+    method = "function_calling" if forced else _METHODS.get(rtype)
+    if method != "json_mode" and _SCHEMA_COMPILER.search(str(exc).lower()):
+        return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
+                f"{names.method}=json_mode (which sends no schema)")
+    others = [m for m in ("json_mode", "function_calling", "json_schema") if m != method][:2]
+    return (f"the server does not serve structured output as {kind} for this model: set "
             f"{names.method}={' or '.join(others)}")
 
 
@@ -209,9 +236,13 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     else:
         return None
     text = str(exc).lower()
+    structured = isinstance(sent.get("response_format"), dict)
+    if (structured or sent.get("tools")) and _NO_GUIDED.search(text):
+        return "guided", sent
     if sent.get("tools") and _TOOLS.search(text):
         return "tools", sent
-    if isinstance(sent.get("response_format"), dict) and _STRUCTURED.search(text):
+    if (structured and _STRUCTURED.search(text)) or \
+            (isinstance(sent.get("tool_choice"), dict) and _SCHEMA_COMPILER.search(text)):
         return "structured", sent
     if _NO_IMAGES.search(text) or (_carries_images(sent) and _IMAGES.search(text)):
         return "images", sent
