@@ -23,8 +23,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 - "images": images sent to a model or server that takes none: OpenAI's "image_url is only supported by certain
   models", vLLM's "At most 0 image(s) may be provided" (or `{"image": 0}` in its --limit-mm-per-prompt message) and
   "... is not a multimodal model", llama.cpp's "image input is not supported", DeepSeek's "unknown variant
-  `image_url`, expected `text`", Ollama's "this model is missing data required for image input" (a 500). Fix: a
-  vision-language model.
+  `image_url`, expected `text`", Ollama's "this model is missing data required for image input" (a 500), TGI's
+  "image modality is not supported". Fix: a vision-language model.
 - "guided": a server whose guided decoding is off, for a request with `response_format` or tools (TGI's "grammar is
   not supported" with --disable-grammar-support, SGLang's "... --grammar-backend none": `_NO_GUIDED`). Fix: its
   grammar backend (every structured method asks for guided decoding).
@@ -132,11 +132,13 @@ _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_objec
                          r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"
                      r"missing data required for image input|"
-                     r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content)?s? (?:is |are )?"
+                     r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content| modality)?s? (?:is |are )?"
                      r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) "
                      r"(?:support|accept|take) (?:image|vision|multi-?modal)(?![\w/-]*(?: inputs?| content)? "
                      r"(?:larger|bigger|over|above|exceeding|more|of|with|encoded|encoding|format|size|from)\b)")
-"""A model or server that takes no images, in the servers' words (module docstring); not one that refuses these
+"""A model or server that takes no images, in the servers' words (module docstring; TGI's "image modality is not
+supported": ValidationError::UnsupportedModality, huggingface/text-generation-inference router/src/validation.rs,
+raised by its TensorRT-LLM backend for an image chunk); not one that refuses these
 images ("does not support images larger than 5 MB", "image inputs with this encoding"): the clip's own images may be
 what it refused, so not every clip's setting."""
 _NO_GUIDED = re.compile(r"grammar is not supported|--grammar-backend none")

@@ -167,6 +167,7 @@ NO_PARSER = "Internal server error: Unsupported tool_call_parser: None"  # a gat
 DEEPSEEK_IMAGES = ("Failed to deserialize the JSON body into the target type: messages[1]: unknown variant "
                    "`image_url`, expected `text`")
 OLLAMA_IMAGES = "this model is missing data required for image input"  # a 500 from a model without a projector
+TGI_TRTLLM_IMAGES = "Input validation error: image modality is not supported"  # TGI's TensorRT-LLM backend, a 422
 
 
 @pytest.mark.parametrize("status, method, text, named", [
@@ -175,9 +176,10 @@ OLLAMA_IMAGES = "this model is missing data required for image input"  # a 500 f
     (405, "function_calling", DEEPINFRA_TOOLS, "RAA_STRUCTURED_METHOD=json_schema"),
     (400, "function_calling", DASHSCOPE_TOOLS, "RAA_STRUCTURED_METHOD=json_schema"),
     (500, "function_calling", NO_PARSER, "RAA_STRUCTURED_METHOD=json_schema"),
-    (400, "json_schema", DEEPSEEK_IMAGES, "RAA_MODEL"), (500, "json_schema", OLLAMA_IMAGES, "RAA_MODEL")],
+    (400, "json_schema", DEEPSEEK_IMAGES, "RAA_MODEL"), (500, "json_schema", OLLAMA_IMAGES, "RAA_MODEL"),
+    (422, "json_schema", TGI_TRTLLM_IMAGES, "RAA_MODEL")],
     ids=["lmstudio-json_object", "llamacpp-json_schema", "deepinfra-tools", "dashscope-tools", "no-parser", "deepseek",
-         "ollama-images"])
+         "ollama-images", "tgi-trtllm-images"])
 def test_other_servers_words_for_a_part_they_do_not_take(status: int, method: str, text: str, named: str) -> None:
     """Real servers' wordings the matcher missed: 'refused' for every clip (or a 500 retried, then 'transport')."""
     with OpenAIStub([StubReply(status=status, content=text)] * 3 + [good(method)]) as stub:
