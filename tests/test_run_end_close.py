@@ -222,3 +222,36 @@ def test_a_ctrl_c_during_a_later_close_keeps_an_earlier_closes_error():
         close_each([Closing(calls, "rewards", earlier).close, interrupted_while_handling])
     assert isinstance(info.value.__context__, TimeoutError)
     assert info.value.__notes__ == ["closing had already failed: OSError: reward runner: loop gone"]
+
+
+def test_a_ctrl_c_while_closing_before_a_stop_keeps_the_stop(tmp_path):
+    """``closed_before_stop`` let a KeyboardInterrupt raised by the close (Ctrl-C while W&B finished) pass alone:
+    the stop the run was closing for (RankFailed, TrainingDiverged, ...; its iteration, its checkpoint, --resume)
+    was never shown. It is the interrupt's context now (printed first), or a note where the interrupt has a
+    context of its own (as ``close_each`` keeps an earlier close's error)."""
+    from training.preemption import TrainingDiverged
+    from training.rank_failures import RankFailed, RankFailure, closed_before_stop, stop_on
+
+    calls: list[str] = []
+    stop = TrainingDiverged(4, 1, tmp_path)
+    with pytest.raises(KeyboardInterrupt) as info:
+        closed_before_stop(Opened(log=Closing(calls, "log", KeyboardInterrupt())).close, stop)  # type: ignore[arg-type]
+    assert calls == ["log"] and info.value.__context__ is stop
+
+    earlier = OSError("reward runner: loop gone")  # the interrupt's context is the earlier close's error: noted
+    broken = RankFailure(1, "scoring the iteration's rollouts", "RewardLengthError: 3 rewards for 4 clips", 2)
+    opened = Opened(log=Closing(calls, "log", KeyboardInterrupt()),  # type: ignore[arg-type]
+                    rewards=Closing(calls, "rewards", earlier))  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt) as info:
+        stop_on([None, broken], 3, tmp_path, opened.close)
+    assert info.value.__context__ is earlier
+    [note] = info.value.__notes__
+    assert note.startswith(f"the run was stopping: {RankFailed.__name__}: iteration 3: scoring the iteration's")
+    assert "RewardLengthError: 3 rewards for 4 clips" in note
+
+    with pytest.raises(KeyboardInterrupt) as info:  # the stop already its context (a Ctrl-C in __exit__): as it is
+        try:
+            raise stop
+        except TrainingDiverged:
+            closed_before_stop(Opened(log=Closing(calls, "log", KeyboardInterrupt())).close, stop)  # type: ignore[arg-type]
+    assert info.value.__context__ is stop and not getattr(info.value, "__notes__", [])

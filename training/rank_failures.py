@@ -63,6 +63,7 @@ Decisions where the issue was silent:
   rank printed "this rank stops alone" and its own traceback of DeepSpeed's bare Exception.
 * A ``close()`` that raises before a stop (W&B's finish, say: `closed_before_stop`) is printed to stderr and the
   stop raised as it was; its error used to replace the stop's message (the iteration, the checkpoint, --resume).
+  A Ctrl-C there passes with the stop kept on it (its context, or a note), where it used to pass alone.
 * The run stops without saving the iteration: as `training.preemption.TrainingDiverged`, the checkpoint the
   message names is where ``--resume`` continues (and evaluates the missed iteration first:
   training/best.py ``pending_eval``).
@@ -78,6 +79,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
+
+from training.closing import keep_on_interrupt
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -226,12 +229,16 @@ def closed_before_stop(close: Callable[[int], None], stop: E) -> E:
     (`exit_code_of`), which the W&B run ends with (nonzero: failed; with 0 W&B read "Finished" for a run that
     stopped). An Exception it raises (W&B's finish, say) is printed to stderr with its traceback and not raised,
     so the stop's message is what the run ends with (module docstring). BaseExceptions (KeyboardInterrupt)
-    pass through. Returns ``stop``, for the caller to raise."""
+    pass through, the stop kept on them (`training.closing.keep_on_interrupt`): a Ctrl-C while W&B finished lost
+    the stop's message. Returns ``stop``, for the caller to raise."""
     try:
         close(exit_code_of(stop))
     except Exception as exc:
         print(f"closing the run's files before the stop failed (the stop follows):\n"
               f"{''.join(traceback.format_exception(exc))}", file=sys.stderr, flush=True)
+    except BaseException as exc:
+        keep_on_interrupt(exc, stop, "the run was stopping")
+        raise
     return stop
 
 
