@@ -105,17 +105,24 @@ def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path
 
 def test_a_finished_runs_logs_that_cannot_close_stop_it_after_the_agreement(tmp_path, monkeypatch):
     """The logs close after the ranks agreed on the rest (W&B's finish with the agreed exit code); a log that
-    cannot close then (W&B's finish failed) is still agreed, and every rank stops on it."""
+    cannot close then (W&B's finish failed) is still agreed, and every rank stops on it. With ``export: final``
+    rank 0's logs close after its export (tests below), alone: a log that cannot close stops rank 0 alone."""
+    import deepspeed.comm
+
+    import training.run_end
     from training.config import TrainConfig
     from training.rank_failures import RankFailed
     from training.run_end import finish
 
-    calls: list[str] = []
-    opened = Opened(log=Closing(calls, "log", OSError("wandb finish: connection refused")),  # type: ignore[arg-type]
-                    rewards=Closing(calls, "rewards"))  # type: ignore[arg-type]
-    with pytest.raises(RankFailed, match="closing the run's logs failed on rank 0"):
-        finish(TrainConfig(), rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
-    assert calls == ["rewards", "log"]
+    monkeypatch.setattr(deepspeed.comm, "destroy_process_group", lambda: None)  # none here
+    monkeypatch.setattr(training.run_end, "export_policy", lambda cfg, out, *, checkpoint_dir: out)
+    for export in ("none", "final"):
+        calls: list[str] = []
+        opened = Opened(log=Closing(calls, "log", OSError("wandb finish: connection refused")),  # type: ignore[arg-type]
+                        rewards=Closing(calls, "rewards"))  # type: ignore[arg-type]
+        with pytest.raises(RankFailed, match="closing the run's logs failed on rank 0"):
+            finish(TrainConfig(export=export), rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
+        assert calls == ["rewards", "log"]
 
 
 @pytest.mark.parametrize(("raised", "code"), [(None, None), (ValueError("latent shape"), 1),
@@ -255,3 +262,33 @@ def test_a_ctrl_c_while_closing_before_a_stop_keeps_the_stop(tmp_path):
         except TrainingDiverged:
             closed_before_stop(Opened(log=Closing(calls, "log", KeyboardInterrupt())).close, stop)  # type: ignore[arg-type]
     assert info.value.__context__ is stop and not getattr(info.value, "__notes__", [])
+
+
+@pytest.mark.parametrize("exported", [True, False])
+def test_a_final_export_that_fails_ends_the_wandb_run_failed(tmp_path, monkeypatch, exported):
+    """``finish`` ended rank 0's W&B run (exit code 0, "Finished") before rank 0 exported the policy alone
+    (``export: final``): an export that failed exited 1 with W&B showing a success. Rank 0's logs close after its
+    export now, with the ExportError's exit code; an export that worked still ends the run with 0."""
+    import deepspeed.comm
+
+    import training.run_end
+    from training.config import TrainConfig
+    from training.export import ExportError
+    from training.run_end import finish
+
+    calls = _fake_wandb(monkeypatch)
+
+    def export(cfg, out, *, checkpoint_dir):  # noqa: ANN001, ANN202
+        calls.append(("export",))
+        if not exported:
+            raise OSError("No space left on device")
+        return out
+
+    monkeypatch.setattr(training.run_end, "export_policy", export)
+    monkeypatch.setattr(deepspeed.comm, "destroy_process_group", lambda: calls.append(("destroyed",)))  # none here
+    cfg = TrainConfig(output_dir=str(tmp_path), export="final")
+    with pytest.raises(ExportError) if not exported else contextlib.nullcontext(), Opened() as opened:
+        opened.log = _wandb_log(tmp_path)
+        finish(cfg, rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path / "checkpoints")
+    assert [c for c in calls if c[0] in ("destroyed", "export", "finish")] == [
+        ("destroyed",), ("export",), ("finish",) if exported else ("finish", 1)]

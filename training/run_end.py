@@ -19,7 +19,9 @@ last iteration the agreement that every rank's logs were written, the clean shut
   after the engine (closed by `Opened`), in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
   DeepSpeed's destroy_process_group also drops the groups it caches, which torch's left to interpreter
   teardown); then rank 0 alone exports the last checkpoint (``export: final``), which every rank wrote before
-  the agreement, so a long export times out no rank.
+  the agreement, so a long export times out no rank. With an export, rank 0's logs close after it, with its
+  exit code (an ExportError's 1: the W&B run had finished "Finished" before an export that then failed); a
+  log that cannot close then stops rank 0 alone, the other ranks finished (no collective is left to agree in).
 """
 
 from __future__ import annotations
@@ -102,14 +104,19 @@ def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | No
     # ends rank 0's W&B run failed with the stop's exit code, where it had finished as a success before it
     unclosed = attempt(rank, "closing what the run opened", opened.close_but_logs)[1]
     stop_on([agree(unlogged or unclosed)], done, ckpt_dir, opened.close)  # the agreement waits for every rank
-    unclosed = attempt(rank, "closing the run's logs", opened.close, 0)[1]  # W&B's finish, say
+    # rank 0's logs close after its export, outside any agreement (the W&B run ends with the export's exit code)
+    exports = cfg.export == "final" and rank == 0
+    unclosed = None if exports else attempt(rank, "closing the run's logs", opened.close, 0)[1]  # W&B's finish
     stop_on([agree(unclosed)], done, ckpt_dir)
     deepspeed.comm.destroy_process_group()  # after the engine, destroyed by close (`Opened`)
+    if not exports:
+        return
     out_dir = Path(cfg.output_dir)
-    if cfg.export == "final" and rank == 0:
-        try:
-            print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
-        except Exception as exc:
-            raise ExportError(f"training finished and its checkpoints are in {ckpt_dir}, but exporting the "
-                              f"policy failed ({type(exc).__name__}: {exc}); retry with "
-                              f"`python -m training.export --run {out_dir}`") from exc
+    try:
+        print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
+    except Exception as exc:
+        raise closed_before_stop(opened.close, ExportError(
+            f"training finished and its checkpoints are in {ckpt_dir}, but exporting the policy failed "
+            f"({type(exc).__name__}: {exc}); retry with `python -m training.export --run {out_dir}`")) from exc
+    # rank 0 alone, the process group gone: its own stop, agreed with no rank (the others have finished)
+    stop_on([attempt(rank, "closing the run's logs", opened.close, 0)[1]], done, ckpt_dir)
