@@ -10,6 +10,14 @@ pruning: per checkpoint, not per iteration), so every rank stops with the same `
 the error. The pruning's own barrier is left out (`training.engine.prune` has none): the agreement on the markers
 already waits for every rank.
 
+No checkpoint is saved past an iteration whose logs rank 0 could not write (``unlogged``: metrics.jsonl and the
+rest; failed_prompts.jsonl): that failure, which rank 0 keeps for the next iteration's first gather, is agreed
+first, in one more ``all_gather_object`` per checkpoint, and every rank stops on it (`RankFailed`, naming the
+checkpoint before) without saving. Saved, the checkpoint was where ``--resume`` went on, and the iteration's row
+was missing from metrics.jsonl for good; a stop signal's or a stall's checkpoint also dropped the failure itself
+(the run stopped on TrainingStopped or RewardsStalled). A run stopped so loses the iteration's training, which the
+resumed run redoes and logs; that is the price of the logs, which no later run can write.
+
 Not covered: an exception inside DeepSpeed's ``save_checkpoint`` on one rank. It has barriers of its own, and
 which of them the failing rank skipped depends on where it raised, so no agreement after it can meet the
 other ranks; they wait in DeepSpeed's barrier until the launcher stops them.
@@ -25,7 +33,7 @@ from training import engine as ds_engine
 from training.best import agreed_best_tag
 from training.lr_schedule import schedule_state
 from training.prompt_stamp import write_prompt_stamp
-from training.rank_failures import agree, attempt, stop_on
+from training.rank_failures import RankFailure, agree, attempt, stop_on
 from training.resume import StateLayout, write_layout
 
 
@@ -39,12 +47,14 @@ def _markers(ckpt_dir: Path, iteration: int, layout: StateLayout, world: int, st
 
 def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, skipped: int, rank: int,
                local_rank: int, world: int, layout: StateLayout, stamp: dict[str, Any], keep: int | None,
-               evals: tuple[Path, str | None], close: Callable[[int], None]) -> None:
+               evals: tuple[Path, str | None], close: Callable[[int], None], unlogged: RankFailure | None) -> None:
     """Save ``iteration``'s checkpoint on every rank (collective); ``latest`` moves once all have written
     (training/engine.py); with ``keep`` (``keep_checkpoints``) the stale ones go, the best held-out one stays
     (training/best.py), also when this launch does not evaluate but the run's eval.jsonl names one (``evals``:
-    its path and the launch's ``eval_key``). A failure of the markers or the pruning on any rank raises
-    `RankFailed` on every rank, after ``close()`` (module docstring)."""
+    its path and the launch's ``eval_key``). ``unlogged`` (rank 0's logs of an iteration not written, not agreed
+    yet) on any rank, or a failure of the markers or the pruning on any rank, raises `RankFailed` on every rank,
+    after ``close()``; the first with no checkpoint saved (module docstring)."""
+    stop_on([agree(unlogged)], iteration, ckpt_dir, close)  # a checkpoint past unwritten logs left a hole on resume
     ds_engine.save(engine, ckpt_dir, iteration, data_position, local_rank=local_rank, skipped=skipped)
     tag = ds_engine.iteration_tag(iteration)
     _, failure = attempt(rank, f"finishing checkpoint {tag}", _markers, ckpt_dir, iteration, layout, world, stamp,

@@ -149,10 +149,10 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         stop_early(start)
         end = start
 
-    def checkpoint(iteration: int) -> None:  # every rank (training/checkpointing.py): a failure stops every rank
+    def checkpoint(iteration: int) -> None:  # every rank (training/checkpointing.py): a failure stops every rank,
         save_checkpoint(engine, ckpt_dir, iteration, stream.position, skipped=skipped, rank=rank, local_rank=local_rank,
                         world=world, layout=run.layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
-                        close=close)
+                        close=close, unlogged=unlogged)  # and rank 0's unwritten logs, before the save
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
     # rank 0's logs of an iteration could not be written: agreed at the next iteration's first gather or after the
     unlogged: RankFailure | None = None  # loop, no collective of its own (training/rank_failures.py)
