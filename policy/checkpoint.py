@@ -195,17 +195,15 @@ def require_all_weights(info: dict[str, list[Any]], where: str) -> None:
         raise ValueError(f"{where} does not match its model class (the rest would be random): {'; '.join(problems)}")
 
 
-def read_checkpoint_json(root: str | Path, subfolder: str | None, name: str, revision: str | None,
-                         load_config: Callable[..., Any]) -> dict[str, Any] | None:
-    """`load_checkpoint_json`, None also when the file cannot be read."""
-    try:
-        return load_checkpoint_json(root, subfolder, name, revision, load_config)
-    except CheckpointFileUnreadable:
-        return None
-
-
 class CheckpointFileUnreadable(OSError):
     """A checkpoint's JSON file that may be there but could not be read (`load_checkpoint_json`)."""
+
+
+class CheckpointFileUnreachable(CheckpointFileUnreadable):
+    """A hub checkpoint's JSON file not in the HF cache, with the hub not reached (offline: ``HF_HUB_OFFLINE`` or
+    ``local_files_only``; no connection; a timeout): nothing was read to tell whether the repo has it. Not a
+    hub that answered with an error (down, access refused), nor a file that is no JSON object: those are
+    `CheckpointFileUnreadable` itself."""
 
 
 def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, revision: str | None,
@@ -213,9 +211,11 @@ def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, rev
     """A checkpoint's JSON file ``name`` (in ``subfolder``, or at the top) as a dict: a local folder's file, or a hub
     id's at ``revision`` through diffusers' ``load_config`` of the class that reads it (``load_config``, looked up
     when called). None when the checkpoint has no such file: a local folder without it, a hub repo that answers it
-    has none (an entry 404, or offline the HF cache's record of one), a path that is neither a folder nor a possible hub id (the model checks name it).
-    CheckpointFileUnreadable, with why, when it could not be read: the hub not reached and the file not in its
-    cache, access refused, a file that is no JSON object."""
+    has none (an entry 404, or offline the HF cache's record of one), a path that is neither a folder nor a
+    possible hub id (the model checks name it).
+    `CheckpointFileUnreachable` when the hub was not reached and the file is not in its cache;
+    `CheckpointFileUnreadable`, with why, when it could not be read otherwise: the hub's error (down, access
+    refused), a file that is no JSON object. Which of them a caller may go on without is its own decision."""
     folder = Path(root).expanduser()
     where = f"{root}'s {subfolder + '/' if subfolder else ''}{name}"
     try:
@@ -229,25 +229,58 @@ def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, rev
         local = folder.is_dir()
         if _not_there(exc, local=local) or (not local and _cached_as_absent(str(root), subfolder, name, revision)):
             return None
-        raise CheckpointFileUnreadable(f"{where} cannot be read ({type(exc).__name__}: {exc})") from exc
+        if not local and _hub_not_reached(exc):
+            raise CheckpointFileUnreachable(f"{where} cannot be read: not in the Hugging Face cache, and the hub "
+                                            f"was not reached ({_why(exc)})") from exc
+        raise CheckpointFileUnreadable(f"{where} cannot be read ({_why(exc)})") from exc
     if not isinstance(data, Mapping):
         raise CheckpointFileUnreadable(f"{where} holds no JSON object")
     return dict(data)
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the errors it was raised from or while handling (diffusers' ``load_config`` re-raises the
+    hub's error as an OSError in its ``except``), outermost first."""
+    seen: list[BaseException] = []
+    at: BaseException | None = exc
+    while at is not None and at not in seen:
+        seen.append(at)
+        at = at.__cause__ or at.__context__
+    return seen
+
+
+def _why(exc: BaseException) -> str:
+    """The error at the bottom of ``exc``'s chain as "Type: text": under diffusers' OSError, the hub client's own,
+    which says what happened (diffusers files every error it sees as an entry not found, "does not appear to
+    have a file named ...", for a hub that answered 500 too), or the JSON decoder's."""
+    last = _chain(exc)[-1]
+    return f"{type(last).__name__}: {last}"
+
+
+def _hub_not_reached(exc: BaseException) -> bool:
+    """Whether ``exc`` (raised by diffusers' ``load_config`` for a hub id) says the file is not in the HF cache
+    and the hub was not asked or did not answer: huggingface_hub's LocalEntryNotFoundError not raised from the
+    hub's answer (an HfHubHTTPError: 5xx, 403; a FileMetadataError: a reply that is not the hub's), i.e. raised
+    offline (``HF_HUB_OFFLINE``'s OfflineModeIsEnabled, or ``local_files_only`` with no cause) or from the HTTP
+    client's connection error or timeout."""
+    from huggingface_hub.errors import FileMetadataError, HfHubHTTPError, LocalEntryNotFoundError
+
+    chain = _chain(exc)
+    local = [i for i, e in enumerate(chain) if isinstance(e, LocalEntryNotFoundError)]
+    return bool(local) and not any(isinstance(e, (HfHubHTTPError, FileMetadataError)) for e in chain[local[0]:])
+
+
 def _not_there(exc: BaseException, *, local: bool) -> bool:
-    """Whether ``exc`` (reading a local file, or raised by diffusers' ``load_config``, which re-raises the hub's
-    error as an OSError in its ``except``) says the file does not exist: FileNotFoundError of a local file; the
-    hub's EntryNotFoundError other than its LocalEntryNotFoundError (not in the cache and the hub not reached)."""
+    """Whether ``exc`` (reading a local file, or raised by diffusers' ``load_config``) says the file does not
+    exist: FileNotFoundError of a local file; the hub's EntryNotFoundError other than its LocalEntryNotFoundError
+    (not in the cache and the hub not reached, `_hub_not_reached`)."""
     if local:
         return isinstance(exc, FileNotFoundError)
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _chain(exc):
         if isinstance(seen, EntryNotFoundError):
             return not isinstance(seen, LocalEntryNotFoundError)
-        seen = seen.__cause__ or seen.__context__
     return False
 
 

@@ -40,8 +40,10 @@ ratio is exact. Decisions where the issue was silent:
   latent frame at timestep 0; it is refused (`text_to_video_problem`) by what its ``model_index.json`` says:
   diffusers' conversion script saves Wan 2.2 TI2V-5B as ``WanPipeline(expand_timesteps=True)`` (the mode that
   pins frame 0 and gives its tokens timestep 0) and Wan 2.1 T2V as a plain ``WanPipeline`` (``expand_timesteps``
-  false, or no such key in older conversions). A folder without ``model_index.json`` (a transformer copied out)
-  is not judged: its transformer config alone does not tell Wan 2.1 T2V from a TI2V layout on the same latent
+  false, or no such key in older conversions). A folder without ``model_index.json`` (a transformer copied out),
+  or a hub id's that the HF cache lacks with the hub not reached (a warning says so), is not judged; one that
+  is there but cannot be read, or that the hub answers with an error, stops the load (`read_model_index`). A
+  transformer config alone does not tell Wan 2.1 T2V from a TI2V layout on the same latent
   (Wan 2.2 TI2V-5B differs only in using the 48-channel Wan 2.2 VAE, and this project's tiny test models have
   the TI2V layout on a 16-channel VAE).
 """
@@ -49,6 +51,7 @@ ratio is exact. Decisions where the issue was silent:
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -57,7 +60,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from policy.checkpoint import read_checkpoint_json
+from policy.checkpoint import CheckpointFileUnreachable, load_checkpoint_json
 from policy.clip_preprocess import ClipPreprocess
 from policy.shapes import wan_channels
 from policy.vae import _stats, images_to_tensor, vae_scale_factors
@@ -149,15 +152,24 @@ class ClipImageEncoder:
 
 def read_model_index(root: str | Path, revision: str | None = None) -> dict[str, Any]:
     """The checkpoint's ``model_index.json`` (a local folder's file, or a hub id's through diffusers'
-    ``DiffusionPipeline.load_config`` at ``revision``) as a dict; {} when it has none or it cannot be read: the
-    checks below then judge by the transformer config alone (nothing is guessed from a missing index)."""
+    ``DiffusionPipeline.load_config`` at ``revision``) as a dict; {} when it has none: the checks below then judge
+    by the transformer config alone (nothing is guessed from a missing index). {} too, with a warning, for a hub
+    id whose index is not in the HF cache with the hub not reached (`policy.checkpoint.CheckpointFileUnreachable`:
+    an offline cache of the weights alone loads as it did). `policy.checkpoint.CheckpointFileUnreadable` for one
+    that is there but is no JSON object, or that the hub answered with an error: read as {}, the text-to-video and
+    two-expert refusals were skipped in silence."""
 
     def load_config(*args: Any, **kwargs: Any) -> Any:
         from diffusers import DiffusionPipeline
 
         return DiffusionPipeline.load_config(*args, **kwargs)
 
-    return read_checkpoint_json(root, None, "model_index.json", revision, load_config) or {}
+    try:
+        return load_checkpoint_json(root, None, "model_index.json", revision, load_config) or {}
+    except CheckpointFileUnreachable as exc:
+        warnings.warn(f"{exc}; the text-to-video and Wan 2.2 two-expert checks judge by the transformer config "
+                      "alone", stacklevel=2)
+        return {}
 
 
 def two_expert_problem(index: Mapping[str, Any], root: Path | None = None) -> str | None:

@@ -43,7 +43,9 @@ Then, for a local folder (a hub id is left as it is):
   torchvision) or, with ``concat_padding_mask`` false, ``z + 2`` (`cosmos_velocity` appends it); the
   ``_class_name`` the backend loads (`policy.checkpoint.transformer_class_problem`). A field that is missing or
   unreadable is not checked (no guess), except a Wan channel count: WanTransformer3DModel's default
-  (`policy.shapes.wan_channels`).
+  (`policy.shapes.wan_channels`), and a Wan ``model_index.json`` that is there but cannot be read (cut short,
+  no JSON object), which the loader refuses (`policy.wan_i2v.read_model_index`): named with the folder's other
+  layout problems, the rest then judged as without an index.
 
 Decisions where the issue was silent: a string that is not a valid repo id and not a folder (an absolute
 path that does not exist) is an error without a request; the tokenizer folder's files are the loader's.
@@ -56,7 +58,13 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from policy.checkpoint import clip_parts_missing, missing_parts, transformer_class_problem, weights_missing
+from policy.checkpoint import (
+    CheckpointFileUnreadable,
+    clip_parts_missing,
+    missing_parts,
+    transformer_class_problem,
+    weights_missing,
+)
 from policy.shapes import vae_compression, wan_channels
 from policy.wan_i2v import expert_layout_problem, read_model_index, text_to_video_problem, two_expert_problem
 from training.config import ConfigError, TrainConfig
@@ -112,7 +120,11 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
     if backend == "wan":
         t = _vae_temporal(_json(root / "vae" / "config.json"))
         i2v = z is not None and t is not None and c_in == 2 * z + t
-        index = read_model_index(root)
+        try:
+            index = read_model_index(root)
+        except CheckpointFileUnreadable as exc:  # the loader stops on it; named with the folder's other problems
+            problems.append(str(exc))
+            index = {}
         if two := two_expert_problem(index, root) or (i2v and expert_layout_problem(tr)):
             problems.append(two)
         elif t2v := text_to_video_problem(index, tr):
