@@ -128,3 +128,18 @@ def test_a_folder_whose_index_is_no_json_object_stops_the_load_and_the_check(tmp
     with pytest.raises(ConfigError, match=r"model_index.json (cannot be read|holds no JSON).*; transformer "
                                           r"image_dim 32 .* is not supported"):
         check_model_path(cfg)
+
+
+def test_missing_weights_and_layout_problems_are_named_in_one_check(tmp_path):
+    """A half-copied folder of a refused model: --check named the missing weights alone, and the refusal (here
+    a text-to-video index) only once they were copied, tens of GB later."""
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "m", TINY_WAN, T2V_INDEX)
+    (root / "vae" / "diffusion_pytorch_model.safetensors").unlink()
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=rf"^model_path {root}: missing weights: vae/ has no weights.*; a "
+                                          "text-to-video checkpoint"):
+        check_model_path(cfg)

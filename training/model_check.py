@@ -24,7 +24,9 @@ Then, for a local folder (a hub id is left as it is):
   ``*.bin`` file, or ``*.index.json`` files that are weight indexes whose shards all exist
   (`tools.weight_index`); a half-copied folder passed and the launch died after loading the parts before it.
   Missing -> ConfigError naming the part and the missing shards (a few, then a count), or the index that is
-  not one (diffusers reads an index before single files). Only existence is checked, not sizes or contents;
+  not one (diffusers reads an index before single files), in one ConfigError with the layout problems below
+  (a refused model was named only once its weights were copied). Only existence is checked, not sizes or
+  contents;
 - the transformer layout (`_layout_problems`, from ``transformer/config.json`` and ``vae/config.json``): an
   unsupported one (e.g. Wan 2.1 / 2.2 I2V-14B, ``in_channels`` 36) failed at the first transformer call,
   after loading tens of GB. Supported, read from `policy.wan.wan_velocity` / `policy.cosmos.cosmos_velocity`
@@ -175,10 +177,10 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
                               "folder is expected: transformer/, vae/, text_encoder/ and tokenizer/; see the "
                               "config's comments for the download command)")
         no_weights = [m for name in _needed(parts) if (m := weights_missing(root / Path(name).parent))]
-        if no_weights:
-            raise ConfigError(f"model_path {path}: missing weights: {'; '.join(no_weights)} (a half-copied "
-                              "checkpoint folder? copy or download it again)")
-        if problems := _layout_problems(root, cfg.backend, parts):
+        problems = [f"missing weights: {'; '.join(no_weights)} (a half-copied checkpoint folder? copy or download "
+                    "it again)"] if no_weights else []
+        # with the layout's: a refused model was named only once its missing weights were copied
+        if problems := problems + _layout_problems(root, cfg.backend, parts):
             raise ConfigError(f"model_path {path}: " + "; ".join(problems))
         return None
     if root.exists():
