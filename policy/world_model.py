@@ -331,7 +331,9 @@ class FlowWorldModel(FrozenHelpersModule):
         ``AutoencoderKLWan`` and UMT5. Wan 2.1 I2V-14B (``in_channels`` 36, ``image_dim``): also
         ``CLIPVisionModel`` (``image_encoder``) and the ``image_processor`` config (`policy.wan_i2v`); a Wan 2.2
         A14B two-expert folder and a text-to-video one (Wan 2.1 T2V: ``model_index.json`` without
-        ``expand_timesteps`` true) are a ValueError. The VAE loads in float32. Untested here with real weights.
+        ``expand_timesteps`` true) are a ValueError; a ``model_index.json`` that is there but cannot be read, or
+        that the hub answers with an error, is `policy.checkpoint.CheckpointFileUnreadable`
+        (`policy.wan_i2v.read_model_index`). The VAE loads in float32. Untested here with real weights.
 
         Refuses (``policy.checkpoint``) an unknown backend before loading, a folder lacking a part it loads or
         its weights (FileNotFoundError naming it; the CLIP parts once the transformer config is read, before any
