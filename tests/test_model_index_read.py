@@ -143,3 +143,21 @@ def test_missing_weights_and_layout_problems_are_named_in_one_check(tmp_path):
     with pytest.raises(ConfigError, match=rf"^model_path {root}: missing weights: vae/ has no weights.*; a "
                                           "text-to-video checkpoint"):
         check_model_path(cfg)
+
+
+@pytest.mark.parametrize("parts", ["all", "transformer"])
+def test_a_config_the_loader_reads_that_cannot_be_read_is_named_by_the_check(tmp_path, parts):
+    """A cut-short transformer/ or vae/ config.json (an interrupted copy) passed --check, which judged it as
+    "not checked", and the launch failed in every rank on diffusers' "not a valid JSON file". The exporter's
+    check (parts="transformer") does not load the VAE: its config is not the loader's problem there."""
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "m", TINY_WAN, None)
+    (root / "transformer" / "config.json").write_text('{"_class_name": "WanTransformer3DModel", "in_ch')
+    (root / "vae" / "config.json").write_text("[]")
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=r"transformer/config.json cannot be read \(JSONDecodeError") as err:
+        check_model_path(cfg, parts)
+    assert ("vae/config.json holds no JSON object" in str(err.value)) == (parts == "all")

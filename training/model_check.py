@@ -27,6 +27,8 @@ Then, for a local folder (a hub id is left as it is):
   not one (diffusers reads an index before single files), in one ConfigError with the layout problems below
   (a refused model was named only once its weights were copied). Only existence is checked, not sizes or
   contents;
+- the config files above that are there but cannot be read (cut short, no JSON object: `_unreadable_configs`),
+  named with the rest: they passed, and the launch failed on them in every rank;
 - the transformer layout (`_layout_problems`, from ``transformer/config.json`` and ``vae/config.json``): an
   unsupported one (e.g. Wan 2.1 / 2.2 I2V-14B, ``in_channels`` 36) failed at the first transformer call,
   after loading tens of GB. Supported, read from `policy.wan.wan_velocity` / `policy.cosmos.cosmos_velocity`
@@ -63,6 +65,7 @@ from typing import Literal
 from policy.checkpoint import (
     CheckpointFileUnreadable,
     clip_parts_missing,
+    load_checkpoint_json,
     missing_parts,
     transformer_class_problem,
     weights_missing,
@@ -86,12 +89,27 @@ def _folder_missing(root: Path, parts: Literal["all", "transformer"]) -> list[st
 
 
 def _json(path: Path) -> dict:
-    """The file's JSON object; {} when it is missing or unreadable (not checked: the loader's to report)."""
+    """The file's JSON object; {} when it is missing or unreadable (not checked here: `_unreadable_configs`)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _unreadable_configs(root: Path, parts: Literal["all", "transformer"]) -> list[str]:
+    """The config files the loader reads (`_needed`) that are there but cannot be read (cut short, no JSON
+    object): the launch failed on them in every rank after its start; the layout checks skip them."""
+    def no_hub(*_args: object, **_kwargs: object) -> None:  # a local folder's files only (never called)
+        raise AssertionError("read a local folder's config through the hub")
+
+    problems = []
+    for name in _needed(parts):
+        try:
+            load_checkpoint_json(root, str(Path(name).parent), Path(name).name, None, no_hub)
+        except CheckpointFileUnreadable as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def _int(config: dict, key: str) -> int | None:
@@ -180,7 +198,7 @@ def check_model_path(cfg: TrainConfig, parts: Literal["all", "transformer"] = "a
         problems = [f"missing weights: {'; '.join(no_weights)} (a half-copied checkpoint folder? copy or download "
                     "it again)"] if no_weights else []
         # with the layout's: a refused model was named only once its missing weights were copied
-        if problems := problems + _layout_problems(root, cfg.backend, parts):
+        if problems := problems + _unreadable_configs(root, parts) + _layout_problems(root, cfg.backend, parts):
             raise ConfigError(f"model_path {path}: " + "; ".join(problems))
         return None
     if root.exists():
