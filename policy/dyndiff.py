@@ -73,6 +73,24 @@ def _as_batch_sigma(name: str, sigma: Tensor | float, batch: int, ref: Tensor) -
     return s.view(batch, 1, 1, 1, 1)
 
 
+def _check_velocity(x_t: Tensor, v: Tensor) -> None:
+    """DynDiffInputError unless ``x_t`` is a latent [B, C, F, H, W] and ``v`` has its shape."""
+    check_latent("x_t", x_t)
+    if v.shape != x_t.shape:
+        raise DynDiffInputError(f"v shape {tuple(v.shape)} must equal x_t shape {tuple(x_t.shape)}")
+
+
+def _checked_sigma(x_t: Tensor, v: Tensor, sigma: Tensor | float) -> Tensor:
+    """``sigma`` as [B, 1, 1, 1, 1] in ``x_t``'s dtype, once ``x_t`` and ``v`` are checked (`_check_velocity`)."""
+    _check_velocity(x_t, v)
+    return _as_batch_sigma("sigma", sigma, x_t.shape[0], x_t).to(x_t.dtype)
+
+
+def _x0_hat(x_t: Tensor, v: Tensor, s: Tensor) -> Tensor:
+    """(E1) ``x0_hat = x_t - s v`` for a checked ``s`` (`_checked_sigma`)."""
+    return torch.addcmul(x_t, s, v, value=-1.0)
+
+
 def predict_x0_eps(x_t: Tensor, v: Tensor, sigma: Tensor | float) -> tuple[Tensor, Tensor]:
     """(E1) Clean-sample and noise predictions from the velocity.
 
@@ -80,20 +98,13 @@ def predict_x0_eps(x_t: Tensor, v: Tensor, sigma: Tensor | float) -> tuple[Tenso
     exact inverses of ``x_t = (1 - s) x0 + s eps`` with ``v = eps - x0``.
     ``sigma`` is a scalar or a [B] tensor.
     """
-    check_latent("x_t", x_t)
-    if v.shape != x_t.shape:
-        raise DynDiffInputError(f"v shape {tuple(v.shape)} must equal x_t shape {tuple(x_t.shape)}")
-    s = _as_batch_sigma("sigma", sigma, x_t.shape[0], x_t).to(x_t.dtype)
-    return torch.addcmul(x_t, s, v, value=-1.0), torch.addcmul(x_t, 1.0 - s, v)
+    s = _checked_sigma(x_t, v, sigma)
+    return _x0_hat(x_t, v, s), torch.addcmul(x_t, 1.0 - s, v)
 
 
 def predict_x0(x_t: Tensor, v: Tensor, sigma: Tensor | float) -> Tensor:
     """(E1) ``x0_hat = x_t - s v`` alone (one pass; what the mask and the rollout record need)."""
-    check_latent("x_t", x_t)
-    if v.shape != x_t.shape:
-        raise DynDiffInputError(f"v shape {tuple(v.shape)} must equal x_t shape {tuple(x_t.shape)}")
-    s = _as_batch_sigma("sigma", sigma, x_t.shape[0], x_t).to(x_t.dtype)
-    return torch.addcmul(x_t, s, v, value=-1.0)
+    return _x0_hat(x_t, v, _checked_sigma(x_t, v, sigma))
 
 
 def transition_mean_std(
@@ -111,9 +122,7 @@ def transition_mean_std(
     Conditioning frames (``cond_mask == 0``) get ``mean = x_t`` and ``std = 0``.
     Validates shapes, ``0 <= sigma_next < sigma <= 1`` and ``0 <= mask <= 1``.
     """
-    check_latent("x_t", x_t)
-    if v.shape != x_t.shape:
-        raise DynDiffInputError(f"v shape {tuple(v.shape)} must equal x_t shape {tuple(x_t.shape)}")
+    _check_velocity(x_t, v)
     b, c, f, h, w = x_t.shape
     s = _as_batch_sigma("sigma", sigma, b, x_t)
     s_next = _as_batch_sigma("sigma_next", sigma_next, b, x_t)
