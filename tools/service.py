@@ -128,10 +128,17 @@ class ServiceState:
     """Set when the lifespan has loaded the models; until then every route but /docs answers 503."""
 
 
+def not_started() -> HTTPProblem:
+    """The 503 of every route before the lifespan loaded the models (an app served without it: TestClient outside
+    `with`, a server with its lifespan off)."""
+    return HTTPProblem(503, "the tool service has not started: its models load in the ASGI lifespan startup, "
+                            "which did not run (is the server's lifespan off?)")
+
+
 def worker_slots(state: ServiceState) -> anyio.CapacityLimiter:
-    """The worker slots a request waits for; 503 before the lifespan made them (as `check_token` says)."""
+    """The worker slots a request waits for; 503 before the lifespan made them (`not_started`)."""
     if state.limiter is None:
-        raise HTTPProblem(503, "the tool service has not started (its lifespan did not run)")
+        raise not_started()
     return state.limiter
 
 
@@ -193,9 +200,8 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
         return problem_response(exc)
 
     def check_token(request: Request) -> None:
-        if not state.started:  # an app served without its lifespan (TestClient outside `with`, --lifespan off)
-            raise HTTPProblem(503, "the tool service has not started: its models load in the ASGI lifespan "
-                                   "startup, which did not run (is the server's lifespan off?)")
+        if not state.started:
+            raise not_started()
         check_bearer(request, state.token)
 
     async def compute(job: Callable[[ServiceState, Path | bytes | Upload, dict], bytes], request: Request,
@@ -245,7 +251,7 @@ def create_app(settings: ToolSettings, allowed_root: str | Path, *, token: str |
     @app.get("/healthz")
     async def healthz() -> dict:
         if not state.started:
-            raise HTTPProblem(503, "not started: the lifespan startup that loads the models did not run")
+            raise not_started()
         return {"status": "ok"}
 
     @app.get("/v1/info")
