@@ -54,7 +54,7 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
         _tidy_killed(out)
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     except OSError as exc:  # a parent that is a file, no permission, a read-only or full disk
-        raise ExportError(f"cannot write the export to {out}: {type(exc).__name__}: {exc}") from None
+        raise _unwritable(out, exc) from None
     old = work.with_name(work.name + "-old")
     try:
         folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
@@ -71,10 +71,16 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
             old.rename(out)
         shutil.rmtree(work, ignore_errors=True)
         if isinstance(exc, OSError):  # the disk filled up or went read-only while writing
-            raise ExportError(f"cannot write the export to {out}: {type(exc).__name__}: {exc}") from None
+            raise _unwritable(out, exc) from None
         raise
     shutil.rmtree(old, ignore_errors=True)
     return out
+
+
+def _unwritable(out: Path, exc: OSError) -> ExportError:
+    """The export to `out` could not be written (`exc`: a parent that is a file, no permission, a full or
+    read-only disk)."""
+    return ExportError(f"cannot write the export to {out}: {type(exc).__name__}: {exc}")
 
 
 def _tidy_killed(out: Path) -> None:
