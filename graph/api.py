@@ -90,7 +90,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.runnables.config import merge_configs
+from langchain_core.runnables.config import RunnableConfig, merge_configs
 
 from graph import frame_fork
 from graph.config import AgentConfig
@@ -120,6 +120,12 @@ def _item(item: Any) -> tuple[str, str, str | None]:
         (video, instruction), run_id = item, None
     else:
         raise TypeError(f"batch items must be (video, instruction) or dicts, got {type(item).__name__}")
+    return _checked(video, instruction, run_id)
+
+
+def _checked(video: Any, instruction: Any, run_id: Any) -> tuple[str, str, str | None]:
+    """(video path as the run gets it, instruction, run id or None) of one clip; TypeError for a wrong type
+    (module docstring)."""
     return clip_path(video), _instruction(instruction), _run_id(run_id)
 
 
@@ -188,7 +194,7 @@ async def arun_agent(agent: Any, video: str, instruction: str, run_id: str, pres
     handing it each node's update as it happens (`raa score --stream`); the run is otherwise the same one,
     with the same run-id checks and claim. `claim_max_age_s`: when another host's claim of `run_id` is stale
     (`BackboneSettings.foreign_claim_max_age_s`, `graph.run_claims`); None: the agent's own (`graph.thread_claims`)."""
-    config: dict[str, dict[str, Any]] = {"configurable": {"thread_id": run_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": run_id}}
     if claim_max_age_s is not None:  # else the age bound in the agent's config (its settings') stands
         config["configurable"][CLAIM_AGE_KEY] = claim_max_age_s
     claim = (id(agent.checkpointer), run_id) if agent.checkpointer else None
@@ -210,7 +216,7 @@ def _has_trace(preset: str, run_id: str) -> RewardResult:
                                 "use a new run id")
 
 
-async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: dict,
+async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, preset: str, config: RunnableConfig,
                      durability: TraceDurability, on_update: UpdateSink | None = None) -> RewardResult:
     """The run; the agent claims `run_id` in its trace database for it (`graph.thread_claims`)."""
     from graph.thread_guard import ThreadInUseError
@@ -223,7 +229,7 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
                 holder = await live_holder(agent.checkpointer, run_id, merge_configs(agent.config, config))
                 return _has_trace(preset, run_id) if holder is None else refused_running(preset, run_id, holder)
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
-        run_config = {**config, "callbacks": [gate]}
+        run_config: RunnableConfig = {**config, "callbacks": [gate]}
         mode = durability if agent.checkpointer else None
         if on_update is None:
             out = await agent.ainvoke(inputs, run_config, durability=mode)
@@ -259,7 +265,7 @@ async def _database(agent: Any) -> str:
     return type(agent.checkpointer).__name__
 
 
-async def _streamed(agent: Any, inputs: dict, config: dict, durability: TraceDurability | None,
+async def _streamed(agent: Any, inputs: dict, config: RunnableConfig, durability: TraceDurability | None,
                     on_update: UpdateSink) -> Any:
     """The final state of `agent` run on `inputs`, streamed: `on_update(node, update)` per node update. The
     final state comes from the stream's own "values" chunks, so no checkpointer is needed to read it back. The
@@ -292,6 +298,22 @@ class GateResult(BaseCallbackHandler):
             self.result = found
 
 
+def _agent_and_trace(config: AgentConfig, agent: Any, *, model: Any, tools: Any, checkpointer: Any, backbone: Any,
+                     settings: Any, durability: TraceDurability | None,
+                     claim_max_age_s: float | None) -> tuple[Any, TraceDurability, float | None]:
+    """(the agent, its runs' durability and claim age) of a `score_video` / `ascore_videos` call: `agent`, or
+    one built from `config` and the rest with the settings a default needs (`graph.builder.needed_settings`);
+    the trace options from those settings where not given (`graph.settings.trace_options`; a ready agent's:
+    from `settings` as passed)."""
+    from graph.builder import build_reward_agent, needed_settings
+
+    if agent is None:
+        settings = needed_settings(settings, model=model, backbone=backbone, checkpointer=checkpointer)
+        agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
+                                   settings=settings)
+    return (agent, *trace_options(settings, durability, claim_max_age_s))
+
+
 async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None, *, model: Any = None,
                         max_concurrency: int = 16, agent: Any = None, tools: Any = None,
                         checkpointer: Any = None, backbone: Any = None, settings: Any = None,
@@ -304,7 +326,7 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
     settings' (see module docstring). `limiter`: a semaphore shared with other calls running at the same time
     (instead of this call's own of `max_concurrency`), so their runs together stay within its bound (the
     trainer scores several groups at once)."""
-    from graph.builder import agent_preset, build_reward_agent, needed_settings
+    from graph.builder import agent_preset
 
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):  # a float bound is no bound
         raise TypeError(f"max_concurrency must be an int, got {type(max_concurrency).__name__}")
@@ -314,11 +336,9 @@ async def ascore_videos(items: Iterable[Any], config: AgentConfig | None = None,
     parsed = [_item(i) for i in items]
     if not parsed:  # nothing to run: no agent to build (no endpoint settings needed, no trace database made)
         return []
-    if agent is None:
-        settings = needed_settings(settings, model=model, backbone=backbone, checkpointer=checkpointer)
-        agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
-                                   settings=settings)
-    durability, claim_max_age_s = trace_options(settings, durability, claim_max_age_s)
+    agent, durability, claim_max_age_s = _agent_and_trace(
+        config, agent, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone, settings=settings,
+        durability=durability, claim_max_age_s=claim_max_age_s)
     preset = agent_preset(agent) or config.preset  # a given agent's own: results it writes say that one
     sem = limiter if limiter is not None else asyncio.Semaphore(max_concurrency)
 
@@ -338,13 +358,11 @@ def score_video(video: str | Path, instruction: str, config: AgentConfig | None 
     also works where an event loop is already running (a Jupyter cell). `durability`, `claim_max_age_s`: as
     for `ascore_videos`."""
     from graph.bridge import run_sync
-    from graph.builder import build_reward_agent, needed_settings
 
     config = config or AgentConfig()
-    video, instruction, run_id = clip_path(video), _instruction(instruction), _run_id(run_id)
-    settings = needed_settings(settings, model=model, backbone=backbone, checkpointer=checkpointer)
-    durability, claim_max_age_s = trace_options(settings, durability, claim_max_age_s)
-    agent = build_reward_agent(config, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone,
-                               settings=settings)
+    video, instruction, run_id = _checked(video, instruction, run_id)
+    agent, durability, claim_max_age_s = _agent_and_trace(
+        config, None, model=model, tools=tools, checkpointer=checkpointer, backbone=backbone, settings=settings,
+        durability=durability, claim_max_age_s=claim_max_age_s)
     return run_sync(arun_agent(agent, video, instruction, run_id or new_run_id(),
                                config.preset, durability=durability, claim_max_age_s=claim_max_age_s))
