@@ -44,7 +44,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
@@ -122,7 +122,8 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
     async def run(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if guard and state.get("faults"):
             return {}
-        state, problems = with_records(state)  # records a fork wrote as JSON (graph.state_records)
+        records, problems = with_records(state)  # records a fork wrote as JSON (graph.state_records)
+        state = cast(AgentState, records)  # the same fields, a fork's JSON records validated into records
         found: list[Fault] = []
         if problems and name == "gate" and not state.get("faults"):  # the run is ineligible with them
             found = state_faults(problems)
