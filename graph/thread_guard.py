@@ -23,6 +23,10 @@ Decisions where the issue was silent:
 - The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
   for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
   API's, is seen in flight or dead.
+- The checkpointer checked and claimed in is the one the run writes to, picked as LangGraph picks it: one lent in
+  the call's config (`configurable[CONFIG_KEY_CHECKPOINTER]`, "__pregel_checkpointer") wins over the compiled one.
+  The lent one was checked, but the claim went to the compiled checkpointer's file: none for an agent compiled
+  without one, the wrong file for one compiled with another database.
 """
 
 from __future__ import annotations
@@ -46,17 +50,18 @@ class ThreadInUseError(ValueError):
     """A new input was sent to a thread that already holds a run (see module docstring)."""
 
 
-def _run_config(graph: CompiledStateGraph, config: RunnableConfig | None) -> RunnableConfig | None:
-    """The call's config (`graph.config`, bound by `with_config`, merged with `config`, as LangGraph merges
-    them) when this call runs on a thread of the graph's checkpointer (its run id is claimed, and a new input is
-    checked); None when it is not (module docstring)."""
+def _run_config(graph: CompiledStateGraph,
+                config: RunnableConfig | None) -> tuple[RunnableConfig, BaseCheckpointSaver] | None:
+    """(the call's config: `graph.config`, bound by `with_config`, merged with `config`, as LangGraph merges them;
+    the checkpointer the run writes to) when this call runs on a thread of a checkpointer (its run id is claimed
+    there, and a new input is checked); None when it does not (module docstring)."""
     config = merge_configs(graph.config, config)
     configurable = config.get("configurable") or {}
     if configurable.get("thread_id") is None or configurable.get("checkpoint_ns"):
         return None
-    if not isinstance(graph.checkpointer, BaseCheckpointSaver) and CONFIG_KEY_CHECKPOINTER not in configurable:
-        return None
-    return config
+    # as LangGraph's Pregel picks it: one lent in the config wins over the compiled one (none with False)
+    saver = None if graph.checkpointer is False else configurable.get(CONFIG_KEY_CHECKPOINTER, graph.checkpointer)
+    return (config, saver) if isinstance(saver, BaseCheckpointSaver) else None
 
 
 def _new_input(input: Any) -> bool:
@@ -93,22 +98,24 @@ class RewardAgent(CompiledStateGraph):
         return cls(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
-        if (run := _run_config(self, config)) is None:
+        if (found := _run_config(self, config)) is None:
             yield from super().stream(input, config, **kwargs)
             return
-        with claimed(self.checkpointer, run):  # graph.thread_claims: before the look-up, held for the run
+        run, saver = found
+        with claimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
             if _new_input(input) and (error := refusal(run["configurable"]["thread_id"],
                                                        self.get_state(run).values)) is not None:
                 raise error
             yield from super().stream(input, config, **kwargs)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
-        if (run := _run_config(self, config)) is None:
+        if (found := _run_config(self, config)) is None:
             async with aclosing(_generator(super().astream(input, config, **kwargs))) as chunks:
                 async for chunk in chunks:
                     yield chunk
             return
-        async with aclaimed(self.checkpointer, run):  # graph.thread_claims: before the look-up, held for the run
+        run, saver = found
+        async with aclaimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
             if _new_input(input) and (error := refusal(run["configurable"]["thread_id"],
                                                        (await self.aget_state(run)).values)) is not None:
                 raise error
