@@ -37,10 +37,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 class TextEncoder(Protocol):
@@ -94,7 +97,7 @@ def _load_tokenizer(path: str | Path, revision: str | None) -> Any:
 
 
 def _load_strict(model_cls: Any, path: str | Path, torch_dtype: torch.dtype, revision: str | None,
-                 used: Callable[[torch.nn.Module], torch.nn.Module] = lambda model: model) -> torch.nn.Module:
+                 used: Callable[[PreTrainedModel], torch.nn.Module] = lambda model: model) -> PreTrainedModel:
     """``model_cls`` from ``path``'s ``text_encoder`` subfolder (at hub ``revision``); ValueError
     (``policy.checkpoint``) when transformers reports weights it did not find (it would leave them randomly
     initialised) among those of ``used(model)``, the part that computes the prompt features. Weights of
@@ -122,7 +125,7 @@ def weights_of(info: dict[str, Any], model: torch.nn.Module, part: torch.nn.Modu
 class _HFTextEncoder:
     """Shared holder of a Hugging Face tokenizer + encoder model (frozen, eval mode)."""
 
-    def __init__(self, tokenizer: Any, model: torch.nn.Module, max_sequence_length: int = 512) -> None:
+    def __init__(self, tokenizer: Any, model: PreTrainedModel, max_sequence_length: int = 512) -> None:
         self.tokenizer = tokenizer
         self.model = model.eval().requires_grad_(False)
         self.max_sequence_length = max_sequence_length
@@ -173,7 +176,7 @@ class CosmosQwenTextEncoder(_HFTextEncoder):
         return torch.cat(layers, dim=-1).to(device=device, dtype=dtype)
 
 
-def language_model_hidden_states(model: torch.nn.Module, ids: Tensor) -> tuple[Tensor, ...]:
+def language_model_hidden_states(model: PreTrainedModel, ids: Tensor) -> tuple[Tensor, ...]:
     """Every hidden state (embeddings first) of Qwen2.5-VL's language model (``get_decoder()``) on text-only
     ``ids``, bit-identical to the full model's ``hidden_states``.
 
