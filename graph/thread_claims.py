@@ -13,13 +13,13 @@ Decisions where the issue was silent:
 - Not in a node (the quality node, say): a node cannot release the claim after the run's last checkpoint is written
   (after the gate, outside any node), so the run would read "died" or "no traced run" between the two; and a node
   runs after LangGraph has checkpointed the input, so a refused run would already have written onto the thread.
-- Claimed: a run on a thread id with the agent's own SQLite checkpointer on a file
-  (`graph.run_claims.sqlite_file`): a run from an input, the calls `graph.thread_guard` checks, and also a resume
-  (input None) or a `Command`, which continues a run (a resume after an interrupt, a fork from Python) and so is
-  not refused for the run its thread holds; it claimed nothing, and such a run read "incomplete" while it ran
-  (`raa prune --status incomplete` did not spare it) and could be resumed by a second process at once. A claim
-  held by another live process refuses it as it refuses a new input. In-memory and other checkpointers are
-  private to their process (as before).
+- Claimed: a run on a thread id with a SQLite checkpointer on a file, the agent's own or one lent in the call's
+  config (`graph.thread_guard`; `graph.run_claims.sqlite_file`): a run from an input, the calls `graph.thread_guard`
+  checks, and also a resume (input None) or a `Command`, which continues a run (a resume after an interrupt, a fork
+  from Python) and so is not refused for the run its thread holds; it claimed nothing, and such a run read
+  "incomplete" while it ran (`raa prune --status incomplete` did not spare it) and could be resumed by a second
+  process at once. A claim held by another live process refuses it as it refuses a new input. In-memory and other
+  checkpointers are private to their process (as before).
 - A claim held by a live process is `RunIdClaimed` (a ValueError, as `ThreadInUseError`), raised before the run
   writes anything; a claim that cannot be written (a locked or read-only file, a `raa prune --vacuum` in progress)
   is `RunClaimFailed` naming the error. The claim is taken before the thread's look-up (`graph.thread_guard`), so
