@@ -62,6 +62,7 @@ from policy.checkpoint import (
     require_all_weights,
 )
 from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
+from policy.diffusers_model import model_config, model_dtype
 from policy.frozen import FrozenHelpersModule
 from policy.masks import check_binary_mask
 from policy.shapes import clip_latent_size, native_num_frames
@@ -204,7 +205,7 @@ class FlowWorldModel(FrozenHelpersModule):
         self.cond_frame_sigma = cond_frame_sigma
         self.num_train_timesteps = num_train_timesteps
         # None: the family's own clip length (policy.shapes.native_num_frames)
-        self.default_num_frames = native_num_frames(backend, transformer.config) if default_num_frames is None \
+        self.default_num_frames = native_num_frames(backend, model_config(transformer)) if default_num_frames is None \
             else default_num_frames
 
     # ------------------------------------------------------------------ velocity
@@ -257,9 +258,9 @@ class FlowWorldModel(FrozenHelpersModule):
         if self.vae is None:
             raise RuntimeError("latent_shape needs the VAE (this model was built without one)")
         temporal, spatial = vae_scale_factors(self.vae)
-        patch = tuple(self.transformer.config.patch_size)
+        patch = tuple(model_config(self.transformer)["patch_size"])
         f, h, w = clip_latent_size(num_frames, height, width, temporal=temporal, spatial=spatial, patch=patch)
-        return int(self.vae.config.z_dim), f, h, w
+        return int(model_config(self.vae)["z_dim"]), f, h, w
 
     @torch.no_grad()
     def encode_prompts(self, images: np.ndarray | Tensor, texts: Sequence[str], *,
@@ -278,20 +279,20 @@ class FlowWorldModel(FrozenHelpersModule):
         _, f, _, _ = self.latent_shape(n, h, w)
         device = next(self.transformer.parameters()).device
         first = encode_first_frames(self.vae, images).to(device)
-        text = self.text_encoder.encode(list(texts), device=device, dtype=self.transformer.dtype)
+        text = self.text_encoder.encode(list(texts), device=device, dtype=model_dtype(self.transformer))
         negative = None
         if negative_prompt is not None:
             negative = self.text_encoder.encode([negative_prompt] * len(texts), device=device,
-                                                dtype=self.transformer.dtype)
+                                                dtype=model_dtype(self.transformer))
         image, embeds = None, None
         if self.backend == "wan" and concat_channels(self.transformer.config, first.shape[1],
                                                      vae_scale_factors(self.vae)[0]):
             image = image_condition(self.vae, images, n).to(device)
-        if self.backend == "wan" and self.transformer.config.image_dim is not None:
+        if self.backend == "wan" and model_config(self.transformer)["image_dim"] is not None:
             if self.image_encoder is None:
                 raise RuntimeError("this transformer has a CLIP image branch (image_dim) but the model has no "
                                    "image encoder (load it: from_pretrained(..., load_image_encoder=True))")
-            embeds = self.image_encoder.encode(images, device=device, dtype=self.transformer.dtype)
+            embeds = self.image_encoder.encode(images, device=device, dtype=model_dtype(self.transformer))
         return Conditioning(first, text, make_cond_mask(len(texts), f, num_cond_frames, device=device), negative,
                             image, embeds)
 

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from policy.diffusers_model import save_pretrained
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
 from training.config_io import absolute_paths, config_to_dict, saved_config
@@ -58,7 +59,7 @@ def save_policy(world_model: FlowWorldModel, cfg: TrainConfig, out: Path, *, ite
     old = work.with_name(work.name + "-old")
     try:
         folder = "transformer_lora" if cfg.finetune == "lora" else "transformer"
-        world_model.transformer.save_pretrained(str(work / folder))
+        save_pretrained(world_model.transformer, str(work / folder))
         info = {"format": FORMAT, "finetune": cfg.finetune, "weights": folder, "iteration": iteration,
                 "source": source, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "config": absolute_paths(config_to_dict(cfg))}

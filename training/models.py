@@ -26,6 +26,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from policy.diffusers_model import fp32_modules
 from policy.world_model import Conditioning, FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import load_frame
@@ -70,7 +71,7 @@ def cast_like_from_pretrained(transformer: torch.nn.Module, dtype: torch.dtype) 
     the same weights. ``.to(dtype)`` casts everything, so the tiny base model sampled in other precision
     than an export of it reloaded with from_pretrained (Wan keeps its time embedder, norms and
     modulation tables in float32)."""
-    keep = type(transformer)._keep_in_fp32_modules or []
+    keep = fp32_modules(transformer)
     with torch.no_grad():
         for name, tensor in [*transformer.named_parameters(), *transformer.named_buffers()]:
             if tensor.is_floating_point():
