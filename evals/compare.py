@@ -39,11 +39,14 @@ Decisions where the issue was silent:
   clip through a link, as its manifest gave it, pairs with one written before rows did (naming the link's target).
   Two links to one file are two clips (`evals.path_pairs`).
 * Each side counts its ineligible rows an outage of the reward machinery caused (``outage``, `Fault.outage`), the
-  comparison its left-out pairs with one (``pairs_outage``; ``--retry-ineligible --draw K`` fills them, K among
-  ``outage_draws``: a plain one retries draw 0's rows; each file's own draws are ``outage_draws_a`` / ``_b``,
-  and the hint names each file with its draws: the draws of both files in one list sent a retry of A's draw
-  to B): the others are
-  the videos' own (an undecodable clip), never seen by the paired statistics. Both read as one count.
+  comparison its left-out pairs with one (``pairs_outage``): the others are the videos' own (an undecodable clip),
+  never seen by the paired statistics. Both read as one count. A side's outage rows, paired or not (its table counts
+  them all, and its mean leaves them all out; only the paired ones were named), are scored again by a
+  ``--retry-ineligible`` run of the batch that wrote them: ``outage_batches`` names each batch by the preset and draw
+  its rows record, and the CLI prints its command (`evals.eval_views.refill_lines`) with the side's own file as
+  ``--out``. The draws alone (``outage_draws``, ``_a``, ``_b``) named neither the file (both files' draws in one
+  list sent a retry of A's draw to B) nor the preset (score-batch's default, "full", scored every clip of the
+  manifest again for a batch of another preset).
 * Rows of manifest lines that named no clip (score-batch's "<line N>" rows, ``graph.batch.is_bad_line_row``)
   are counted on their side (``bad_lines``, also in its rows and ineligible counts) and never paired: two
   unrelated manifests' bad line 2 shared the placeholder path, so ``--pair-by path`` paired them and the
@@ -133,6 +136,9 @@ class SideSummary:
     """Rows of manifest lines that named no clip (ineligible, never paired)."""
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     """Lines of the file left out as no usable row (``PATH:N`` and the reason; module docstring)."""
+    outage_batches: list[dict[str, Any]] = field(default_factory=list)
+    """The batches holding the `outage` rows, paired or not, as {"preset", "draw"} (sorted): `raa score-batch MANIFEST
+    --out PATH --preset P --draw D --retry-ineligible` scores each one's again (module docstring)."""
 
 
 @dataclass
@@ -189,7 +195,7 @@ class Comparison:
     preset: str | None = None
     """The preset compared (None: every row of both files; module docstring)."""
     outage_draws: list[int] = field(default_factory=list)
-    """The draws of the rows in the `pairs_outage` pairs: `score-batch --retry-ineligible --draw K` fills each."""
+    """The draws of the outage rows of both sides (`SideSummary.outage_batches`)."""
     outage_draws_a: list[int] = field(default_factory=list)
     """Of those, the draws of A's outage rows (each file is retried on its own: `--out A --draw K`)."""
     outage_draws_b: list[int] = field(default_factory=list)
@@ -304,11 +310,13 @@ def _side(path: Path, keyed: dict[str, dict[str, Any]], bad: list[dict[str, Any]
     statuses = [r["result"].get("status") for r in rows]
     eligible = [x for x in (_reward(r) for r in rows) if x is not None]
     scorers = Counter(scorer_label(r) for r in rows)
+    batches = sorted({(row_preset(r), row_draw(r, "")) for r in rows if outage(r["result"])})
     return SideSummary(path=str(path), rows=len(rows), scored=statuses.count("scored"), zero=statuses.count("zero"),
                        ineligible=len(rows) - len(eligible), outage=sum(outage(r["result"]) for r in rows),
                        mean_reward=float(np.mean(eligible)) if eligible else None,
                        scorers=dict(sorted(scorers.items(), key=lambda kv: (-kv[1], kv[0]))), bad_lines=len(bad),
-                       skipped_lines=list(skipped))
+                       skipped_lines=list(skipped),
+                       outage_batches=[{"preset": preset, "draw": draw} for preset, draw in batches])
 
 
 def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
@@ -351,8 +359,10 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
         if paths:
             hint = (f"no row of A shares a {pair_by!r} with a row of B, but {len(paths)} video path(s) appear in "
                     "both (score-batch's own key includes the preset and draw): pair them with --pair-by path")
+    side_a, side_b = _side(path_a, rows_a, bad_a, skip_a), _side(path_b, rows_b, bad_b, skip_b)
+    draws_a, draws_b = (sorted({b["draw"] for b in side.outage_batches}) for side in (side_a, side_b))
     return Comparison(
-        a=_side(path_a, rows_a, bad_a, skip_a), b=_side(path_b, rows_b, bad_b, skip_b), pair_by=pair_by, pairs=len(shared),
+        a=side_a, b=side_b, pair_by=pair_by, pairs=len(shared),
         pairs_ineligible=len(shared) - len(kept),
         pairs_outage=sum(outage(rows_a[k]["result"]) or outage(rows_b[k]["result"]) for k in shared),
         unpaired_a=len(rows_a) - len(shared),
@@ -365,10 +375,4 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
         by_instruction=by_instruction, hint=hint, draw=draw, preset=preset,
-        outage_draws=sorted({*(draws_a := _outage_draws(rows_a, shared)), *(draws_b := _outage_draws(rows_b, shared))}),
-        outage_draws_a=draws_a, outage_draws_b=draws_b)
-
-
-def _outage_draws(rows: dict[str, dict[str, Any]], keys: list[str]) -> list[int]:
-    """The draws of the rows under `keys` an outage of the reward machinery made ineligible, sorted."""
-    return sorted({row_draw(rows[k], "") for k in keys if outage(rows[k]["result"])})
+        outage_draws=sorted({*draws_a, *draws_b}), outage_draws_a=draws_a, outage_draws_b=draws_b)

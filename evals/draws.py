@@ -30,9 +30,10 @@ Decisions where the issue was silent:
   them, and `raa eval draws` exits 2 when lines were skipped and no clip with two eligible draws is left.
 * ``outage_rows`` counts the ineligible draws an outage of the reward machinery caused (their ``faults``,
   `graph.schemas.Fault.outage`: ``--retry-ineligible`` fills them), and ``outage_draws`` the draws holding them
-  (`raa eval draws` names them beside `score-batch --retry-ineligible --draw K`, which retries one draw's rows, or
-  a plain one for draw 0 alone, as `raa eval compare` does: the count was said without the command); the others are the agent's own (a reply it could not use), which vary
-  from draw to draw as rewards do. Both were one count.
+  (`raa eval draws` prints a `raa score-batch ... --preset P --draw K --retry-ineligible` command per draw,
+  `evals.eval_views.refill_lines`, as `raa eval compare` does: the count was said without the command, then with
+  one naming no preset); the others are the agent's own (a reply it could not use), which vary from draw to draw as
+  rewards do. Both were one count.
 * ``most_variable`` names the draw of each eligible reward (``draws``) and the draws without one
   (``ineligible_draws``; ``outage_draws`` those an outage took), and `raa eval draws` shows an ineligible draw in its
   place ("0.200 ⊥ 0.900", "⊥(outage)" for an outage's, which `--retry-ineligible` fills: both read "⊥"): the

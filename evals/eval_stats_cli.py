@@ -31,7 +31,7 @@ def compare_command(
 ) -> None:
     from evals.batch_rows import shown_preset
     from evals.compare import CompareError, compare, most_changed
-    from evals.eval_views import changed_table, empty_sides, mean_text, refill_sides, sides_table
+    from evals.eval_views import changed_table, empty_sides, mean_text, refill_lines, sides_table
 
     try:
         result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw, preset=preset)
@@ -65,10 +65,12 @@ def compare_command(
         console.print(f"draw {draw} of each file")
     if preset is not None:
         console.print(f"preset {shown_preset(preset)} of each file")
-    outages = (f", {result.pairs_outage} of them for an outage of the reward machinery ({refill_sides(result)})"
-               if result.pairs_outage else "")
+    outages = f", {result.pairs_outage} of them for an outage of the reward machinery" if result.pairs_outage else ""
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward{outages}; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")
+    for line in refill_lines([("A", result.a.path, result.a.outage_batches),
+                              ("B", result.b.path, result.b.outage_batches)]):
+        console.print(line, highlight=False)
     if result.n:
         ci = "-" if result.ci95 is None else f"[{result.ci95[0]:+.4f}, {result.ci95[1]:+.4f}]"
         p = "-" if result.p_sign is None else f"{result.p_sign:.3g}"
@@ -97,7 +99,7 @@ def draws_command(
                                                "holds several).")] = None,
 ) -> None:
     from evals.draws import DrawsError, clip_labels, shown_preset, summarize_draws
-    from evals.eval_views import draw_rewards, plural, refill
+    from evals.eval_views import draw_rewards, plural, refill_lines
 
     try:
         s = summarize_draws(results, preset)
@@ -109,11 +111,12 @@ def draws_command(
         console.print(f"no rows in {results}: nothing to measure")
         write_json(json_out, s.as_dict(), console)
         return
-    outages = (f" ({s.outage_rows} for an outage of the reward machinery: {refill(s.outage_draws)})"
-               if s.outage_rows else "")
+    outages = f" ({s.outage_rows} for an outage of the reward machinery)" if s.outage_rows else ""
     console.print(f"preset {shown_preset(s.preset)}: {plural(s.rows, 'row')}, {plural(s.clips, 'clip')}, "
                   f"{s.draws_min}-{s.draws_max} draws per clip; {plural(s.ineligible_rows, 'ineligible row')} left "
                   f"out{outages}; {plural(s.clips_single, 'clip')} with < 2 eligible draws")
+    for line in refill_lines([("", str(results), [{"preset": s.preset, "draw": d} for d in s.outage_draws])]):
+        console.print(line, highlight=False)
     if s.bad_lines:
         console.print(f"note: {s.bad_lines} of those rows are manifest lines that named no clip (no clip of theirs "
                       "is counted)", style="yellow")

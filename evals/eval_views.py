@@ -24,7 +24,6 @@ Decisions where the issues were silent:
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -169,23 +168,37 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     return notes
 
 
-def refill(draws: Sequence[int] = (), *, out: str | None = None, whose: str = "them") -> str:
-    """The command that fills the rows of a score-batch output an outage left ineligible, as `raa eval compare` and
-    `raa eval draws` name it beside their count: `--retry-ineligible` retries the rows of the draw it runs, so the
-    draws holding them are named when known, draw 0 alone as a plain retry (score-batch's default draw: `raa eval
-    draws` said "--draw K ..., K = 0" where `raa eval compare` said the plain one); `out` names the output it retries
-    (`raa eval compare`: one per side, `whose` "A's")."""
-    command = "score-batch" + ("" if out is None else f" --out {shlex.quote(out)}") + " --retry-ineligible"
-    if not draws or list(draws) == [0]:
-        return f"{command} fills {whose}"
-    return f"{command} --draw K fills {whose}, K = {', '.join(map(str, draws))}"
+def refill_lines(sides: Sequence[tuple[str, str, Sequence[dict[str, Any]]]]) -> list[str]:
+    """The commands that score again the rows of score-batch outputs an outage left ineligible, as `raa eval compare`
+    and `raa eval draws` print them below their count: per (name, output, batches) of `sides` (name "" for the one
+    file of `raa eval draws`, "A" / "B" for a side of `raa eval compare`), a `--retry-ineligible` run of each batch
+    ({"preset", "draw"}, `evals.compare.SideSummary.outage_batches`) in the words of score-batch's own hints
+    (`graph.batch_resume.rerun_command`), then what the placeholders stand for; nothing without a batch.
+    "score-batch --retry-ineligible [--draw K]" named no --preset, and score-batch's default ("full") scored every
+    clip of the manifest again into the output for rows of another preset. Rows do not record their manifest, so it
+    is MANIFEST (MANIFEST_A, ...), said to be the one the batch was scored from; a row that records no preset is
+    PRESET, never score-batch's default."""
+    from graph.batch_resume import rerun_command
 
-
-def refill_sides(result: Comparison) -> str:
-    """`refill` for each side of `raa eval compare` holding outage rows in its left-out pairs, naming its file and its
-    own draws."""
-    sides = (("A", result.a.path, result.outage_draws_a), ("B", result.b.path, result.outage_draws_b))
-    return "; ".join(refill(draws, out=path, whose=f"{name}'s") for name, path, draws in sides if draws)
+    commands, manifests, unknown = [], [], False
+    for name, out, batches in sides:
+        if not batches:
+            continue
+        manifests.append(manifest := "MANIFEST" + (f"_{name}" if name else ""))
+        for batch in batches:
+            unknown |= not batch["preset"]
+            command = rerun_command(Path(manifest), Path(out), batch["preset"] or "PRESET", batch["draw"])
+            commands.append(f"  {command} --retry-ineligible")
+    if not commands:
+        return []
+    one = len(manifests) == 1
+    whose = "the batch" if not sides[0][0] else " and ".join(name for name, _, batches in sides if batches)
+    note = (f"{', '.join(manifests)}: the manifest{'' if one else 's'} {whose} {'was' if one else 'were'} scored "
+            f"from (rows do not record {'it' if one else 'them'})")
+    if unknown:
+        note += "; PRESET: the preset they were scored with (those rows do not record it)"
+    return ["--retry-ineligible scores the outage rows again, in a run of the batch that wrote them:", *commands,
+            note]
 
 
 def no_rows(note: str, what: str) -> str:

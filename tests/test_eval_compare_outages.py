@@ -68,7 +68,8 @@ def test_the_refill_hint_names_the_draw_of_the_outage_pairs(tmp_path):
     assert compare(a, b).outage_draws == [2]
     result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b)], terminal_width=300)
     assert result.exit_code == 0, result.output
-    assert f"score-batch --out {a} --retry-ineligible --draw K fills A's, K = 2" in " ".join(result.output.split())
+    assert f"raa score-batch MANIFEST_A --out {a} --preset full --draw 2 --retry-ineligible" in \
+        " ".join(result.output.split())
 
 
 def test_the_refill_hint_says_which_file_holds_each_draw(tmp_path):
@@ -85,7 +86,7 @@ def test_the_refill_hint_says_which_file_holds_each_draw(tmp_path):
     result = CliRunner().invoke(app, ["eval", "compare", str(a), str(b)], terminal_width=400)
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert f"score-batch --out {a} --retry-ineligible --draw K fills A's, K = 2" in text, text
-    assert f"score-batch --out {b} --retry-ineligible fills B's" in text, text  # draw 0: a plain one
-    assert "K = 0, 2" not in text
+    assert f"raa score-batch MANIFEST_A --out {a} --preset full --draw 2 --retry-ineligible" in text, text
+    assert f"raa score-batch MANIFEST_B --out {b} --preset full --retry-ineligible" in text, text  # draw 0: no --draw
+    assert "--draw 0" not in text
     assert c.as_dict()["outage_draws_b"] == [0]

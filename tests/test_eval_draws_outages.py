@@ -44,13 +44,15 @@ def test_the_outage_rows_are_said_with_the_command_that_fills_them(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
     assert res.exit_code == 0, res.output
-    assert ("3 ineligible rows left out (3 for an outage of the reward machinery: score-batch --retry-ineligible "
-            "--draw K fills them, K = 1, 3)") in " ".join(res.output.split())
+    text = " ".join(res.output.split())
+    assert "3 ineligible rows left out (3 for an outage of the reward machinery)" in text, text
+    assert (f"raa score-batch MANIFEST --out {path} --preset full --draw 1 --retry-ineligible "
+            f"raa score-batch MANIFEST --out {path} --preset full --draw 3 --retry-ineligible") in text, text
 
 
 def test_outage_rows_of_draw_0_alone_are_said_with_a_plain_retry(tmp_path):
     """Outage rows only in draw 0: `raa eval draws` said "--draw K fills them, K = 0" where `raa eval compare` says a
-    plain `--retry-ineligible` (draw 0 is score-batch's default); both now say the plain one."""
+    command without --draw (draw 0 is score-batch's default); both now say that one."""
     rows = [_row("a", 0, None, OUTAGE), _row("a", 1, 0.4), _row("a", 2, 0.5),
             _row("b", 0, None, OUTAGE), _row("b", 1, 0.6), _row("b", 2, 0.8)]
     path = tmp_path / "scores.jsonl"
@@ -58,8 +60,8 @@ def test_outage_rows_of_draw_0_alone_are_said_with_a_plain_retry(tmp_path):
     res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
-    assert "2 for an outage of the reward machinery: score-batch --retry-ineligible fills them)" in text, text
-    assert "K = 0" not in text
+    assert f"raa score-batch MANIFEST --out {path} --preset full --retry-ineligible" in text, text
+    assert "--draw 0" not in text
 
 
 def test_an_outage_draw_is_told_apart_in_the_rewards_by_draw(tmp_path):
