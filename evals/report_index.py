@@ -203,7 +203,8 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both).
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
     from evals.eval_runs import shown_run, unfinished_note, unfinished_run
-    from evals.result_rows import results_rows
+    from evals.result_rows import results_lines
+    from evals.table_rows import check_row
 
     out = Path(out_dir)
     results = out / "results.jsonl"
@@ -212,8 +213,8 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                                 f"(raa eval report {shlex.quote(str(out.parent))})")
     if not results.is_file():
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
-    keyed, skipped = results_rows(results)
-    rows = list(keyed.values())
+    lines, skipped = results_lines(results)
+    rows = [row for _, row in lines.values()]
     scope = read_scope(out / "summary.json")
     run_line = shown_run(json.loads((out / "summary.json").read_text(encoding="utf-8")) if scope else None)
     unfinished = unfinished_run(out)
@@ -225,10 +226,12 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
     unknown = [r for r in rows if r["preset"] not in DISPLAY_NAMES]  # no column of the table: not shown
     rows = [r for r in rows if r["preset"] in DISPLAY_NAMES]
-    scoped_out = Path("summary.json") if keyed and scope is not None else None  # rows, but none of the last run's
+    scoped_out = Path("summary.json") if lines and scope is not None else None  # rows, but none of the last run's
     if not rows and on_empty is not None:
         on_empty(empty_note(results, out / scoped_out if scoped_out else None, known=bool(unknown)))
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
+    for row in rows:  # the table's own check, naming the file and line: "full row 3" named neither
+        check_row(row, lines[(row["path"], row["preset"])][0])
     metrics = all_metrics(rows, presets) if presets else []
 
     found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,

@@ -90,7 +90,14 @@ def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
     were skipped: not JSON (a line cut by a crash mid-write) or not a row with a string path and preset. A
     file that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming
     it: skipping it would let the compaction rewrite it without its rows."""
-    rows: dict[tuple[str, str], dict] = {}
+    rows, skipped = results_lines(path)
+    return {key: row for key, (_, row) in rows.items()}, skipped
+
+
+def results_lines(path: Path) -> tuple[dict[tuple[str, str], tuple[str, dict]], int]:
+    """`results_rows` with each row's line, ``PATH:N`` (`raa eval report` names it in `evals.table_rows.check_row`'s
+    error)."""
+    rows: dict[tuple[str, str], tuple[str, dict]] = {}
     if path.exists() and not path.is_file():  # the run appends to it: that failed with a bare IsADirectoryError
         raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
     if not path.is_file():
@@ -101,11 +108,11 @@ def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
         raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
                             "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None
     parsed, skipped = usable_rows(path, _result_row)
-    return {(row["path"], row["preset"]): row for row in parsed}, len(skipped)
+    return {(row["path"], row["preset"]): (where, row) for where, row in parsed}, len(skipped)
 
 
-def _result_row(where: str, row: Any) -> dict[str, Any]:
-    """A results.jsonl line's row; `LineError` for one without a string path and preset."""
+def _result_row(where: str, row: Any) -> tuple[str, dict[str, Any]]:
+    """A results.jsonl line's row with its line; `LineError` for one without a string path and preset."""
     if isinstance(row, dict) and isinstance(row.get("path"), str) and isinstance(row.get("preset"), str):
-        return row
+        return where, row
     raise LineError(f"{where}: not a result row (no string 'path' and 'preset')")

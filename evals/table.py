@@ -50,10 +50,11 @@ Definitions (decisions where the issue was silent are marked *):
   and `prog_outage`; summary.json adds `n_r`, `complete` (no outage) and `outage_paths`. Such a preset is
   incomplete, and presets that lost different clips are measured over different clips: `incomplete_notes` says
   both under table.md's first table, on the console and on the report page (`--retry-ineligible` fills them).
-- *A row the metrics cannot count (a reward that is not a finite number or null, a verdict or usage that is
-  not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
-  row and the field; it crashed with a bare TypeError / AttributeError. (`raa eval reward` scores such rows
-  again before tabulating, `evals.result_rows.damaged`; `raa eval report` tabulates the file as it is.)
+- *A row the metrics cannot count (a reward that is not a finite number in 0..1 or null, a verdict or usage that
+  is not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
+  row (`raa eval report`: results.jsonl's file and line), the field and its value; it crashed with a bare
+  TypeError / AttributeError, and a reward outside 0..1 was counted in the means. (`raa eval reward` scores such
+  rows again before tabulating, `evals.result_rows.damaged`; `raa eval report` tabulates the file as it is.)
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens, stage-cache hits
   (a stage output served from the cache is a hit, not a call) and attempts (requests sent, a reply or not: a
   timed-out or refused request is an attempt, not a call; rows written before attempts were counted leave it
@@ -86,7 +87,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from evals.table_means import USAGE_DIGITS, USAGE_NAMES, MeanReward, mean_rewards, usage_means
-from evals.table_rows import check_row, not_boolean, outage
+from evals.table_rows import check_row, not_boolean, outage, row_name
 from graph.config import PRESETS
 
 NEGATIVE_LABELS = ("failure", "unobservable")
@@ -268,7 +269,7 @@ def incomplete_notes(metrics: Sequence[PresetMetrics]) -> list[str]:
 def preset_metrics(preset: str, rows: Sequence[dict]) -> PresetMetrics:
     """Metrics of one preset from its result rows (see the module docstring for definitions); a row that
     cannot be counted raises `TableRowError` (`check_row`)."""
-    rows = [check_row(r, preset, i) for i, r in enumerate(rows)]
+    rows = [check_row(r, row_name(r, preset, i)) for i, r in enumerate(rows)]
     neg = [r for r in rows if r.get("label") in NEGATIVE_LABELS]
     prog = [r for r in rows if r.get("label") == PROGRESS_LABEL]
     # a row without a verdict (results written by another tool) is unjudged, or skipped when it has no reward

@@ -25,15 +25,19 @@ def finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_row(row: object, preset: str, index: int) -> dict:
-    """``row`` when the metrics can count it: an object whose ``reward`` is null or a finite number, whose
+def check_row(row: object, where: str) -> dict:
+    """``row`` when the metrics can count it: an object whose ``reward`` is null or a finite number in 0..1, whose
     ``judge`` is null or an object and whose ``usage`` is null or an object of finite numbers; raises
-    `TableRowError` naming the row (index among the preset's rows, clip path) and the field."""
+    `TableRowError` naming the row (`where`: `row_name`, or ``PATH:N`` where the caller read it from a file), the
+    field and its value. A reward outside 0..1 (hand-edited) was counted: F+ (reward > 0) and P0 (reward = 0) left
+    a negative one out, but the label and pattern means took it in."""
     if not isinstance(row, dict):
-        raise TableRowError(f"{preset} row {index}: expected an object, got {type(row).__name__}")
-    where = f"{preset} row {index} ({row.get('path')!r})"
+        raise TableRowError(f"{where}: expected an object, got {type(row).__name__}")
     if row.get("reward") is not None and not finite(row["reward"]):
         raise TableRowError(f"{where}: field 'reward' must be a finite number or null, got {row['reward']!r}")
+    if row.get("reward") is not None and not 0.0 <= row["reward"] <= 1.0:
+        raise TableRowError(f"{where}: field 'reward' must be in 0..1 or null (no reward of the agent is outside "
+                            f"it), got {row['reward']!r}")
     if row.get("judge") is not None and not isinstance(row["judge"], dict):
         raise TableRowError(f"{where}: field 'judge' must be an object or null, got {row['judge']!r}")
     usage = row.get("usage")
@@ -46,6 +50,11 @@ def check_row(row: object, preset: str, index: int) -> dict:
         raise TableRowError(f"{where}: field 'faults' must be a list of fault records (stage, kind, message) or "
                             f"null, got {row['faults']!r}") from None
     return row
+
+
+def row_name(row: object, preset: str, index: int) -> str:
+    """A row among a preset's rows as `check_row` names it: "PRESET row INDEX ('CLIP')"."""
+    return f"{preset} row {index}" + (f" ({row.get('path')!r})" if isinstance(row, dict) else "")
 
 
 def row_faults(row: dict) -> list[Fault]:
