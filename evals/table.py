@@ -12,7 +12,9 @@ Definitions (decisions where the issue was silent are marked *):
   "not judged" instead of 0 / N, and its R and R% are empty in table.csv / null in summary.json (R was 0
   beside an empty R%); a preset whose outputs were all ineligible is 0 / N (an earlier version showed
   "not judged" there, and 0.00% in the CSV for a preset never judged). A preset every row of which an outage
-  took has no R either: "no result (N = 10, all lost to an outage)", empty / null as "not judged".
+  took has no R either: "no result (N = 10, all lost to an outage)", empty / null as "not judged"; nor has a
+  preset without rows (`all_metrics` over rows none of which is the preset's, `run_reward_eval` with no clips):
+  "no rows", where "0 / 0 (0.0%)" and an R% of 0.00 read as a judge that rejected every output.
 - *R's denominator stays N when some rows are unjudged: the paper reports "the accepted fraction of 180
   outputs" (Sec. 5.2), its judge's execution errors retried until every output was judged, so R / N is
   the paper's number once every row is judged (a rerun judges the unjudged rows again). Until then R / N
@@ -203,14 +205,17 @@ class PresetMetrics:
 
     @property
     def r_unknown(self) -> bool:
-        """R has no value: `not_judged`, or an outage took every row (table.csv empty, summary.json null)."""
-        return self.not_judged or (bool(self.n) and not self.n_r)
+        """R has no value: `not_judged`, an outage took every row, or there is none (table.csv empty, summary.json
+        null)."""
+        return self.not_judged or not self.n_r
 
     @property
     def r_cell(self) -> str:
-        """The R / N (%) cell ("not judged" when `not_judged`, "no result" when an outage took every row), naming
-        the unjudged rows and the outage ones left out of N (module docstring)."""
+        """The R / N (%) cell ("not judged" when `not_judged`, "no result" when an outage took every row, "no rows"
+        without any), naming the unjudged rows and the outage ones left out of N (module docstring)."""
         lost = f"; {self.outage} outage not counted" if self.outage else ""
+        if not self.n:
+            return "no rows"
         if self.n and not self.n_r:
             return f"no result (N = {self.n}, all lost to an outage)"
         if self.not_judged:

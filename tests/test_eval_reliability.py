@@ -172,7 +172,7 @@ def test_ordered_presets_and_unknown():
 
 def test_render_empty_groups_and_csv_header():
     metrics = all_metrics([], ["full"])
-    assert "| Full Reward Agent | 0 / 0 (0.0%) | 0 / 0 | 0 / 0 |" in render_markdown(metrics)
+    assert "| Full Reward Agent | no rows | 0 / 0 | 0 / 0 |" in render_markdown(metrics)
     assert render_csv(metrics).splitlines()[0].startswith("preset,method,n,r,r_pct")
 
 

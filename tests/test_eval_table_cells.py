@@ -14,7 +14,7 @@ def test_r_cell_says_not_judged_only_when_no_row_was_judged():
     assert m(3, 0, 2, 1).r_cell == "not judged (N = 3)"
     assert m(3, 0, 2, 0).r_cell == "0 / 3 (0.0%; 2 unjudged)"  # one row judged and rejected, two not judged
     assert m(4, 3, 0, 1).r_cell == "3 / 4 (75.0%)"
-    assert m(0, 0, 0, 0).r_cell == "0 / 0 (0.0%)"
+    assert m(0, 0, 0, 0).r_cell == "no rows"  # no R at all (tests/test_eval_table_no_rows.py)
     # every output ineligible: none was accepted, so R is 0 / N (it read "not judged", like a missing judge)
     assert m(3, 0, 0, 3).r_cell == "0 / 3 (0.0%)" and not m(3, 0, 0, 3).not_judged
 
