@@ -149,12 +149,12 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     from evals.table import incomplete_notes
     from graph.batch_resume import fixable_lines  # `raa score-batch`'s words for the same rows
 
-    notes = incomplete_notes(outcome.metrics)  # presets an outage took rows of: not measured over every clip
+    notes = incomplete_notes(outcome.metrics, outcome.rerun)  # presets an outage took rows of: not over every clip
     unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
     if unjudged:
         notes.append(f"{len(unjudged)} output(s) could not be judged; first: "
                      f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}")
-    notes += fixable_lines({"retry": outcome.fixable, "changed": 0}, outcome.out_dir / "results.jsonl")
+    notes += fixable_lines({"retry": outcome.fixable, "changed": 0}, outcome.out_dir / "results.jsonl", outcome.rerun)
     if outcome.unreadable:
         notes.append(f"{outcome.unreadable} line(s) of results.jsonl were not result rows and were dropped "
                      "(their clips were scored again)")
@@ -192,7 +192,7 @@ def refill_lines(sides: Sequence[tuple[str, str, Sequence[dict[str, Any]]]]) -> 
     if not commands:
         return []
     one = len(manifests) == 1
-    whose = "the batch" if not sides[0][0] else " and ".join(name for name, _, batches in sides if batches)
+    whose = "the output" if not sides[0][0] else " and ".join(name for name, _, batches in sides if batches)
     note = (f"{', '.join(manifests)}: the manifest{'' if one else 's'} {whose} {'was' if one else 'were'} scored "
             f"from (rows do not record {'it' if one else 'them'})")
     if unknown:

@@ -202,6 +202,8 @@ class RewardEvalOutcome:
     fixable: int = 0
     """Ineligible rows of the tables (kept from earlier runs or scored in this one) that `--retry-ineligible` would
     score again (`fixable`): the CLI says so, as `raa score-batch` does on a plain resume."""
+    rerun: str | None = None
+    """This run's command (`evals.eval_runs.finish_command`; None without a manifest), which the notes name."""
 
 
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
@@ -241,7 +243,7 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
                     on_row: Callable[[dict, int], None] | None,
                     scorer_id: dict[str, Any] | None, manifest: str | None) -> RewardEvalOutcome:
     """`run_reward_eval`'s work, under its lock."""
-    from evals.eval_runs import STARTED, finished_fields, started_record
+    from evals.eval_runs import STARTED, finish_command, finished_fields, started_record
     from graph.batch import scorer_conflict
 
     results_path = out / "results.jsonl"
@@ -346,7 +348,8 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
     wanted = set(clip_rank)
     rows = [r for r in compact if r["preset"] in rank and r["path"] in wanted]
     metrics = all_metrics(rows, order)
-    write_text_atomic(out / "table.md", render_markdown(metrics, judge_name=verdicts_by(rows, judge_name)))
+    rerun = None if manifest is None else finish_command(manifest, out, order)
+    write_text_atomic(out / "table.md", render_markdown(metrics, judge_name=verdicts_by(rows, judge_name), rerun=rerun))
     write_text_atomic(out / "table.csv", render_csv(metrics))
     summary = {"schema_version": SUMMARY_SCHEMA_VERSION, "presets": order, "clips": len(clips),
                "judge": verdicts_by(rows, judge_name), "paths": [c.path for c in clips],
@@ -354,7 +357,7 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
     write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
                              counters["legacy_rescored"], counters["rewritten"],
-                             sum(fixable(r, r["path"], scorer_id) for r in rows))  # said by the CLI
+                             sum(fixable(r, r["path"], scorer_id) for r in rows), rerun)  # said by the CLI
 
 
 def fixable(row: dict[str, Any], path: str, scorer_id: dict[str, Any] | None = None) -> bool:

@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tools.motion import MotionTracker
 
 
-def _table_html(metrics: list[PresetMetrics]) -> str:
+def _table_html(metrics: list[PresetMetrics], rerun: str | None) -> str:
     rows = [[DISPLAY_NAMES[m.preset], m.r_cell, m.f_cell, m.p_cell] for m in metrics]
     extras = [[m.preset, m.ineligible_cell, str(m.unjudged), str(m.skipped),
                *(m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS), str(m.usage_unknown)] for m in metrics]
@@ -74,7 +74,7 @@ def _table_html(metrics: list[PresetMetrics]) -> str:
                     + "<p class=\"muted\">R: outputs the judge accepted; F+: failure or unobservable clips "
                       "given a positive reward; P0: zero rewards on progress clips.</p>"
                     + "".join(f"<p class=\"no eval-incomplete\"><b>warning:</b> {esc(note)}</p>"
-                              for note in incomplete_notes(metrics)))
+                              for note in incomplete_notes(metrics, rerun)))
             + section("extras", "Ineligible, unjudged and cost per clip",
                       table(["preset", "ineligible", "unjudged", "skipped",
                              *(f"{USAGE_NAMES[k]}/clip" for k, _, _ in USAGE_DIGITS), "usage unknown"], extras))
@@ -202,7 +202,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written; a newer run
     that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both).
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
-    from evals.eval_runs import shown_run, unfinished_note, unfinished_run
+    from evals.eval_runs import finish_command, shown_run, unfinished_note, unfinished_run
     from evals.result_rows import results_lines
     from evals.table_rows import check_row
 
@@ -216,7 +216,10 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     lines, skipped = results_lines(results)
     rows = [row for _, row in lines.values()]
     scope = read_scope(out / "summary.json")
-    run_line = shown_run(json.loads((out / "summary.json").read_text(encoding="utf-8")) if scope else None)
+    last = json.loads((out / "summary.json").read_text(encoding="utf-8")) if scope else None
+    run_line = shown_run(last)
+    rerun = finish_command(last["manifest"], out, last.get("presets")) \
+        if last is not None and isinstance(last.get("manifest"), str) else None  # the table's run, to fill its rows
     unfinished = unfinished_run(out)
     warning = "" if unfinished is None else unfinished_note(unfinished, out)
     if warning and on_unfinished is not None:
@@ -259,7 +262,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
             + (f"<p id=\"eval-unfinished\" class=\"no\"><b>warning:</b> {esc(warning)}</p>" if warning else "")
             + "</div>"
             f"<div class=\"muted\">{plural(len(clips), 'clip')} × {plural(len(presets), 'preset')} · {esc(note)}</div>"
-            + _table_html(metrics)
+            + _table_html(metrics, rerun)
             + section("clips", "Clips (reward, status, judge verdict; click for the run report)",
                       table(["clip", "label", "pattern", "instruction", *presets], clip_rows, table_id="clip-table",
                             raw=True)))

@@ -254,17 +254,22 @@ def _count_cell(count: int, rows: int, ineligible: int, lost: int) -> str:
     return f"{count} / {rows - lost}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def incomplete_notes(metrics: Sequence[PresetMetrics]) -> list[str]:
+def incomplete_notes(metrics: Sequence[PresetMetrics], rerun: str | None = None) -> list[str]:
     """What table.md, `raa eval reward` and the report page say of presets an outage took rows of (module
-    docstring): which, how many of their rows, and whether the presets' results cover different clips."""
+    docstring): which, how many of their rows, and whether the presets' results cover different clips. `rerun`:
+    the run's own command (`evals.eval_runs.finish_command`), named with --retry-ineligible; without it the note
+    says what the command needs: "`raa eval reward --retry-ineligible`" alone named no manifest, --out or
+    --presets, and without the run's presets a rerun scored the default preset alone."""
     hit = [m for m in metrics if m.outage]
     if not hit:
         return []
+    retry = (f"`{rerun} --retry-ineligible`" if rerun is not None else
+             "`raa eval reward --retry-ineligible` with the run's --manifest, --out and --presets")
     lost = f"{hit[0].preset} lost {hit[0].outage} of {hit[0].n} rows" + "".join(
         f", {m.preset} {m.outage} of {m.n}" for m in hit[1:])
     notes = [f"incomplete: {lost}, to an outage of the reward machinery (an endpoint down, a tool or the scorer "
              "crashed, a setting refused): R, F+, P0, the mean rewards and the usage per clip leave those rows out; once "
-             "that is fixed, `raa eval reward --retry-ineligible` scores them again"]
+             f"that is fixed, {retry} scores them again"]
     if len({tuple(m.outage_paths) for m in metrics}) > 1:
         notes.append("the presets lost different clips to the outage, so their R, F+ and P0 are measured over "
                      "different clips: compare them once a rerun has filled the rows")
@@ -315,13 +320,14 @@ def md_cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").splitlines())
 
 
-def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judge") -> str:
-    """Table 2 layout (R / N (%), F+ / n_neg, P0 / n_prog), then reliability extras and mean rewards."""
+def render_markdown(metrics: Sequence[PresetMetrics], *, judge_name: str = "judge", rerun: str | None = None) -> str:
+    """Table 2 layout (R / N (%), F+ / n_neg, P0 / n_prog), then reliability extras and mean rewards; `rerun`: the
+    run's command, for `incomplete_notes`."""
     judge_name = md_cell(judge_name)
     lines = [f"| Method | R / N (%) ↑ ({judge_name}) | F+ / n_neg ↓ | P0 / n_prog ↓ |", "| --- | --- | --- | --- |"]
     for m in metrics:
         lines.append(f"| {DISPLAY_NAMES[m.preset]} | {m.r_cell} | {m.f_cell} | {m.p_cell} |")
-    lines += [f"\n{note[0].upper()}{note[1:]}." for note in incomplete_notes(metrics)]
+    lines += [f"\n{note[0].upper()}{note[1:]}." for note in incomplete_notes(metrics, rerun)]
     figures = [f"{USAGE_NAMES[k].capitalize()} / clip" for k, _, _ in USAGE_DIGITS]
     lines += ["", "| Preset | Ineligible | Unjudged | Skipped | " + " | ".join(figures) + " | Usage unknown |",
               "| --- |" + " --- |" * (len(figures) + 4)]
