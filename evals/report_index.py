@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tools.motion import MotionTracker
 
 
-def _table_html(metrics: list[PresetMetrics], rerun: str | None) -> str:
+def _table_html(metrics: list[PresetMetrics], rerun: str | None = None) -> str:
     rows = [[DISPLAY_NAMES[m.preset], m.r_cell, m.f_cell, m.p_cell] for m in metrics]
     extras = [[m.preset, m.ineligible_cell, str(m.unjudged), str(m.skipped),
                *(m.usage_cell(k, d) for k, d, _ in USAGE_DIGITS), str(m.usage_unknown)] for m in metrics]
