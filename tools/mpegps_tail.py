@@ -8,10 +8,10 @@ their size: a pack header (12 bytes in MPEG-1, 14 plus its stuffing in MPEG-2), 
 bytes plus its 16-bit length), the 4-byte program end code. The chain is walked from the first pack header in the
 file's last `TAIL_BYTES`; a file whose last element runs past its end was cut inside it. A padding packet (stream
 0xBE) cut short loses no frame data: no cut. A file that ends right after a pack header (and its system header) was
-cut there too: a pack announces packets, and no muxer ends a file on an empty one. Bytes after the last whole element that start no element (zero or 0xFF
-stuffing; fewer than the 4 bytes of a start code) are no cut either, and a tail whose chain breaks (a start code
-that payload bytes happened to hold) gives no verdict. A cut on an element's boundary leaves no trace: the clip reads
-as a shorter one, as with MPEG-TS (`tools.mpegts_tail`).
+cut there too: a pack announces packets, and no muxer ends a file on an empty one. Bytes after the last whole
+element that start no element (zero or 0xFF stuffing; fewer than the 4 bytes of a start code) are no cut either, and
+a tail whose chain breaks (a start code that payload bytes happened to hold) gives no verdict. A cut on an element's
+boundary leaves no trace: the clip reads as a shorter one, as with MPEG-TS (`tools.mpegts_tail`).
 """
 
 from __future__ import annotations
