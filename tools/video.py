@@ -78,6 +78,8 @@ from dataclasses import replace
 
 import av
 import numpy as np
+from av.codec.context import Flags2
+from av.video.frame import PictureType
 from av.video.reformatter import Interpolation
 
 from tools.frames import (  # noqa: F401  (re-exported: the public video API)
@@ -275,19 +277,23 @@ class VideoReader:
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
         """Decode from the start, yielding ``(index, frame)`` with ``index`` counting the decoder's output
-        (the reader's order when the timestamps are unusable; ``read`` maps timestamps otherwise). A clip cut mid-GOP
-        (``FrameIndex.lead``) starts at its first keyframe, as frame ``lead``: the decoder drops the frames before it
-        (H.264), or builds them on lost references (MPEG-4 part 2), and counting them shifted every later frame."""
+        (the reader's order when the timestamps are unusable; ``read`` maps timestamps otherwise). The frames shown
+        before the first keyframe (a clip cut mid-GOP, an open GOP's leading frames) are not yielded: its count starts
+        there, at ``FrameIndex.lead`` or at the frames the decoder gave before it, whichever is more. The decoder drops
+        some of them (HEVC; the scan counts those) or builds them on lost references (MPEG-4 part 2; H.264, told to
+        show them all), and a count that missed one shifted every later frame."""
         index = self._order[0]
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container, stream = self._decoder(index, probe="headers" if known else "decode")
         try:
-            i, lost = 0, index.lead > 0
+            # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones
+            i, lost = 0, index.lead > 0 or stream.codec_context.name == "h264"
             for frame in self._packets_to_frames(container, stream):
                 if lost:
-                    if not frame.key_frame:
+                    if not (frame.key_frame or frame.pict_type == PictureType.I):
+                        i += 1
                         continue  # decoded on lost references, or not the frame its count would name
-                    i, lost = index.lead, False
+                    i, lost = max(i, index.lead), False
                 if limit is not None and i >= limit:
                     return
                 yield i, frame
@@ -303,6 +309,8 @@ class VideoReader:
         try:
             stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
+            if index.pts is None:  # the reader counts its output: H.264 then gives the frames it has no references for
+                stream.codec_context.flags2 |= Flags2.show_all  # (an open GOP's leading ones), not dropping them
         except BaseException:
             container.close()
             raise
@@ -365,7 +373,9 @@ class VideoReader:
             raise mid_gop_error(self._name, wanted[0], self.meta.frames, lead)
         pending = iter(wanted)
         target: int | None = next(pending)
-        for i, frame in self.iter_frames(limit=wanted[-1] + 1):
+        for i, frame in self.iter_frames():  # no limit: the first keyframe's count may pass the last target
+            if i > target:  # the first keyframe's count passed it: shown before the keyframe (lead: a lower bound)
+                raise mid_gop_error(self._name, target, self.meta.frames, i)
             if i == target:
                 yield i, frame
                 target = next(pending, None)

@@ -35,7 +35,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     wrapped,
 )
 from tools.video_open import av_open
-from tools.video_slices import frame_threads, slices_per_frame
+from tools.video_slices import HEVC_LEADING, frame_threads, slices_per_frame, vcl_nal_types
 
 Source = str | Path | bytes
 
@@ -84,10 +84,11 @@ class FrameIndex:
     slices: int | None = None
     """Slices of the first keyframe (H.264 / HEVC; None otherwise): picks the decoder's threads."""
     lead: int = 0
-    """Frames before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP; every frame
-    when no keyframe follows): they reference lost frames, so a decode from the start trusts none of them
-    before a keyframe (or an intra frame) comes out. In presentation order; without usable timestamps (``pts`` None),
-    in decode order, where the reader counts the decoder's output from the first keyframe on."""
+    """Frames shown before the first keyframe (every frame when there is none): those of a clip cut mid-GOP, and an
+    open GOP's leading frames, decoded after the keyframe (x264 ``open-gop``, HEVC's CRA). They reference lost frames,
+    so a decode from the start trusts none of them before a keyframe (or an intra frame) comes out. In presentation
+    order; without usable timestamps (``pts`` None) the frames before the keyframe in decode order and the HEVC
+    leading pictures after it: at least this many, where the reader's count of the decoder's output finds the rest."""
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -225,8 +226,11 @@ def scan(container: av.container.InputContainer, name: str,
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts, slices, last_dts, first_key, cut, step = 0, [], [], None, None, True, False, None
+    packets, pts, key_pts, slices, last_dts, cut, step = 0, [], [], None, None, False, None
     max_pts, last_hold, key_at = -(2**63), 0, None  # key_at: frames before the first keyframe, in decode order
+    leading, after_key = 0, False  # HEVC pictures right after the first keyframe shown before it; counting them
+    first_key_pts = None  # of the first keyframe in decode order, one an edit list drops (discard) included
+    codec = stream.codec_context.name
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         for packet in demux(container, stream):
@@ -234,12 +238,12 @@ def scan(container: av.container.InputContainer, name: str,
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
             cut = packet.is_corrupt  # FFmpeg flags a packet read short: its data ends at the end of the file
-            if packets == 1:
-                first_key = packet.is_keyframe
             if packet.dts is not None:
                 if last_dts is not None and packet.dts > last_dts:  # the shortest frame: the last one's chunks (AVI)
                     step = packet.dts - last_dts if step is None else min(step, packet.dts - last_dts)
                 last_dts = packet.dts if last_dts is None else max(last_dts, packet.dts)
+            if packet.is_keyframe and first_key_pts is None:
+                first_key_pts = packet.pts
             if packet.is_discard:
                 continue
             pts.append(packet.pts)
@@ -249,8 +253,12 @@ def scan(container: av.container.InputContainer, name: str,
                 max_pts, last_hold = packet.pts, packet.duration or 0
             if packet.is_keyframe and packet.pts is not None:
                 key_pts.append(packet.pts)
+            if after_key:
+                nal_types = vcl_nal_types(bytes(packet), codec, stream.codec_context.extradata) or [-1]
+                after_key = all(t in HEVC_LEADING for t in nal_types)
+                leading += after_key
             if packet.is_keyframe and key_at is None:
-                key_at = len(pts) - 1
+                key_at, after_key = len(pts) - 1, codec == "hevc"
             if packet.is_keyframe and packets == 1:
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
@@ -304,14 +312,17 @@ def scan(container: av.container.InputContainer, name: str,
                                f"{packets} read are missing)")
     known = [p for p in pts if p is not None]
     usable = len(known) == len(pts) and len(set(known)) == frames  # every frame has its own timestamp
-    # without timestamps the reader counts the decoder's output, which starts at the first keyframe: the frames before
-    # it in decode order (those of a clip cut mid-GOP, whose references are lost) are its lead
-    unordered = FrameIndex(None, (), slices=slices, lead=0 if first_key else frames if key_at is None else key_at)
+    # without timestamps the reader counts the decoder's output: the frames shown before the first keyframe (those of
+    # a clip cut mid-GOP before it in decode order, and HEVC's leading pictures after it, which the decoder drops) are
+    # its lead; H.264's leading pictures, which only the decoder places, it counts as they come out (`iter_frames`)
+    unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading)
     index = unordered
     if usable:
         ordered = sorted(known)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
-        lead = 0 if first_key else keys[0] if keys else frames  # no keyframe at all: every frame lacks its references
+        # shown before the first keyframe a decode from the start reaches: a mid-GOP cut's frames, or an open GOP's
+        # leading ones (decoded after it; not those of a keyframe an edit list drops); no keyframe: every frame
+        lead = bisect.bisect_left(ordered, first_key_pts) if first_key_pts is not None else keys[0] if keys else frames
         index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
                 types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered

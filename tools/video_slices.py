@@ -52,9 +52,9 @@ def _nal_units(data: bytes, length_size: int | None) -> list[bytes]:
     return [data[s:e].rstrip(b"\x00") for s, e in zip(starts, ends, strict=True)]
 
 
-def slices_per_frame(data: bytes, codec: str, extradata: bytes | None) -> int | None:
-    """How many slices (VCL NAL units) one H.264 / HEVC access unit `data` holds; None for another
-    codec or a packet that does not parse. `extradata` (the stream's avcC / hvcC record, or nothing for
+def vcl_nal_types(data: bytes, codec: str, extradata: bytes | None) -> list[int] | None:
+    """The NAL unit types of the slices (VCL NAL units) of one H.264 / HEVC access unit `data`, in order; None for
+    another codec or a packet that does not parse. `extradata` (the stream's avcC / hvcC record, or nothing for
     Annex B streams) gives the NAL length size."""
     if codec not in SLICE_THREADED_CODECS or not data:
         return None
@@ -65,12 +65,22 @@ def slices_per_frame(data: bytes, codec: str, extradata: bytes | None) -> int | 
         if len(extra) <= at:
             return None
         length_size = (extra[at] & 3) + 1
-    units = _nal_units(data, length_size)
+    units = [u for u in _nal_units(data, length_size) if u]
     if codec == "h264":
-        vcl = [u for u in units if u and 1 <= (u[0] & 0x1F) <= 5]
-    else:
-        vcl = [u for u in units if u and (u[0] >> 1) & 0x3F < 32]
-    return len(vcl) or None
+        return [t for t in (u[0] & 0x1F for u in units) if 1 <= t <= 5]
+    return [t for t in ((u[0] >> 1) & 0x3F for u in units) if t < 32]
+
+
+def slices_per_frame(data: bytes, codec: str, extradata: bytes | None) -> int | None:
+    """How many slices (VCL NAL units) one H.264 / HEVC access unit `data` holds; None for another
+    codec or a packet that does not parse (`vcl_nal_types`)."""
+    return len(vcl_nal_types(data, codec, extradata) or ()) or None
+
+
+HEVC_LEADING = range(6, 10)
+"""HEVC's RADL_N, RADL_R, RASL_N and RASL_R NAL unit types: leading pictures, decoded after their keyframe (IRAP)
+and shown before it. A stream that starts on a CRA keyframe (x265's open GOPs, cut there) has RASL pictures whose
+references came before the cut: FFmpeg's decoder drops them, as the standard says."""
 
 
 def frame_threads(codec: str, width: int, height: int, slices: int | None) -> bool:
