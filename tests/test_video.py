@@ -28,6 +28,7 @@ from tools.video import (
     uniform_indices,
     write_video,
 )
+from tools.video_seek import SeekMissed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -349,7 +350,7 @@ def test_fallback_paths_keep_index_mapping(gop_clip, monkeypatch):
 
     def missing_seek(self, wanted, *, allow_seek):
         if allow_seek:
-            raise V.SeekMissed
+            raise SeekMissed
         return original(self, wanted, allow_seek=allow_seek)
 
     monkeypatch.setattr(VideoReader, "_decode", missing_seek)

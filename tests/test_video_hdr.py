@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from graph_scripts import make_agent, moving_square, run
 
-import tools.video
+import tools.video_reader
 from tests.test_video import id_frames
 from tools.video import VideoReader, VideoTooLargeError, probe, read_all_frames
 from tools.video_hdr import keyframe_hdr
@@ -80,7 +80,7 @@ def test_an_hdr_clip_is_noted_in_the_run(tmp_path: Path, monkeypatch: pytest.Mon
     with av.open(str(moving_square(tmp_path / "sq.mp4"))) as c:
         frames = np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
     keyframes: list[object] = []
-    monkeypatch.setattr(tools.video, "keyframe_hdr", lambda *args: keyframes.append(args))
+    monkeypatch.setattr(tools.video_reader, "keyframe_hdr", lambda *args: keyframes.append(args))
     agent, _ = make_agent("full")
     out = run(agent, _hevc10(tmp_path / name, frames, "PQ"))
     note = [n for n in out["notes"] if "HDR" in n]
@@ -105,13 +105,13 @@ def test_opening_a_10bit_ts_decodes_no_frame(tmp_path: Path, monkeypatch: pytest
 
     monkeypatch.setattr(av, "CodecContext", Counting)
     keyframes: list[object] = []
-    real_keyframe_hdr = tools.video.keyframe_hdr
+    real_keyframe_hdr = tools.video_reader.keyframe_hdr
 
     def counting_keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packet]) -> str | None:
         keyframes.append(stream)
         return real_keyframe_hdr(stream, packets)
 
-    monkeypatch.setattr(tools.video, "keyframe_hdr", counting_keyframe_hdr)
+    monkeypatch.setattr(tools.video_reader, "keyframe_hdr", counting_keyframe_hdr)
     for src in (path, path.read_bytes()):
         assert probe(src).frames == 8
     assert created == [] and keyframes == []

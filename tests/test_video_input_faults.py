@@ -159,12 +159,12 @@ def test_a_seek_that_fails_with_an_io_error_decodes_from_the_start(tmp_path, mon
     an error the disk repeats fails there (and is classified there), one that cleared costs nothing. Asking the
     second demux there (`demuxer_io_error`) made a seek's passing EIO fail the read as the machine's."""
     from tests.test_video import read_ids
-    from tools import video
+    from tools import video_reader
 
     path = write_raw(tmp_path / "g.mp4", id_frames(48), gop=8)
-    real = video.open_container
+    real = video_reader.open_container
     monkeypatch.setattr(_SeekFailsOnce, "failed", False)
-    monkeypatch.setattr(video, "open_container", lambda *a, **k: _SeekFailsOnce(real(*a, **k)))
+    monkeypatch.setattr(video_reader, "open_container", lambda *a, **k: _SeekFailsOnce(real(*a, **k)))
     with VideoReader(path) as reader:
         assert read_ids(reader.read([2, 30, 45])) == [2, 30, 45]
     assert _SeekFailsOnce.failed
@@ -186,12 +186,12 @@ def test_a_seek_that_failed_once_does_not_stop_later_reads_seeking(tmp_path, mon
     as well, as if the container could not seek: a cached reader of a long clip then decoded the whole clip up to each
     extra frame. Only a seek that landed wrong says that; the next read seeks again."""
     from tests.test_video import read_ids
-    from tools import video
+    from tools import video_reader
 
     path = write_raw(tmp_path / "g.mp4", id_frames(96), gop=8)
-    real = video.open_container
+    real = video_reader.open_container
     monkeypatch.setattr(_SeekFailsOnce, "failed", False)
-    monkeypatch.setattr(video, "open_container", lambda *a, **k: _KeyframeSeekFailsOnce(real(*a, **k)))
+    monkeypatch.setattr(video_reader, "open_container", lambda *a, **k: _KeyframeSeekFailsOnce(real(*a, **k)))
     decoded: list[int] = []
     original = VideoReader._packets_to_frames
 

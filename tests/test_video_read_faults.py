@@ -11,7 +11,7 @@ import av
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
-from tools import mp4_boxes, video, video_rotation
+from tools import mp4_boxes, video_reader, video_rotation
 from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader
 from tools.video_errors import environmental, unreached
 
@@ -34,8 +34,8 @@ def test_a_seek_ffmpeg_refuses_decodes_from_the_start(tmp_path, monkeypatch):
     VideoNotFoundError that `tools.video_errors.unreached` took for a clip without read permission (retried by every
     --retry-ineligible, failing the same way). The frames are there: the reader now decodes them from the start."""
     path = write_raw(tmp_path / "g.mp4", id_frames(48), gop=8)
-    real = video.open_container
-    monkeypatch.setattr(video, "open_container", lambda *a, **k: _SeekRefused(real(*a, **k)))
+    real = video_reader.open_container
+    monkeypatch.setattr(video_reader, "open_container", lambda *a, **k: _SeekRefused(real(*a, **k)))
     with VideoReader(path) as reader:
         assert read_ids(reader.read([2, 30, 45])) == [2, 30, 45]
         assert read_ids(reader.read([40])) == [40]
@@ -46,14 +46,14 @@ def test_a_seek_the_machine_fails_is_still_the_machines_fault(tmp_path, monkeypa
     files) still fails the read as the machine's fault (retried), not as a corrupt clip. (FFmpeg's EIO, the disk's or
     its demuxer's word for data it cannot parse, falls back too: the decode from the start meets it again, if at all.)"""
     path = write_raw(tmp_path / "e.mp4", id_frames(48), gop=8)
-    real = video.open_container
+    real = video_reader.open_container
 
     def failing(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EMFILE, "Too many open files")
 
     refused = _SeekRefused
     monkeypatch.setattr(refused, "seek", failing)
-    monkeypatch.setattr(video, "open_container", lambda *a, **k: refused(real(*a, **k)))
+    monkeypatch.setattr(video_reader, "open_container", lambda *a, **k: refused(real(*a, **k)))
     with VideoReader(path) as reader, pytest.raises(VideoNotFoundError, match=r"\[Errno 24\]") as err:
         reader.read([2, 30])
     assert environmental(str(err.value))
@@ -70,7 +70,7 @@ def test_ffmpeg_eperm_while_decoding_is_the_clips_fault_not_a_permission_problem
         yield
 
     with VideoReader(path) as reader:
-        monkeypatch.setattr(video, "demux", refused)  # the reader's decoding only (the scan has its own)
+        monkeypatch.setattr(video_reader, "demux", refused)  # the reader's decoding only (the scan has its own)
         with pytest.raises(VideoDecodeError) as err:
             reader.read([3])
     message = str(err.value)

@@ -84,7 +84,7 @@ def test_reads_decode_with_the_threads_the_scan_chose(tmp_path, monkeypatch, nam
         chosen.append(stream.thread_type)
         return stream
 
-    monkeypatch.setattr("tools.video.video_stream", spy)
+    monkeypatch.setattr("tools.video_reader.video_stream", spy)
     reader = VideoReader(path)
     got = reader.read([0, 1, 2])
     assert chosen and chosen[-1] == threads, (chosen, reader._order[0].slices)

@@ -1,4 +1,4 @@
-"""The frame-accurate part of `VideoReader.read` (tools/video.py, whose module docstring gives the decisions):
+"""The frame-accurate part of `VideoReader.read` (tools/video_reader.py; tools/video.py gives the decisions):
 decode a demuxer's video stream forward, seeking to keyframes when allowed, and hand out each wanted frame under
 the index its timestamp gives it, checking every decoded frame against the scan. A surprise is an exception the
 reader answers: ``SeekFailed`` / ``SeekMissed`` (decode again from the start), ``OutOfOrder`` (count the
