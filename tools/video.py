@@ -38,11 +38,15 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   stores decode-order timestamps; not MPEG-1 / 2 without B pictures, ``tools.mpeg_pictures``), found by
   the scan. A gap from the start is a frame the decoder dropped:
   the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. So is each
-  frame before the first keyframe of a clip whose first packet is no keyframe (cut mid-GOP): decoding
-  from the start, frames the decoder gives before a keyframe are skipped (MPEG-4 part 2 / MPEG-2 build
-  them on gray references; H.264 drops them), unless a non-key intra (I) frame comes out first. Any
-  decoder or demuxer error is a ``VideoDecodeError``; there is no silent partial decode.
-- Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
+  frame shown before the first keyframe a decode from the start reaches (``FrameIndex.lead``): those of a clip
+  cut mid-GOP, and an open GOP's leading frames, decoded after that keyframe (a cut at an x264 ``open-gop`` I
+  frame or an HEVC CRA). Decoding from the start, frames the decoder gives before a keyframe are skipped
+  (MPEG-4 part 2 / MPEG-2 build them on gray references; H.264 drops them), unless a non-key intra (I) frame
+  comes out first. Without timestamps the count starts at the keyframe after the frames before it: HEVC's
+  leading pictures the scan counts by NAL type, H.264's (no NAL type says) the decoder gives, told to show
+  all frames, and the reader counts them. Any decoder or demuxer error is a ``VideoDecodeError``; there is no
+  silent partial decode.
+- ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
   one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe to seek back to).
 - Decoder threading (``tools.video_slices``): frames of H.264 / HEVC clips with several slices each (PyAV-written,
   like the trainer's rollouts) decode with slice threads; other clips from 640x360 up with frame threads.
