@@ -15,8 +15,9 @@ CODECS = {"libx264": ("x264-params", ".h264"), "libx265": ("x265-params", ".hevc
 
 
 def _open_gop(tmp_path: Path, codec: str, frames: int = 40, suffix: str | None = None) -> Path:
-    """A raw stream (no timestamps; or a `suffix` container) of `frames` id frames, a keyframe every 8 frames, each after the first a
-    non-IDR I (H.264) / CRA (HEVC) picture followed in decode order by the B-frame shown just before it."""
+    """A raw stream (no timestamps; or a `suffix` container) of `frames` id frames, a keyframe every 8 frames, each
+    after the first a non-IDR I (H.264) / CRA (HEVC) picture followed in decode order by the B-frame shown just
+    before it."""
     option, raw = CODECS[codec]
     path = tmp_path / f"open{suffix or raw}"
     with av.open(str(path), "w") as c:

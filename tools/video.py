@@ -46,8 +46,9 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   leading pictures the scan counts by NAL type, H.264's (no NAL type says) the decoder gives, told to show
   all frames, and the reader counts them. Any decoder or demuxer error is a ``VideoDecodeError``; there is no
   silent partial decode.
-- ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several threads), except that the first
-  one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe to seek back to).
+- ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several
+  threads), except that the first one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe
+  to seek back to).
 - Decoder threading (``tools.video_slices``): frames of H.264 / HEVC clips with several slices each (PyAV-written,
   like the trainer's rollouts) decode with slice threads; other clips from 640x360 up with frame threads.
 - Containers open without FFmpeg's probe decode (``open_container(probe="headers")``): by default
