@@ -268,17 +268,17 @@ class VideoReader:
             container.close()
 
     def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, av.VideoFrame]]:
-        lead = self._order[0].lead
-        if wanted[0] < lead:
-            raise mid_gop_error(self._name, wanted[0], self.meta.frames, lead)
         pending = iter(wanted)
-        target: int | None = next(pending)
+        target = next(pending)
         for i, frame in self.iter_frames():  # no limit: the first keyframe's count may pass the last target
             if i > target:  # the first keyframe's count passed it: shown before the keyframe (lead: a lower bound)
                 raise mid_gop_error(self._name, target, self.meta.frames, i)
             if i == target:
                 yield i, frame
-                target = next(pending, None)
-                if target is None:
+                following = next(pending, None)
+                if following is None:
                     return
-        raise ended_early(self._name, target, self.meta.frames)
+                target = following
+        lead = self._order[0].lead  # (no keyframe came out: each frame lacks its references)
+        raise mid_gop_error(self._name, target, self.meta.frames, lead) if target < lead else \
+            ended_early(self._name, target, self.meta.frames)
