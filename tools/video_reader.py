@@ -11,7 +11,6 @@ from dataclasses import replace
 import av
 import numpy as np
 from av.codec.context import Flags2
-from av.video.frame import PictureType
 from av.video.reformatter import Interpolation
 
 from tools.video_decode import OutOfOrder, ended_early, frames_by_pts
@@ -190,7 +189,7 @@ class VideoReader:
             i, lost = 0, index.lead > 0 or stream.codec_context.name == "h264"
             for frame in self._packets_to_frames(container, stream):
                 if lost:
-                    if not (frame.key_frame or frame.pict_type == PictureType.I):
+                    if not frame.key_frame:  # (an intra frame too: the lead, counted to the keyframe, would misplace it)
                         i += 1
                         continue  # decoded on lost references, or not the frame its count would name
                     i, lost = max(i, index.lead), False
