@@ -1,7 +1,7 @@
 """`raa score-batch`: score every clip of a manifest into a resumable JSONL output; registered in graph/cli.py.
 
-The edge, as graph/commands.py (exit 0 once the batch ran, 2 for a configuration / input error; 130 after
-Ctrl-C): settings, the chat model (`make_chat_model`, the seam tests monkeypatch), the tools and the endpoint
+The edge, as graph/commands.py (exit 0 once the batch ran, 2 for a configuration / input error or a batch stopped
+mid-run by one, 130 after Ctrl-C; a stopped batch first says the rows it wrote, `_stopped`): settings, the chat model (`make_chat_model`, the seam tests monkeypatch), the tools and the endpoint
 pre-flight come from that module, looked up when the command runs.
 
 Rows, resume keys and bad manifest lines are described in `graph.batch`; the summary counts the rows written
@@ -74,6 +74,7 @@ def score_batch_command(
         write_bad_lines,
         write_repeats,
     )
+    from graph.batch_procs import BatchError, run_batch_processes
     from graph.batch_resume import (
         current_fields,
         drop_rows,
@@ -185,15 +186,10 @@ def score_batch_command(
                 task = progress.add_task("scoring", total=len(scorable))
                 writer.on_row = lambda: progress.advance(task)
                 if scorable and processes > 1 and live:
-                    from graph.batch_procs import BatchError, run_batch_processes
-
-                    try:
-                        run_batch_processes(scorable, writer, settings=settings, preset=preset, processes=processes,
-                                            concurrency=concurrency, durability=settings.trace_durability, draw=draw,
-                                            run_timeout_s=run_timeout or None,
-                                            log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
-                    except BatchError as exc:
-                        _fail(str(exc), exc)
+                    run_batch_processes(scorable, writer, settings=settings, preset=preset, processes=processes,
+                                        concurrency=concurrency, durability=settings.trace_durability, draw=draw,
+                                        run_timeout_s=run_timeout or None,
+                                        log=lambda line: progress.console.print(line, highlight=False, soft_wrap=True))
                 elif scorable:
                     async def main() -> None:
                         async with open_async_saver(settings.traces_path) as saver:
@@ -203,12 +199,10 @@ def score_batch_command(
                                             settings.foreign_claim_max_age_s)
 
                     asyncio.run(main())
-        except OutputWriteError as exc:
-            _fail(str(exc), exc)
-        except KeyboardInterrupt:  # Ctrl-C: what the rows written so far cost still gets said
-            _closing_lines(writer, out)
-            typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch", err=True)
-            raise typer.Exit(130) from None
+        except (BatchError, OutputWriteError) as exc:  # no worker process left; a row that cannot be written
+            _stopped(writer, out, exc)
+        except KeyboardInterrupt:
+            _stopped(writer, out, None)
         _closing_lines(writer, out)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
             try:  # the file as the run left it (unreadable now: the summary above stands alone)
@@ -224,6 +218,20 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
     behind it, where there is one)."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2) from cause
+
+
+def _stopped(writer: Any, out: Path, error: BaseException | None) -> NoReturn:
+    """score-batch's end when the batch stops before its last row, on Ctrl-C (`error` None: exit 130) or on `error`
+    (no worker process left, a row that cannot be written: a full disk; "error: ..." and exit 2): the closing lines
+    of the rows written so far (`_closing_lines`: what they cost, the faults of the ineligible ones), then that the
+    clips not yet scored got no row and the same command resumes the batch. Said outside the progress bar (one
+    printed while it showed came before it). An error stop ended with its error line alone."""
+    _closing_lines(writer, out)
+    if error is not None:
+        typer.echo(f"error: {error}", err=True)
+    typer.echo(("interrupted" if error is None else "stopped") + ": clips whose run had not finished got no row; "
+               "the same command resumes the batch" + ("" if error is None else " once the error is fixed"), err=True)
+    raise typer.Exit(130 if error is None else 2) from error
 
 
 def _closing_lines(writer: Any, out: Path) -> None:
