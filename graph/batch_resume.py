@@ -269,8 +269,9 @@ def fixable_lines(fixable: dict[str, int], out: Path, rerun: str | None = None,
         lines.append(f"  {rerun} --retry-ineligible")
     if n := fixable.get("too_large", 0):
         lines.append(f"{n} row(s) already in {out} ineligible for a clip over the decode limit its reason names: final "
-                     "while the clip is unchanged (--retry-ineligible leaves them); after raising the limit, delete "
-                     f"{_them(n)} (the rows whose reason reads VideoTooLargeError) and run again to score {_them(n)}"
+                     f"while the clip is unchanged (--retry-ineligible leaves {_them(n)}); after raising the limit, "
+                     f"delete {_them(n)} (the {'row' if n == 1 else 'rows'} whose reason reads VideoTooLargeError) "
+                     f"and run again to score {'its clip' if n == 1 else 'their clips'}"
                      + (f": {rerun}" if rerun is not None else ""))
     return lines
 

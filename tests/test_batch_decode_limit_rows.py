@@ -73,3 +73,18 @@ def test_a_retry_that_writes_an_ineligible_row_names_the_decode_limit_rows_once(
     assert res.exit_code == 0 and "1 to score" in text and "ineligible=1" in text, res.output
     assert text.count(f"1 row(s) already in {out} ineligible for a clip over the decode limit") == 1, res.output
     assert f"1 of the rows already in {out} ineligible for a reason a rerun can fix" in text, res.output
+
+
+def test_the_decode_limit_hint_agrees_with_its_count(tmp_path):
+    """One row over the decode limit was "(--retry-ineligible leaves them) ... delete it (the rows whose reason
+    reads ...)": the pronouns and nouns now follow the count."""
+    from graph.batch_resume import fixable_lines
+
+    out = tmp_path / "out.jsonl"
+    one, = fixable_lines({"too_large": 1}, out, "raa score-batch m.jsonl")
+    assert "(--retry-ineligible leaves it); after raising the limit, delete it (the row whose reason reads " \
+           "VideoTooLargeError) and run again to score its clip: raa score-batch m.jsonl" in one, one
+    assert "them" not in one and "rows" not in one, one
+    two, = fixable_lines({"too_large": 2}, out)
+    assert "(--retry-ineligible leaves them); after raising the limit, delete them (the rows whose reason reads " \
+           "VideoTooLargeError) and run again to score their clips" in two, two
