@@ -28,7 +28,16 @@ Decisions where the issue was silent:
   result (`graph.batch.write_repeats`) and "repeat_of" its key, so no id and no name of the manifest is missing from
   the output (the second name was dropped as a repeat, and a researcher looking up its row found none). Names are
   told apart as rows give them (`_named`); two hard links are two paths that resolve apart, so two keys, each
-  scored.
+  scored. The earlier line's result is taken whatever it is, also a failure to open the clip by the earlier line's
+  name that this line's name would not meet (not scored under its own name): names of one key reach one file through
+  folders that let its links be read (a folder that does not leaves the name unresolved: another key, scored on its
+  own), so their permissions to read it are the same; they differ only where the earlier name passes a missing or
+  unsearchable folder before a ".." ("gone/../a.mp4", which the key resolves away), or a policy reads the name (a
+  link followed against fs.protected_symlinks, a path-based security module). The failure names the earlier line's
+  path, and fixing that line's path fixes both rows; scoring such a line under its own name would need a run per
+  line and a copy that differs from its line's row, which the resume (`graph.batch_resume.stale_repeats`) and the
+  readers (`same_run`) take as another run. Nor does `--retry-ineligible` judge the copy by its own name (it would
+  write the same copy again at every run).
 - A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array given
   by mistake), or one that opens a JSON array on its first line however the array is laid out, is refused before
   anything is written (`not_json_lines`, exit 2).

@@ -36,6 +36,9 @@
 - The row of a line repeating an earlier line's clip and instruction ("repeat_of") is a copy of that line's row, kept
   only while it is one (`stale_repeats`): it goes, to be written again from that line's row, when that row goes or
   holds another result (deleted by hand to score the clip again: the repeats kept the old result beside the new), and
+  only then, never for its own fault (its own name readable where the first line's is not, the flag wrote the same
+  copy again at every run and every resume offered it as a row the flag fixes; nor is it among the rows
+  `--retry-ineligible` says it removed to score again), and
   it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
   move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output).
   Only rows repeating one of this run's items are touched; a manifest sharing the output with more repeats of one of
@@ -116,16 +119,18 @@ def stale_repeats(output: Output, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
     that item's row as it stays in `output` (that row goes, or holds another result) or whose line is gone (its key
-    is none of `items`'): module docstring. The rows that stay are looked up once, at the first row asked about."""
+    is none of `items`'): module docstring. Such a row is judged by that item's row alone, never by `goes`: a copy
+    goes when its first line's row does, and a rerun writes it again from that row; judged on its own (its own path
+    readable, the first line's not), it went for "retry" and came back the same copy, at every --retry-ineligible.
+    The rows that stay are looked up once, at the first row asked about."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
 
     def went(row: Any) -> str | None:
-        why = goes(row)
-        source = row.get("repeat_of") if why is None and isinstance(row, dict) else None
+        source = row.get("repeat_of") if isinstance(row, dict) else None
         if not isinstance(source, str) or source not in sources:
-            return why
+            return goes(row)
         if not staying:
             staying.append({key: r.get("result") for key, r in kept_rows(output, goes).items() if key in sources})
         if row.get("key") not in repeats or source not in staying[0] or staying[0][source] != row.get("result"):
@@ -215,12 +220,17 @@ def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], pr
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     sources = {it["key"] for it in items if it["error"] is None} - repeats  # once: per row, quadratic in the batch
     found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set(), "too_large": set()}
+    copies = []  # the rows of `repeats`: judged by their first line's row (`stale_repeats`), once all are read
     for row in output.values:
-        if row is not NOT_JSON and (why := goes(row)) in ("retry", "changed"):
-            found["copied" if row["key"] in repeats else why].add(row["key"])
+        if isinstance(row, dict) and row.get("key") in repeats:
+            copies.append(row)
+        elif row is not NOT_JSON and (why := goes(row)) in ("retry", "changed"):
+            found[why].add(row["key"])
         elif (isinstance(row, dict) and why is None and row.get("key") in sources
               and over_decode_limit(row.get("result"))):
             found["too_large"].add(row["key"])
+    going = found["retry"] | found["changed"]
+    found["copied"] = {row["key"] for row in copies if row.get("repeat_of") in going}
     return {why: len(keys) for why, keys in found.items()}
 
 

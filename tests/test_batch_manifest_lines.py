@@ -250,3 +250,28 @@ def test_the_comment_lines_said_are_those_of_the_manifest_read(monkeypatch, tmp_
     res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
     assert res.exit_code == 0 and [r["line"] for r in _rows(out)] == [2], res.output
     assert "1 comment line(s) (#) skipped: line(s) 1" in res.output, res.output
+
+
+def test_a_repeat_of_an_unreadable_name_is_not_offered_to_a_rerun_that_cannot_change_it(monkeypatch, tmp_path):
+    """A line repeating an earlier line's clip and instruction under another name takes that line's result, also a
+    failure to open the clip by the earlier name ("gone/../c0.mp4": a missing folder before a "..", which the key
+    resolves away). Judged by its own name, which can be read, the repeat's row was "a rerun can fix": every resume
+    said --retry-ineligible writes it again, and the flag wrote the same copy again. It now follows its first line's
+    row alone: retried when that row is, and the first line's name is what to fix."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, [{"path": "gone/../c0.mp4", "instruction": TASK, "id": 1},
+                      {"path": "c0.mp4", "instruction": TASK, "id": 2}])
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "1 to take an earlier line's result" in res.output, res.output
+    first, repeat = _rows(out)
+    assert repeat["repeat_of"] == first["key"] and first["result"]["status"] == "ineligible", _rows(out)
+    assert "not found" in first["result"]["reasons"][0] and repeat["result"] == first["result"], first
+    assert "a rerun can fix" not in res.output and "writes it again" not in res.output, res.output
+    res = runner.invoke(app, args)  # a plain resume: nothing the flag would change
+    assert res.exit_code == 0 and "writes it again" not in res.output, res.output
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "0 to score" in res.output and "to take an earlier" not in res.output, res.output
+

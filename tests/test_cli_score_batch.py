@@ -277,6 +277,7 @@ def test_a_repeated_lines_outage_row_is_not_counted_among_the_rows_scored_again(
     model.script["observe"] = full_script()["observe"]
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "2 to score, 1 to take an earlier line's result" in res.output, res.output
+    assert f"2 ineligible row(s) removed from {out} to score again" in res.output, res.output  # not the copy
     assert "scored=3 zero=0 ineligible=0" in res.output and "a rerun can fix" not in res.output, res.output
 
 
