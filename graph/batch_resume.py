@@ -77,10 +77,13 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     `retry_ineligible`, a `retryable` row of one of `items` (its refusals only when its recorded "scorer" differs
     from this run's `scorer`, `graph.batch.scored_by_other`); "changed": with `retry_ineligible`, a `rescorable`
     row of one of them (a quality zero of a clip changed since). Rows of other items (other draws, presets or
-    manifests sharing the output) are never touched. A row's answer does not change between calls: whether a
-    clip can be read is looked up once (a clip rendered while the tools load would otherwise be kept by
-    `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`, leaving it no row)."""
-    retry = {it["key"] for it in items} if retry_ineligible else set()
+    manifests sharing the output) are never touched. Whether a clip can be read now, or changed, is asked of its
+    line's name as it is now, which the rerun reads it by, not the row's (a name fixed to another of the same file,
+    "gone/../a.mp4" to "a.mp4", keeps the key: asked of the old name, it stayed "not found" one run more). A row's
+    answer does not change between calls: whether a clip can be read is looked up once (a clip rendered while the
+    tools load would otherwise be kept by `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`,
+    leaving it no row)."""
+    retry = {it["key"]: it["path"] for it in items} if retry_ineligible else {}
     found: dict[str, bool] = {}
 
     def readable(path: str) -> bool:  # looked up once: `done_keys` and `drop_rows` ask the same question minutes apart
@@ -102,13 +105,11 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return None
         if is_bad_line_row(row) and row.get("key") == bad_line_key(manifest, row["line"], preset, draw):
             return "bad line"
-        result, path = row.get("result"), row.get("path")
-        if (row.get("key") in retry and isinstance(result, dict)
-                and retryable(result, path if isinstance(path, str) else None, readable, changed(row.get("clip")),
-                              scored_by_other(row, scorer))):
+        result, path = row.get("result"), retry.get(row.get("key"))  # the name the rerun reads the clip by
+        if (path is not None and isinstance(result, dict)
+                and retryable(result, path, readable, changed(row.get("clip")), scored_by_other(row, scorer))):
             return "retry"
-        if (row.get("key") in retry and isinstance(result, dict)
-                and rescorable(result, path if isinstance(path, str) else None, changed(row.get("clip")))):
+        if path is not None and isinstance(result, dict) and rescorable(result, path, changed(row.get("clip"))):
             return "changed"
         return None
 

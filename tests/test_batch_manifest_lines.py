@@ -275,3 +275,24 @@ def test_a_repeat_of_an_unreadable_name_is_not_offered_to_a_rerun_that_cannot_ch
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "0 to score" in res.output and "to take an earlier" not in res.output, res.output
 
+
+def test_a_name_fixed_to_one_of_the_same_key_is_retried_by_the_next_retry(monkeypatch, tmp_path):
+    """A line's name fixed to another name of the same file ("gone/../c0.mp4" to "c0.mp4": one key) keeps its row,
+    and --retry-ineligible asked whether the clip can be read now by the row's old name: it could not, so the row
+    stayed "not found" (and took the new name), and only a second --retry-ineligible scored it. The rerun reads the
+    clip by the line's name as it is now, so that is the name asked about."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, [{"path": "gone/../c0.mp4", "instruction": TASK, "id": 1},
+                      {"path": "c0.mp4", "instruction": TASK, "id": 2}])
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    key = _rows(out)[0]["key"]
+    _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": 1}, {"path": "c0.mp4", "instruction": TASK, "id": 2}])
+    res = runner.invoke(app, args)  # a plain resume offers the row to the flag
+    assert res.exit_code == 0 and "a rerun can fix" in res.output, res.output
+    res = runner.invoke(app, [*args, "--retry-ineligible"])
+    assert res.exit_code == 0 and "1 to score, 1 to take an earlier line's result" in res.output, res.output
+    rows = _rows(out)
+    assert [r["result"]["status"] for r in rows] == ["scored", "scored"] and rows[0]["key"] == key, rows

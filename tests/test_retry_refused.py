@@ -18,7 +18,7 @@ OURS = {"model": "m1", "temperature": 0.0, "endpoint": "http://h:8000/v1"}
 
 
 def _goes(tmp_path, row: dict, scorer: dict) -> str | None:
-    goes = stale_rows(tmp_path / "m.jsonl", [{"key": "k"}], "full", 0, retry_ineligible=True, scorer=scorer)
+    goes = stale_rows(tmp_path / "m.jsonl", [{"key": "k", "path": "c.mp4"}], "full", 0, retry_ineligible=True, scorer=scorer)
     return goes({"key": "k", "line": 1, "path": "c.mp4", **row})
 
 
