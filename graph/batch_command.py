@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from graph import commands
 from graph.score_inputs import any_input_fine
+from graph.stores import StoreError
 from graph.tracing import open_async_saver
 
 # markup and emoji codes off, as graph/commands.py's console: reasons and paths in the log lines are data
@@ -199,8 +200,8 @@ def score_batch_command(
                                             settings.foreign_claim_max_age_s)
 
                     asyncio.run(main())
-        except (BatchError, OutputWriteError) as exc:  # no worker process left; a row that cannot be written
-            _stopped(writer, out, exc)
+        except (BatchError, OutputWriteError, StoreError) as exc:  # no worker process left; a row that cannot be
+            _stopped(writer, out, exc)  # written; a trace database or stage cache that cannot be used
         except KeyboardInterrupt:
             _stopped(writer, out, None)
         _closing_lines(writer, out)
@@ -222,10 +223,11 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
 
 def _stopped(writer: Any, out: Path, error: BaseException | None) -> NoReturn:
     """score-batch's end when the batch stops before its last row, on Ctrl-C (`error` None: exit 130) or on `error`
-    (no worker process left, a row that cannot be written: a full disk; "error: ..." and exit 2): the closing lines
-    of the rows written so far (`_closing_lines`: what they cost, the faults of the ineligible ones), then that the
-    clips not yet scored got no row and the same command resumes the batch. Said outside the progress bar (one
-    printed while it showed came before it). An error stop ended with its error line alone."""
+    (no worker process left, a row that cannot be written: a full disk, a trace database or stage cache that cannot be
+    opened once the bad lines' rows are written; "error: ..." and exit 2): the closing lines of the rows written so
+    far (`_closing_lines`: what they cost, the faults of the ineligible ones), then that the clips not yet scored got
+    no row and the same command resumes the batch. Said outside the progress bar (one printed while it showed came
+    before it). An error stop ended with its error line alone."""
     _closing_lines(writer, out)
     if error is not None:
         typer.echo(f"error: {error}", err=True)

@@ -66,3 +66,21 @@ def test_no_worker_left_mid_run_ends_with_the_summary_of_the_rows_written(monkey
     _ends_with_the_summary_then(res.stderr, "error: no batch worker process is left and no more may start")
     assert "usage: calls=3" in res.stderr, res.stderr
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_a_trace_database_that_cannot_open_ends_with_the_summary_of_the_rows_written(monkeypatch, tmp_path):
+    """The in-process batch opens its trace database once the bad lines' rows are written: one it cannot use
+    (`graph.stores.StoreError`) ended the command with its error line alone, though those rows were written."""
+    _scripted(monkeypatch, tmp_path)
+    manifest, out = _batch_with_a_bad_line(tmp_path)
+    traces = tmp_path / "traces.sqlite"
+    traces.write_text("not a database, a text file of the same name\n" * 100)
+    monkeypatch.setenv("RAA_TRACES_PATH", str(traces))
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 2, res.output
+    text = res.stderr
+    summary, said = text.find("scored=0 zero=0 ineligible=1"), text.find("error: ")
+    assert 0 <= summary < said and "trace database" in text[said:], text
+    assert "  ineligible (input): 1, first: manifest: input:" in text[summary:said], text
+    assert "the same command resumes the batch" in text[said:], text
+    assert len(out.read_text().splitlines()) == 1  # the bad line's row
