@@ -231,8 +231,9 @@ def _stopped(writer: Any, out: Path, error: BaseException | None) -> NoReturn:
     _closing_lines(writer, out)
     if error is not None:
         typer.echo(f"error: {error}", err=True)
-    typer.echo(("interrupted" if error is None else "stopped") + ": clips whose run had not finished got no row; "
-               "the same command resumes the batch" + ("" if error is None else " once the error is fixed"), err=True)
+    typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch"
+               if error is None else "stopped: clips with no row yet (a run not finished, or its row not written) are "
+               "scored when the same command resumes the batch, once the error is fixed", err=True)
     raise typer.Exit(130 if error is None else 2) from error
 
 
