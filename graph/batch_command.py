@@ -1,8 +1,9 @@
 """`raa score-batch`: score every clip of a manifest into a resumable JSONL output; registered in graph/cli.py.
 
 The edge, as graph/commands.py (exit 0 once the batch ran, 2 for a configuration / input error or a batch stopped
-mid-run by one, 130 after Ctrl-C; a stopped batch first says the rows it wrote, `_stopped`): settings, the chat model (`make_chat_model`, the seam tests monkeypatch), the tools and the endpoint
-pre-flight come from that module, looked up when the command runs.
+mid-run by one, 130 after Ctrl-C; a stopped batch first says the rows it wrote, `_stopped`): settings, the chat
+model (`make_chat_model`, the seam tests monkeypatch), the tools and the endpoint pre-flight come from that module,
+looked up when the command runs.
 
 Rows, resume keys and bad manifest lines are described in `graph.batch`; the summary counts the rows written
 whose trace was not saved (`RowWriter.unsaved_traces`); runs use an AsyncSqliteSaver as checkpointer, so rows
