@@ -249,8 +249,10 @@ def told_first(fixable: dict[str, int], *, retrying: bool) -> dict[str, int]:
 def rerun_command(manifest: Path, out: Path, preset: str, draw: int) -> str:
     """The `raa score-batch` command of this batch (its manifest, --out, --preset and --draw: what picks its rows;
     --processes and the like only say how it runs), quoted for a shell: the command the hints of `fixable_lines`
-    name."""
-    words = ["raa", "score-batch", str(manifest), "--out", str(out), "--preset", preset]
+    name. A relative manifest whose name starts with "-" is written "./-m.jsonl": the command line reads "-m.jsonl" as
+    an option ("No such option"), and a Path drops the "./" the user typed."""
+    name = str(manifest)
+    words = ["raa", "score-batch", f"./{name}" if name.startswith("-") else name, "--out", str(out), "--preset", preset]
     return shlex.join(words + (["--draw", str(draw)] if draw else []))
 
 

@@ -309,3 +309,25 @@ def test_the_retry_hint_is_a_command_that_reruns_the_same_batch(monkeypatch, tmp
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 2 and {(r["preset"], r["draw"], r["result"]["status"]) for r in rows} == {
         ("visual_verify", 1, "scored")}, rows
+
+
+def test_the_retry_hint_of_a_manifest_named_with_a_dash_runs(monkeypatch, tmp_path) -> None:
+    """A manifest given as "./-clips.jsonl" (a name starting with "-") reached the hint as "-clips.jsonl" (a Path drops
+    the "./"), which the command line reads as an option: the printed command failed with "No such option"."""
+    import shlex
+
+    import httpx
+    import openai
+
+    from tests.graph_scripts import full_script, square_batch
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_batch(tmp_path, 1, name="-clips.jsonl")
+    monkeypatch.chdir(tmp_path)
+    model.script["observe"] = [openai.APIConnectionError(request=httpx.Request("POST", "http://127.0.0.1:9/v1"))]
+    res = runner.invoke(app, ["score-batch", "./-clips.jsonl", "--out", "o.jsonl", "--preset", "visual_verify"])
+    assert res.exit_code == 0 and "ineligible=1" in res.output, res.output
+    [hint] = [line.strip() for line in res.output.splitlines() if line.strip().startswith("raa score-batch")]
+    model.script["observe"] = full_script()["observe"]
+    res = runner.invoke(app, shlex.split(hint)[1:])
+    assert res.exit_code == 0 and "scored=1" in res.output, res.output
