@@ -146,7 +146,8 @@ class DrawsSummary:
     bad_lines: int = 0
     """Rows of manifest lines that named no clip (ineligible, in no clip)."""
     outage_draws: list[int] = field(default_factory=list)
-    """The draws holding the `outage_rows`: `raa score-batch --retry-ineligible --draw K` fills each."""
+    """The draws holding the `outage_rows`: a `--retry-ineligible` run of the batch of each (this preset, draw K:
+    `raa score-batch MANIFEST --out FILE --preset P --draw K`, `evals.eval_views.refill_lines`) fills it."""
     skipped_lines: list[SkippedLine] = field(default_factory=list)
     """Lines of the file left out as no usable row, of any preset (``PATH:N`` and the reason)."""
     most_variable: list[dict[str, Any]] = field(default_factory=list)
