@@ -74,7 +74,8 @@ Decisions where the issue was silent:
   its key hashes the preset): ``preset`` (``--preset NAME``, "" for rows that record none) compares that preset's
   rows of both files, as ``draw`` does a draw's, and without it a key held by two presets is an error naming them
   and the option (it read "appears twice", a contradiction the file does not hold; `raa eval draws` takes
-  ``--preset`` too). A preset a file does not hold is an error naming the presets it holds. Two files of one
+  ``--preset`` too). A preset a file does not hold is an error naming the presets it holds, and so is a preset and
+  draw it holds only apart, naming the preset's draws (no row was left: "no rows in FILE"). Two files of one
   preset each need no option, whatever their presets (a preset ablation on the same videos).
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
@@ -242,10 +243,12 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     bad: list[dict[str, Any]] = []
     draws: set[int] = set()
     presets: set[str] = set()
+    held: set[tuple[str, int]] = set()  # (preset, draw) of the rows: a file may hold each but not the two together
     named: set[str] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
     for where, row, key in parsed:
         draws.add(drawn := row_draw(row, where))
         presets.add(scorer := row_preset(row))
+        held.add((scorer, drawn))
         if (draw is not None and drawn != draw) or (preset is not None and scorer != preset):
             continue
         if key is None:
@@ -280,6 +283,10 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     if preset is not None and preset not in presets:
         found = ", ".join(map(shown_preset, sorted(presets))) or "none"
         raise CompareError(f"{path}: no row of preset {preset!r} (presets found: {found})")
+    if preset is not None and draw is not None and (preset, draw) not in held:
+        found = ", ".join(str(d) for p, d in sorted(held) if p == preset)
+        raise CompareError(f"{path}: no row of preset {preset!r} at draw {draw} (draws of preset "
+                           f"{shown_preset(preset)}: {found})")
     return rows, bad, skipped
 
 

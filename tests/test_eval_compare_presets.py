@@ -48,3 +48,19 @@ def test_one_preset_of_the_file_is_compared(tmp_path):
     res = runner.invoke(app, ["eval", "compare", str(a), str(b), "--preset", "full"])
     assert res.exit_code == 0, res.output
     assert "preset full of each file" in res.output and "wins/ties/losses 1/1/0" in res.output
+
+
+def test_a_preset_and_draw_the_file_holds_apart_is_an_error(tmp_path):
+    """--preset and --draw each held by the file, but not together (preset full at draw 0, direct at draw 1): each
+    check passed, no row was left, and compare said "no rows in FILE: nothing to compare" (exit 0) of a file of
+    rows, as if it were empty."""
+    import json
+
+    a = _two_presets(tmp_path)
+    a.write_text("".join(json.dumps({**row, "draw": 1} if row["preset"] == "direct" else row) + "\n"
+                         for row in map(json.loads, a.read_text().splitlines())))
+    with pytest.raises(CompareError, match=r"no row of preset 'full' at draw 1 \(draws of preset full: 0\)"):
+        compare(a, a, preset="full", draw=1)
+    assert compare(a, a, preset="direct", draw=1).n == 2
+    res = runner.invoke(app, ["eval", "compare", str(a), str(a), "--preset", "full", "--draw", "1"])
+    assert res.exit_code == 2 and "no row of preset 'full' at draw 1" in res.output, res.output
