@@ -79,3 +79,26 @@ def test_an_open_gop_clip_with_timestamps_cut_at_a_keyframe_names_its_leading_fr
         with pytest.raises(VideoDecodeError, match="frame 0 of 33 .*starts mid-GOP.*first keyframe \\(frame 1\\)"):
             reader.read([0])
         assert read_ids(reader.read([1, 2, 32])) == [8, 9, 39]
+
+
+@pytest.mark.parametrize("drop", [2, 5])
+def test_a_raw_closed_gop_hevc_stream_cut_mid_gop_keeps_each_frames_index(tmp_path, drop):
+    """A raw HEVC stream of closed GOPs (IDR keyframes with decodable leading pictures, x265 ``radl``) cut mid-GOP:
+    decoded with H.264's show_all, FFmpeg's HEVC decoder put out every picture broken (none marked a keyframe), so
+    the count never started and every frame, the keyframe's and all after it included, failed (mid-GOP, 'stream
+    ended early'). Only H.264 is decoded that way: HEVC's decoder drops the frames before the keyframe."""
+    src = tmp_path / "closed.hevc"
+    with av.open(str(src), "w") as c:
+        s = c.add_stream("libx265", rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.options = {"x265-params": "open-gop=0:radl=2:keyint=8:min-keyint=8:bframes=3:b-adapt=0:scenecut=0:log-level=error"}
+        for f in id_frames(24):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    path = _drop(src, drop)
+    with VideoReader(path) as reader:
+        total, lead = reader.meta.frames, reader._order[0].lead
+        assert reader._order[0].pts is None and total == 24 - drop and lead > 0
+        with pytest.raises(VideoDecodeError, match=f"frame 0 of {total} .*mid-GOP"):
+            reader.read([0])
+        assert read_ids(reader.read(range(lead, total))) == list(range(24 - total + lead, 24))

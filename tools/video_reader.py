@@ -208,8 +208,10 @@ class VideoReader:
         try:
             stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
-            if index.pts is None:  # the reader counts its output: H.264 then gives the frames it has no references for
-                stream.codec_context.flags2 |= Flags2.show_all  # (an open GOP's leading ones), not dropping them
+            # the reader counts its output: H.264 then gives the frames it has no references for (an open GOP's leading
+            # ones), not dropping them; HEVC's decoder, told so, puts out every picture after a cut on lost references
+            if index.pts is None and stream.codec_context.name == "h264":
+                stream.codec_context.flags2 |= Flags2.show_all
         except BaseException:
             container.close()
             raise
