@@ -81,24 +81,50 @@ def test_an_open_gop_clip_with_timestamps_cut_at_a_keyframe_names_its_leading_fr
         assert read_ids(reader.read([1, 2, 32])) == [8, 9, 39]
 
 
+def _radl(tmp_path: Path, suffix: str = ".hevc") -> Path:
+    """24 id frames of closed GOPs (x265: IDR every 8 frames, the second on decoded before the 2 B-frames shown just
+    before it, its decodable leading pictures: RADL); decode order 0 4 2 1 3 (one more) 8 6 7 ..."""
+    path = tmp_path / f"closed{suffix}"
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx265", rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.options = {"x265-params": "open-gop=0:radl=2:keyint=8:min-keyint=8:bframes=3:b-adapt=0:scenecut=0:"
+                                    "log-level=error"}
+        for f in id_frames(24):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    return path
+
+
 @pytest.mark.parametrize("drop", [2, 5])
 def test_a_raw_closed_gop_hevc_stream_cut_mid_gop_keeps_each_frames_index(tmp_path, drop):
     """A raw HEVC stream of closed GOPs (IDR keyframes with decodable leading pictures, x265 ``radl``) cut mid-GOP:
     decoded with H.264's show_all, FFmpeg's HEVC decoder put out every picture broken (none marked a keyframe), so
     the count never started and every frame, the keyframe's and all after it included, failed (mid-GOP, 'stream
     ended early'). Only H.264 is decoded that way: HEVC's decoder drops the frames before the keyframe."""
-    src = tmp_path / "closed.hevc"
-    with av.open(str(src), "w") as c:
-        s = c.add_stream("libx265", rate=16)
-        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
-        s.options = {"x265-params": "open-gop=0:radl=2:keyint=8:min-keyint=8:bframes=3:b-adapt=0:scenecut=0:log-level=error"}
-        for f in id_frames(24):
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
-    path = _drop(src, drop)
+    path = _drop(_radl(tmp_path), drop)
     with VideoReader(path) as reader:
         total, lead = reader.meta.frames, reader._order[0].lead
         assert reader._order[0].pts is None and total == 24 - drop and lead > 0
         with pytest.raises(VideoDecodeError, match=f"frame 0 of {total} .*mid-GOP"):
             reader.read([0])
         assert read_ids(reader.read(range(lead, total))) == list(range(24 - total + lead, 24))
+
+
+@pytest.mark.parametrize("suffix", [".hevc", ".mkv"])
+def test_decodable_leading_pictures_of_the_first_keyframe_are_read(tmp_path, suffix):
+    """Cut right at an IDR with RADL pictures (shown before it, referencing only it): the decoder gives them, and
+    they were read before open-GOP leading frames were counted, which took them for RASL ones (lost references)
+    and refused frames 0 and 1 as mid-GOP. With timestamps, a cut one frame earlier (that frame's references
+    lost) refuses only it."""
+    src = _radl(tmp_path, suffix)
+    path = _drop(src, 6)  # decode order 8 6 7 ...
+    with VideoReader(path) as reader:
+        assert reader._order[0].lead == 0
+        assert read_ids(reader.read([0, 1, 2, 17])) == [6, 7, 8, 23]
+    if suffix == ".mkv":
+        with VideoReader(_drop(src, 5)) as reader:  # 3 8 6 7 ...: frame 3 shown before 6, its references lost
+            assert reader._order[0].lead == 1
+            with pytest.raises(VideoDecodeError, match="frame 0 of 19 .*mid-GOP"):
+                reader.read([0])
+            assert read_ids(reader.read([1, 2, 3])) == [6, 7, 8]

@@ -35,7 +35,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     wrapped,
 )
 from tools.video_open import av_open
-from tools.video_slices import HEVC_LEADING, frame_threads, slices_per_frame, vcl_nal_types
+from tools.video_slices import HEVC_LEADING, HEVC_RADL, frame_threads, slices_per_frame, vcl_nal_types
 
 Source = str | Path | bytes
 
@@ -228,7 +228,8 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
     packets, pts, key_pts, slices, last_dts, cut, step = 0, [], [], None, None, False, None
     max_pts, last_hold, key_at = -(2**63), 0, None  # key_at: frames before the first keyframe, in decode order
-    leading, after_key = 0, False  # HEVC pictures right after the first keyframe shown before it; counting them
+    leading, radl, after_key = 0, 0, False  # HEVC pictures right after the first keyframe shown before it (those of
+    # them it alone references: radl); counting them
     first_key_pts = None  # of the first keyframe in decode order, one an edit list drops (discard) included
     codec = stream.codec_context.name
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
@@ -256,7 +257,7 @@ def scan(container: av.container.InputContainer, name: str,
             if after_key:
                 nal_types = vcl_nal_types(bytes(packet), codec, stream.codec_context.extradata) or [-1]
                 after_key = all(t in HEVC_LEADING for t in nal_types)
-                leading += after_key
+                leading, radl = leading + after_key, radl + (after_key and all(t in HEVC_RADL for t in nal_types))
             if packet.is_keyframe and key_at is None:
                 key_at, after_key = len(pts) - 1, codec == "hevc"
             if packet.is_keyframe and packets == 1:
@@ -314,15 +315,19 @@ def scan(container: av.container.InputContainer, name: str,
     usable = len(known) == len(pts) and len(set(known)) == frames  # every frame has its own timestamp
     # without timestamps the reader counts the decoder's output: the frames shown before the first keyframe (those of
     # a clip cut mid-GOP before it in decode order, and HEVC's leading pictures after it, which the decoder drops) are
-    # its lead; H.264's leading pictures, which only the decoder places, it counts as they come out (`iter_frames`)
-    unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading)
+    # its lead; H.264's leading pictures, which only the decoder places, it counts as they come out (`iter_frames`).
+    # RADL pictures decode: in the lead only after frames the decoder drops, where the count cannot place them
+    lost = frames if key_at is None else key_at + leading if key_at or leading > radl else 0
+    unordered = FrameIndex(None, (), slices=slices, lead=lost)
     index = unordered
     if usable:
         ordered = sorted(known)
         keys = sorted({bisect.bisect_left(ordered, p) for p in key_pts})
         # shown before the first keyframe a decode from the start reaches: a mid-GOP cut's frames, or an open GOP's
-        # leading ones (decoded after it; not those of a keyframe an edit list drops); no keyframe: every frame
-        lead = bisect.bisect_left(ordered, first_key_pts) if first_key_pts is not None else keys[0] if keys else frames
+        # leading ones (decoded after it; not those of a keyframe an edit list drops, nor RADL ones, shown last and
+        # whole); no keyframe: every frame
+        lead = max(0, bisect.bisect_left(ordered, first_key_pts) - radl) if first_key_pts is not None else \
+            keys[0] if keys else frames
         index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
                 types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered

@@ -82,6 +82,10 @@ HEVC_LEADING = range(6, 10)
 and shown before it. A stream that starts on a CRA keyframe (x265's open GOPs, cut there) has RASL pictures whose
 references came before the cut: FFmpeg's decoder drops them, as the standard says."""
 
+HEVC_RADL = range(6, 8)
+"""RADL_N and RADL_R: the leading pictures that reference only their keyframe and each other (x265 ``radl`` before an
+IDR), which a decode from that keyframe gives whole; the standard shows them after any RASL ones."""
+
 
 def frame_threads(codec: str, width: int, height: int, slices: int | None) -> bool:
     """Whether a stream of `codec` at `width` x `height` whose frames hold `slices` slices (None:
