@@ -316,9 +316,11 @@ def scan(container: av.container.InputContainer, name: str,
     # without timestamps the reader counts the decoder's output: the frames shown before the first keyframe (those of
     # a clip cut mid-GOP before it in decode order, and HEVC's leading pictures after it, which the decoder drops) are
     # its lead; H.264's leading pictures, which only the decoder places, it counts as they come out (`iter_frames`).
-    # RADL pictures decode: in the lead only after frames the decoder drops, where the count cannot place them
-    lost = frames if key_at is None else key_at + leading if key_at or leading > radl else 0
-    unordered = FrameIndex(None, (), slices=slices, lead=lost)
+    # RADL pictures decode: out of the lead where the clip starts on their keyframe with no RASL ones (nothing before
+    # them dropped); after dropped frames a count cannot place them, and both leads keep them (the reader falls back
+    # from the timestamps' to the count with the same lead: `VideoReader._convert`)
+    whole = radl if key_at == 0 and leading == radl else 0
+    unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading - whole)
     index = unordered
     if usable:
         ordered = sorted(known)
@@ -326,7 +328,7 @@ def scan(container: av.container.InputContainer, name: str,
         # shown before the first keyframe a decode from the start reaches: a mid-GOP cut's frames, or an open GOP's
         # leading ones (decoded after it; not those of a keyframe an edit list drops, nor RADL ones, shown last and
         # whole); no keyframe: every frame
-        lead = max(0, bisect.bisect_left(ordered, first_key_pts) - radl) if first_key_pts is not None else \
+        lead = max(0, bisect.bisect_left(ordered, first_key_pts) - whole) if first_key_pts is not None else \
             keys[0] if keys else frames
         index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
