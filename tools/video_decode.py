@@ -2,17 +2,19 @@
 decode a demuxer's video stream forward, seeking to keyframes when allowed, and hand out each wanted frame under
 the index its timestamp gives it, checking every decoded frame against the scan. A surprise is an exception the
 reader answers: ``SeekFailed`` / ``SeekMissed`` (decode again from the start), ``OutOfOrder`` (count the
-decoder's output order instead), ``VideoDecodeError`` (the frame cannot be had)."""
+decoder's output order instead), ``VideoDecodeError`` (the frame cannot be had). Counting the output, ``CountCheck``
+finds the frames a drop would shift."""
 
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from collections.abc import Callable, Iterator
 
 import av
 from av.video.frame import PictureType
 
-from tools.video_scan import FrameIndex, Source, VideoDecodeError, mid_gop_error
+from tools.video_scan import MAX_REORDER_DEPTH, FrameIndex, Source, VideoDecodeError, mid_gop_error
 from tools.video_seek import SeekFailed, SeekMissed, seek_keyframe, seek_landed
 
 
@@ -79,3 +81,83 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
             last = i
             if i == target:
                 yield i, frame
+
+
+class FrameDropped(VideoDecodeError):
+    """Counting the decoder's output, frame ``index`` could not be had: the decoder gave no frame for ``packet``
+    (decode order), fed before that frame came out."""
+
+    def __init__(self, name: str, index: int, total: int, packet: int) -> None:
+        self.name, self.index, self.total, self.packet = name, index, total, packet
+        super().__init__(f"{name}: frame {index} of {total} could not be decoded: the decoder dropped the frame of "
+                         f"packet {packet} (in decode order; corrupt data?), decoded before it came out, and without "
+                         "timestamps the frames from there on cannot be counted")
+
+    def at(self, index: int) -> FrameDropped:
+        """The same error for frame ``index`` (at or after this one: its count is no surer)."""
+        return FrameDropped(self.name, index, self.total, self.packet)
+
+
+DROP_HORIZON = 2 * MAX_REORDER_DEPTH
+"""Frames out after one that waits on a packet fed before it came out: a frame the decoder still holds back comes out
+within the frames its buffer holds (MAX_REORDER_DEPTH) and those it reorders past them; later, it was dropped."""
+
+
+class CountCheck:
+    """Checks a count of the decoder's output (the reader's order without usable timestamps) against the packets fed:
+    a frame the decoder drops without an error (FFmpeg's HEVC decoder, a picture whose slice header is corrupt) put
+    every later frame under the index of the one before it. Each packet is tagged with its index in decode order
+    (the decoder copies it to its frame, ``frame.opaque``). A counted frame is handed out (``ready``)
+    once every packet fed before it came out has given its frame: the frames shown before it are among those; one
+    that never comes out (by the end, or ``DROP_HORIZON`` frames later) is a ``VideoDecodeError`` for the frame.
+    The frames shown before the first keyframe that the decoder may drop (``FrameIndex.lead``) are not waited on."""
+
+    def __init__(self, name: str, total: int, lead: int) -> None:
+        self._name, self._total, self._lead = name, total, lead
+        self._start: object = None  # the first keyframe's tag (frame.opaque), once it came out after a lead
+        self._fed = 0  # packets fed whose tags are in `_pending` (or were)
+        self._pending: set[int] = set()  # tags fed that have given no frame
+        self._out = 0  # frames out
+        self._held: deque[tuple[int, av.VideoFrame, set[int], int]] = deque()  # (index, frame, waited on, out then)
+
+    def came_out(self, frame: av.VideoFrame, fed: int) -> None:
+        """``frame`` came out of the decoder after ``fed`` packets were fed."""
+        self._pending.update(t for t in range(self._fed, fed) if not self._lost(t))
+        self._fed, self._out = fed, self._out + 1
+        tag = frame.opaque  # (None: not tagged, so none is taken off: what waits on one fails, never shifts)
+        self._pending.discard(tag)
+        for _, _, waiting, _ in self._held:
+            waiting.discard(tag)
+        if self._held and self._held[0][2] and self._out - self._held[0][3] > DROP_HORIZON:
+            raise self._dropped()
+
+    def started(self, frame: av.VideoFrame) -> None:
+        """``frame`` is the first keyframe, after a lead: the packets before it and its leading pictures (tags up to
+        the lead) may give no frame."""
+        self._start = frame.opaque
+        self._pending = {t for t in self._pending if not self._lost(t)}
+
+    def hold(self, index: int, frame: av.VideoFrame) -> None:
+        """Hand out ``frame`` as frame ``index`` once the packets fed before it came out have given their frames."""
+        self._held.append((index, frame, set(self._pending), self._out))
+
+    def ready(self) -> Iterator[tuple[int, av.VideoFrame]]:
+        while self._held and not self._held[0][2]:
+            index, frame, _, _ = self._held.popleft()
+            yield index, frame
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
+
+    def end(self) -> None:
+        """The decoder gave its last frame: a frame still held waits on a packet that gave none."""
+        if self._held:
+            raise self._dropped()
+
+    def _lost(self, tag: int) -> bool:
+        return self._start is not None and tag <= self._lead and tag != self._start
+
+    def _dropped(self) -> FrameDropped:
+        index, _, waiting, _ = self._held[0]
+        return FrameDropped(self._name, index, self._total, min(waiting))

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import av
 import numpy as np
-from av.codec.context import Flags2
+from av.codec.context import Flags, Flags2
 from av.video.reformatter import Interpolation
 
-from tools.video_decode import OutOfOrder, ended_early, frames_by_pts
+from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
 from tools.video_reformat import reformatter
@@ -180,23 +180,33 @@ class VideoReader:
         before the first keyframe (a clip cut mid-GOP, an open GOP's leading frames) are not yielded: its count starts
         there, at ``FrameIndex.lead`` or at the frames the decoder gave before it, whichever is more. The decoder drops
         some of them (HEVC; the scan counts those) or builds them on lost references (MPEG-4 part 2; H.264, told to
-        show them all), and a count that missed one shifted every later frame."""
+        show them all), and a count that missed one shifted every later frame. So did a frame the decoder drops later
+        (corrupt data): each frame is yielded once the packets fed before it came out have given theirs, and one that
+        cannot be is a ``VideoDecodeError`` (``tools.video_decode.CountCheck``)."""
         index = self._order[0]
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container, stream = self._decoder(index, probe="headers" if known else "decode")
         try:
             # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones
             i, lost = 0, index.lead > 0 or stream.codec_context.name == "h264"
-            for frame in self._packets_to_frames(container, stream):
+            stream.codec_context.flags |= Flags.copy_opaque  # each frame names its packet's tag (`CountCheck`)
+            check = CountCheck(self._name, self.meta.frames, index.lead)  # a frame the decoder drops shifts the count
+            for frame, fed in self._frames_fed(container, stream, tag=True):
+                check.came_out(frame, fed)
                 if lost:
                     if not frame.key_frame:  # (an intra frame too: the lead, counted to the keyframe, would misplace it)
                         i += 1
                         continue  # decoded on lost references, or not the frame its count would name
                     i, lost = max(i, index.lead), False
-                if limit is not None and i >= limit:
-                    return
-                yield i, frame
+                    check.started(frame)
+                if limit is None or i < limit:
+                    check.hold(i, frame)
                 i += 1
+                yield from check.ready()
+                if limit is not None and i >= limit and not check.holding:
+                    return
+            yield from check.ready()
+            check.end()
         finally:
             container.close()
 
@@ -239,9 +249,21 @@ class VideoReader:
 
     def _packets_to_frames(self, container: av.container.InputContainer,
                            stream: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:
+        return (frame for frame, _ in self._frames_fed(container, stream, tag=False))
+
+    def _frames_fed(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream, *,
+                    tag: bool) -> Iterator[tuple[av.VideoFrame, int]]:
+        """Decode the stream from where it stands: each frame with the count of packets fed when it came out; ``tag``
+        tags each packet with its index in decode order (``CountCheck``)."""
+        fed = 0
         with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
             for packet in demux(container, stream):
-                yield from packet.decode()
+                if packet.size:  # (not the end-of-stream flush packet)
+                    if tag:
+                        packet.opaque = fed
+                    fed += 1
+                for frame in packet.decode():
+                    yield frame, fed
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
         """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""
@@ -271,15 +293,18 @@ class VideoReader:
     def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, av.VideoFrame]]:
         pending = iter(wanted)
         target = next(pending)
-        for i, frame in self.iter_frames():  # no limit: the first keyframe's count may pass the last target
-            if i > target:  # the first keyframe's count passed it: shown before the keyframe (lead: a lower bound)
-                raise mid_gop_error(self._name, target, self.meta.frames, i)
-            if i == target:
-                yield i, frame
-                following = next(pending, None)
-                if following is None:
-                    return
-                target = following
+        try:
+            for i, frame in self.iter_frames():  # no limit: the first keyframe's count may pass the last target
+                if i > target:  # the first keyframe's count passed it: shown before the keyframe (lead: a lower bound)
+                    raise mid_gop_error(self._name, target, self.meta.frames, i)
+                if i == target:
+                    yield i, frame
+                    following = next(pending, None)
+                    if following is None:
+                        return
+                    target = following
+        except FrameDropped as e:  # named for the frame the count could not confirm: the one wanted is no surer
+            raise e.at(target) from None
         lead = self._order[0].lead  # (no keyframe came out: each frame lacks its references)
         raise mid_gop_error(self._name, target, self.meta.frames, lead) if target < lead else \
             ended_early(self._name, target, self.meta.frames)

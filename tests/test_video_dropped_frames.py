@@ -1,0 +1,127 @@
+"""A frame the decoder drops mid-stream (a corrupt packet) in a clip without usable timestamps: the reader counts
+the decoder's output there, so every later frame would come back under the index of the one before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import pytest
+
+from tests.test_video import id_frames, read_ids, write_raw
+from tests.test_video_containers import _write
+from tests.test_video_open_gop import _drop, _open_gop
+from tools.video import VideoDecodeError, VideoReader
+from tools.video_decode import DROP_HORIZON
+from tools.video_scan import MAX_REORDER_DEPTH
+
+N = 40
+BAD = 30  # the corrupted packet, in decode order
+
+
+def _hevc(path: Path) -> Path:
+    """A raw HEVC stream (no timestamps) of `N` id frames with B-frames."""
+    with av.open(str(path), "w", format="hevc") as c:
+        s = c.add_stream("libx265", rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.options = {"x265-params": "log-level=error:keyint=12:bframes=2"}
+        for f in id_frames(N):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    return path
+
+
+def _bad_slice_header(data: bytes) -> bytes:
+    """`data` (an Annex B access unit) with its last slice's header naming a picture parameter set that does not
+    exist (its NAL unit header kept, so the demuxer's parser still splits the stream there)."""
+    b = bytearray(data)
+    at = b.rfind(b"\x00\x00\x01") + 3 + 2  # past the start code and the 2-byte NAL unit header
+    b[at:at + 3] = b"\x80\xff\xff"  # first_slice_segment_in_pic_flag 1, slice_pic_parameter_set_id 254
+    return bytes(b)
+
+
+def _corrupt(src: Path) -> Path:
+    with av.open(str(src)) as i:
+        packets = [bytes(p) for p in i.demux(i.streams.video[0]) if p.size]
+    packets[BAD] = _bad_slice_header(packets[BAD])
+    path = src.with_name(f"bad{src.suffix}")
+    path.write_bytes(b"".join(packets))
+    return path
+
+
+def test_a_frame_the_decoder_drops_is_an_error_not_a_shift(tmp_path):
+    """FFmpeg's HEVC decoder drops the picture whose slice header is corrupt, with no error: 39 frames of 40
+    packets. Counting its output, a read of frame 28 or any later one returned the frame after it (frame 30
+    showed id 31), no error. Each read now returns its own frame or fails with the clip and frame named; frames
+    well before the corrupt packet still read."""
+    path = _corrupt(_hevc(tmp_path / "c.hevc"))
+    with av.open(str(path)) as c:  # the premise: the decoder drops the frame and says nothing
+        decoded = [f for p in c.demux(c.streams.video[0]) for f in p.decode()]
+    assert len(decoded) == N - 1
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is None and reader.meta.frames == N
+        failed = []
+        for i in range(N):
+            try:
+                got = read_ids(reader.read([i]))
+            except VideoDecodeError as e:
+                assert str(e).startswith(f"{path}: frame {i} of {N} could not be decoded"), e
+                failed.append(i)
+                continue
+            assert got == [i]  # never another frame under this index
+        assert failed and failed[0] >= 24 and failed[-1] == N - 1
+        assert read_ids(reader.read([3, 11, 20])) == [3, 11, 20]
+        with pytest.raises(VideoDecodeError, match=f"frame {failed[0]} of {N} .*dropped"):
+            reader.read([failed[0]])
+
+
+def _clip(tmp_path: Path, kind: str) -> tuple[Path, int, int]:
+    """A clip whose reads count the decoder's output, its first frame's id and the index of its first keyframe: x264
+    with B-frames in an AVI, or a raw open-GOP H.264 / HEVC stream cut mid-GOP (ids from 4, a keyframe at id 8)."""
+    if kind == "x264.avi":
+        return _write(tmp_path / "b.avi", None, "libx264", {}, 2, 8), 0, 0
+    return _drop(_open_gop(tmp_path, kind), 4), 4, 4
+
+
+@pytest.mark.parametrize("kind", ["x264.avi", "libx264", "libx265"])
+def test_a_dropped_frame_after_reordered_or_leading_ones_is_an_error(tmp_path, monkeypatch, kind):
+    """A decoder that gives no frame for one packet (frame id 20), behind B-frames or a mid-GOP cut's lead (whose
+    frames the decoder may drop, as it should): the frames before it keep reading, and from it on each read is
+    an error, never the next frame under this index."""
+    path, first, key = _clip(tmp_path, kind)
+    original = VideoReader._frames_fed
+
+    def dropping(self, container, stream, *, tag):
+        for frame, fed in original(self, container, stream, tag=tag):
+            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
+                yield frame, fed
+
+    monkeypatch.setattr(VideoReader, "_frames_fed", dropping)
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is None
+        total = reader.meta.frames
+        assert read_ids(reader.read(range(key, 17 - first))) == list(range(key + first, 17))
+        for i in range(20 - first, total):
+            with pytest.raises(VideoDecodeError, match=f"frame {i} of {total} could not be decoded: .*dropped"):
+                reader.read([i])
+
+
+def test_a_dropped_frame_fails_without_decoding_the_rest(tmp_path, monkeypatch):
+    """The frames after a dropped one wait for its frame: a long clip fails within `DROP_HORIZON` frames of it,
+    holding no more than those, instead of decoding (and holding) every later frame first."""
+    path = write_raw(tmp_path / "long.avi", id_frames(200), gop=12)
+    original = VideoReader._frames_fed
+    decoded = []
+
+    def dropping(self, container, stream, *, tag):
+        for frame, fed in original(self, container, stream, tag=tag):
+            decoded.append(frame)
+            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
+                yield frame, fed
+
+    monkeypatch.setattr(VideoReader, "_frames_fed", dropping)
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is None and reader.meta.frames == 200
+        with pytest.raises(VideoDecodeError, match="frame 21 of 200 could not be decoded: .*dropped"):
+            reader.read([21])
+    assert len(decoded) <= 20 + DROP_HORIZON + MAX_REORDER_DEPTH
