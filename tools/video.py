@@ -44,7 +44,10 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   (MPEG-4 part 2 / MPEG-2 build them on gray references; H.264 drops them), unless a non-key intra (I) frame
   comes out first. Without timestamps the count starts at the keyframe after the frames before it: HEVC's
   leading pictures the scan counts by NAL type, H.264's (no NAL type says) the decoder gives, told to show
-  all frames, and the reader counts them. Any decoder or demuxer error is a ``VideoDecodeError``; there is no
+  all frames, and the reader counts them. A frame the decoder drops later without an error (HEVC, a corrupt slice
+  header) would shift that count: each packet is tagged, a counted frame is handed out once every packet fed before
+  it came out has given its frame, and one that gives none is a ``VideoDecodeError`` for the frames from there on
+  (``tools.video_decode.CountCheck``). Any decoder or demuxer error is a ``VideoDecodeError``; there is no
   silent partial decode.
 - ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several
   threads), except that the first one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe
