@@ -125,3 +125,17 @@ def test_a_dropped_frame_fails_without_decoding_the_rest(tmp_path, monkeypatch):
         with pytest.raises(VideoDecodeError, match="frame 21 of 200 could not be decoded: .*dropped"):
             reader.read([21])
     assert len(decoded) <= 20 + DROP_HORIZON + MAX_REORDER_DEPTH
+
+
+def test_two_counts_at_once_keep_their_own_tags(tmp_path):
+    """PyAV keeps a packet's tag under the tag object's id() and forgets it when any packet or frame holding it is
+    freed: tagged with (cached) small ints, a decode that ran while another was under way took the other's tags with
+    it, and that one failed every later frame as dropped. Two decodes of one clip, one inside the other, now both
+    read."""
+    path = write_raw(tmp_path / "b.avi", id_frames(40), gop=12)
+    with VideoReader(path) as a, VideoReader(path) as b:
+        assert a._order[0].pts is None
+        outer = a.iter_frames()
+        first = next(outer)
+        assert [i for i, _ in b.iter_frames()] == list(range(40))
+        assert [first[0]] + [i for i, _ in outer] == list(range(40))

@@ -103,18 +103,31 @@ DROP_HORIZON = 2 * MAX_REORDER_DEPTH
 within the frames its buffer holds (MAX_REORDER_DEPTH) and those it reorders past them; later, it was dropped."""
 
 
+def tag_packet(packet: av.Packet, index: int) -> None:
+    """Tag ``packet`` with its ``index`` in decode order, which its frame gives back (``CountCheck``) where the decoder
+    copies it (``Flags.copy_opaque``). A new object for each: PyAV keeps an opaque value under its id() and forgets
+    it when any packet or frame holding it is freed, so a shared one (a cached small int) in two decodes at once was
+    lost to the one that freed it first."""
+    packet.opaque = (index,)
+
+
+def _frame_tag(frame: av.VideoFrame) -> int | None:
+    value = frame.opaque
+    return value[0] if isinstance(value, tuple) else None  # (None: not tagged)
+
+
 class CountCheck:
     """Checks a count of the decoder's output (the reader's order without usable timestamps) against the packets fed:
     a frame the decoder drops without an error (FFmpeg's HEVC decoder, a picture whose slice header is corrupt) put
     every later frame under the index of the one before it. Each packet is tagged with its index in decode order
-    (the decoder copies it to its frame, ``frame.opaque``). A counted frame is handed out (``ready``)
+    (``tag_packet``). A counted frame is handed out (``ready``)
     once every packet fed before it came out has given its frame: the frames shown before it are among those; one
     that never comes out (by the end, or ``DROP_HORIZON`` frames later) is a ``VideoDecodeError`` for the frame.
     The frames shown before the first keyframe that the decoder may drop (``FrameIndex.lead``) are not waited on."""
 
     def __init__(self, name: str, total: int, lead: int) -> None:
         self._name, self._total, self._lead = name, total, lead
-        self._start: object = None  # the first keyframe's tag (frame.opaque), once it came out after a lead
+        self._start: int | None = None  # the first keyframe's tag, once it came out after a lead
         self._fed = 0  # packets fed whose tags are in `_pending` (or were)
         self._pending: set[int] = set()  # tags fed that have given no frame
         self._out = 0  # frames out
@@ -124,7 +137,7 @@ class CountCheck:
         """``frame`` came out of the decoder after ``fed`` packets were fed."""
         self._pending.update(t for t in range(self._fed, fed) if not self._lost(t))
         self._fed, self._out = fed, self._out + 1
-        tag = frame.opaque  # (None: not tagged, so none is taken off: what waits on one fails, never shifts)
+        tag = _frame_tag(frame)  # (None: none is taken off, so what waits fails, never shifts)
         self._pending.discard(tag)
         for _, _, waiting, _ in self._held:
             waiting.discard(tag)
@@ -134,7 +147,7 @@ class CountCheck:
     def started(self, frame: av.VideoFrame) -> None:
         """``frame`` is the first keyframe, after a lead: the packets before it and its leading pictures (tags up to
         the lead) may give no frame."""
-        self._start = frame.opaque
+        self._start = _frame_tag(frame)
         self._pending = {t for t in self._pending if not self._lost(t)}
 
     def hold(self, index: int, frame: av.VideoFrame) -> None:

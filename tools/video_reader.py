@@ -13,7 +13,7 @@ import numpy as np
 from av.codec.context import Flags, Flags2
 from av.video.reformatter import Interpolation
 
-from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
+from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts, tag_packet
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
 from tools.video_reformat import reformatter
@@ -260,7 +260,7 @@ class VideoReader:
             for packet in demux(container, stream):
                 if packet.size:  # (not the end-of-stream flush packet)
                     if tag:
-                        packet.opaque = fed
+                        tag_packet(packet, fed)
                     fed += 1
                 for frame in packet.decode():
                     yield frame, fed
