@@ -239,8 +239,9 @@ def _stopped(writer: Any, out: Path, error: BaseException | None) -> NoReturn:
 
 
 def _closing_lines(writer: Any, out: Path) -> None:
-    """score-batch's closing line (this invocation's rows by status and their model usage: what the batch cost)
-    and, under it, one line per failing stage and fault kind, and the rows whose trace was not saved."""
+    """score-batch's closing line (this invocation's rows by status and the model usage of its runs, their rows
+    written or not: what the batch cost) and, under it, one line per failing stage and fault kind, the rows whose
+    trace was not saved, and the finished runs whose row could not be written (a full disk)."""
     usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
     typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
                + f"  -> {out}", err=True)
@@ -249,3 +250,6 @@ def _closing_lines(writer: Any, out: Path) -> None:
     if writer.unsaved_traces:
         typer.echo(f"  traces not saved: {writer.unsaved_traces} of {sum(writer.counts.values())} row(s) (their "
                    "results stand; `raa trace` cannot show them, their last reason says why)", err=True)
+    if writer.unwritten:
+        typer.echo(f"  {writer.unwritten} finished run(s) whose row could not be written are in the usage above (the "
+                   "resume scores them again)", err=True)

@@ -10,6 +10,10 @@ lines of the rows written before (`graph.batch_command._stopped`, as on Ctrl-C);
 the failure is cut off by the next run (`tools.jsonl.mend_tail`). So is a failure to prepare the file for rows (its
 folder, the cut of a torn last line) or to rewrite it without the rows to score again
 (`graph.batch_resume.drop_rows`): those leave the file as it was, before any row is written.
+No row is appended after a failed append (it would follow a torn line in the middle of the file, where the mend does
+not reach); the usage of a run whose row is not written (the failed one, and those that finish after it: rows the
+worker processes had sent, read as the batch stops) is still counted (`RowWriter.usage`): its calls were made, and
+the closing line says what the batch cost.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graph.batch_manifest import is_bad_line_row
 from tools.jsonl import decode_text, mend_tail, strict_dumps, text_lines, written_file
 
 
@@ -165,7 +170,12 @@ class RowWriter:
         """Recorded in every row as "scorer" (`scorer_of`), when given."""
         self.counts = {"scored": 0, "zero": 0, "ineligible": 0}
         self.usage: dict[str, int] = {}
-        """Backbone usage summed over the rows written (calls, images, tokens, cache hits)."""
+        """Backbone usage summed over the rows given to `write` (calls, images, tokens, cache hits), written or not:
+        what the runs cost (module docstring)."""
+        self.unwritten = 0
+        """Rows of runs given to `write` that were not written (the one whose append failed, and every one after it)."""
+        self.failed: OutputWriteError | None = None
+        """The failure of an append; no row is appended after it (module docstring)."""
         self.faults: dict[str, tuple[int, str]] = {}
         """Per `fault_kind` of the ineligible rows ("observe: transport", "input"): how many rows and the first
         one's reason."""
@@ -185,12 +195,20 @@ class RowWriter:
         """Append one row (`result_line` output) whose result has `status`, then the rows that `follow` it."""
         row = json.loads(line)
         row = {**row, "scorer": self.scorer} if self.scorer is not None else row
-        self._append(row)
+        run = not is_bad_line_row(row)
+        for k, v in (row.get("result") or {}).get("usage", {}).items():  # first: the calls were made, row or not
+            self.usage[k] = self.usage.get(k, 0) + int(v)
+        try:
+            written = self._append(row)
+        except OutputWriteError:
+            self.unwritten += run
+            raise
+        if not written:
+            self.unwritten += run
+            return
         self._count(row, status)
         if (row.get("result") or {}).get("trace_saved") is False:
             self.unsaved_traces += 1
-        for k, v in (row.get("result") or {}).get("usage", {}).items():
-            self.usage[k] = self.usage.get(k, 0) + int(v)
         if self.on_row is not None:
             self.on_row()
         for fields in self.followers.pop(row["key"], []):
@@ -205,15 +223,21 @@ class RowWriter:
         another line's result (`graph.batch.write_repeats`). Counted by status and fault like any row; not in the
         usage (no model call of its own) nor the progress (`on_row`: the clips scored)."""
         status = (row.get("result") or {}).get("status")
-        self._append({**row, **fields})
-        self._count(row, status if status in self.counts else "ineligible")
+        if self._append({**row, **fields}):
+            self._count(row, status if status in self.counts else "ineligible")
 
-    def _append(self, row: dict[str, Any]) -> None:
+    def _append(self, row: dict[str, Any]) -> bool:
+        """Append `row`: True once written, False without a write after an append failed (`failed`);
+        OutputWriteError when this append fails."""
+        if self.failed is not None:
+            return False
         try:
             append_line(self.out, strict_dumps(row))
         except OSError as exc:
-            raise OutputWriteError(f"cannot write --out {self.out}: {os_problem(exc)}; "
-                                   f"{sum(self.counts.values())} row(s) written this run stay") from exc
+            self.failed = OutputWriteError(f"cannot write --out {self.out}: {os_problem(exc)}; "
+                                           f"{sum(self.counts.values())} row(s) written this run stay")
+            raise self.failed from exc
+        return True
 
     def _count(self, row: dict[str, Any], status: str) -> None:
         self.counts[status] += 1

@@ -62,6 +62,7 @@ Decisions where the issue was silent:
   here terminates them (`_stop`); runs in flight get no row, so the same command resumes them. Rows the workers had
   already sent are read first (what is in the pipes, for `DRAIN_S` at most, waiting for nothing) and written: they
   were lost with the workers, so the resume scored those clips again (and on a paid API paid for them twice).
+  So are they when a row cannot be written (a full disk), for their runs' usage alone (`graph.batch_output`).
   A worker that ended on the Ctrl-C by itself was buried as a death (a replacement started, an interrupted clip could
   get an ineligible row).
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
@@ -80,7 +81,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from graph.batch import RowWriter, result_line, write_bad_lines
+from graph.batch import OutputWriteError, RowWriter, result_line, write_bad_lines
 from graph.batch_deaths import HUNG, cause_text, death_fault, exit_text, no_worker_left
 from graph.batch_worker import run_worker, send_quietly, starting_worker, worker_main
 from graph.settings import BackboneSettings, TraceDurability
@@ -301,18 +302,31 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
     except KeyboardInterrupt:  # rows already in the pipes are finished runs: write them, or the resume pays twice
         _drain(workers, writer)
         raise
+    except OutputWriteError:  # no row can be written now: the rows in the pipes are read for their runs' usage alone
+        _drain(workers, writer)
+        raise
     finally:
         _stop(workers, graceful=finished)
     return writer.counts
 
 
 def _drain(workers: list[_Worker], writer: RowWriter) -> None:
-    """On a Ctrl-C: `_receive` from every worker for `DRAIN_S` at most, but none whose read the Ctrl-C interrupted
-    (``torn``: read on from the middle of a message, a body taken for a length blocks for bytes that never come)."""
+    """On a Ctrl-C or a row that could not be written: `_receive` from every worker for `DRAIN_S` at most, but none
+    whose read the Ctrl-C interrupted (``torn``: read on from the middle of a message, a body taken for a length blocks
+    for bytes that never come). A row that cannot be written meanwhile (a full disk) does not end the drain: the rows
+    after it are read, their usage counted (`RowWriter.write` appends nothing after a failed append), then its
+    `OutputWriteError` is raised."""
     deadline = time.monotonic() + DRAIN_S
+    failed: OutputWriteError | None = None
     for w in workers:
-        if not w.torn:
-            _receive(w, writer, until=deadline)
+        while not w.torn:
+            try:
+                _receive(w, writer, until=deadline)
+                break
+            except OutputWriteError as exc:  # the first failure alone: the writer raises no other
+                failed = exc
+    if failed is not None:
+        raise failed
 
 
 def _receive(w: _Worker, writer: RowWriter, until: float = math.inf) -> None:

@@ -5,9 +5,9 @@ An item whose instruction starts with POISON kills its worker after 0.3 s (like 
 with HANG is never answered (a native deadlock); one starting with FLAKY hangs on its first attempt and on later
 ones makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other
 item takes `DELAY_S` (`$RAA_FAKE_DELAY_S` where set: the workers are spawned, a monkeypatch does not reach them) and is
-scored 1.0 with the worker's pid as its run id; with `$RAA_FAKE_DIR` set, a worker marks each item it takes there
-(file `taken-<key>`) and each row just before it sends it (file `sent-<key>`). FLAKY attempts are told apart by
-marker files in the folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end
+scored 1.0 with the worker's pid as its run id and one model call as its usage; with `$RAA_FAKE_DIR` set, a worker
+marks each item it takes there (file `taken-<key>`) and each row just before it sends it (file `sent-<key>`). FLAKY
+attempts are told apart by marker files in the folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end
 of the pipe and stays alive for `LINGER_S` before it exits (as a worker whose interpreter takes long to shut down). With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
 fail before they are ready (as one whose tool model cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker
 fails as `worker_main` does on an exception right after it is ready, before it reads any item (its pipe shut for
@@ -64,7 +64,7 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
                 return
             fatal("RuntimeError: decoder state corrupt")
         time.sleep(float(os.environ.get("RAA_FAKE_DELAY_S", DELAY_S)))
-        result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()))
+        result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()), usage={"calls": 1})
         if marks:
             first(f"sent-{item['key']}")
         with lock:
