@@ -240,16 +240,17 @@ def _stopped(writer: Any, out: Path, error: BaseException | None) -> NoReturn:
 
 def _closing_lines(writer: Any, out: Path) -> None:
     """score-batch's closing line (this invocation's rows by status and the model usage of its runs, their rows
-    written or not: what the batch cost) and, under it, one line per failing stage and fault kind, the rows whose
-    trace was not saved, and the finished runs whose row could not be written (a full disk)."""
+    written or not: what the batch cost) and, under it, one line per failing stage and fault kind, the runs whose
+    trace was not saved among the rows of runs (a bad manifest line's or a repeated line's row has no trace), and the
+    finished runs whose row could not be written (a full disk)."""
     usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
     typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
                + f"  -> {out}", err=True)
     for kind, (n, first) in sorted(writer.faults.items(), key=lambda kv: -kv[1][0]):
         typer.echo(f"  ineligible ({kind}): {n}, first: {first[:300]}", err=True)
     if writer.unsaved_traces:
-        typer.echo(f"  traces not saved: {writer.unsaved_traces} of {sum(writer.counts.values())} row(s) (their "
-                   "results stand; `raa trace` cannot show them, their last reason says why)", err=True)
+        typer.echo(f"  traces not saved: {writer.unsaved_traces} of {writer.runs} run(s) (their results stand; "
+                   "`raa trace` cannot show them, their last reason says why)", err=True)
     if writer.unwritten:
         typer.echo(f"  {writer.unwritten} finished run(s) whose row could not be written are in the usage above (the "
                    "resume scores them again)", err=True)

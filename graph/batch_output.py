@@ -176,6 +176,9 @@ class RowWriter:
         """Rows of runs given to `write` that were not written (the one whose append failed, and every one after it)."""
         self.failed: OutputWriteError | None = None
         """The failure of an append; no row is appended after it (module docstring)."""
+        self.runs = 0
+        """Rows written of runs (not of bad manifest lines, nor repeats: `write_repeat`): the rows that have a trace,
+        or should have."""
         self.faults: dict[str, tuple[int, str]] = {}
         """Per `fault_kind` of the ineligible rows ("observe: transport", "input"): how many rows and the first
         one's reason."""
@@ -207,6 +210,7 @@ class RowWriter:
             self.unwritten += run
             return
         self._count(row, status)
+        self.runs += run
         if (row.get("result") or {}).get("trace_saved") is False:
             self.unsaved_traces += 1
         if self.on_row is not None:

@@ -1,7 +1,8 @@
 """`raa score-batch`'s closing line says what the batch cost: the model usage of every run that finished, its row
 written or not. A run whose row could not be written (a full disk) had its usage left out, and so had the runs that
 finished after that (rows already in the workers' pipes, read after the failure or after a Ctrl-C): the calls were
-made, and paid for, and the resume pays for them again."""
+made, and paid for, and the resume pays for them again. Its "traces not saved: N of M" counted in M the rows of bad
+manifest lines and of repeated lines, which no run wrote and which have no trace."""
 
 from __future__ import annotations
 
@@ -135,3 +136,18 @@ def test_rows_drained_after_a_ctrl_c_are_counted_when_the_disk_fills(monkeypatch
     assert isinstance(error, batch_output.OutputWriteError), error  # the failure is said, as without the Ctrl-C
     assert writer.usage.get("calls") == 3 and writer.counts["scored"] == 1 and writer.unwritten == 2
 
+
+def test_traces_not_saved_counts_among_the_rows_of_runs(tmp_path, capsys):
+    """A bad manifest line's row and a repeated line's row have no trace (no run): "1 of 3 row(s)" read as two runs
+    whose traces were saved."""
+    from graph.batch_command import _closing_lines
+    from graph.batch_manifest import bad_line_path
+
+    writer = RowWriter(tmp_path / "o.jsonl")
+    bad = {**ITEM, "key": "bad", "line": 2, "path": bad_line_path(2)}
+    writer.write(result_line(bad, RewardResult(status="ineligible", preset="direct", reasons=["manifest: input: x"])),
+                 "ineligible")
+    writer.write(_line("k0", trace_saved=False), "scored")
+    writer.write_repeat(json.loads(_line("k0", trace_saved=False)), {"key": "k9", "line": 9, "repeat_of": "k0"})
+    _closing_lines(writer, tmp_path / "o.jsonl")
+    assert "traces not saved: 1 of 1 run(s)" in capsys.readouterr().err

@@ -166,7 +166,7 @@ def test_score_batch_records_the_kept_reward_with_its_reason(monkeypatch, tmp_pa
     assert row["result"]["status"] == "scored" and row["result"]["reward"] is not None
     assert "trace was not saved" in row["result"]["reasons"][-1]
     assert row["result"]["trace_saved"] is False
-    assert "traces not saved: 1 of 1 row(s)" in res.output  # the summary counts them
+    assert "traces not saved: 1 of 1 run(s)" in res.output  # the summary counts them
 
 
 def test_row_writer_counts_rows_whose_trace_was_not_saved(tmp_path):
