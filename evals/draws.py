@@ -23,11 +23,12 @@ Decisions where the issue was silent:
   clip with fewer than two eligible draws is left out of the statistics and counted (``clips_single``).
 * A line that is no usable row is skipped and reported (``skipped_lines``: ``PATH:N`` and the reason;
   `tools.jsonl.usable_rows`), and the other rows are summarised: not UTF-8 or not JSON, no ``result``
-  object, a draw that is not an integer, or a status and reward that disagree (a "scored" row whose reward
-  is a string or missing, an ineligible row with a reward, a "zero" row with a positive reward, another
-  status, a reward outside 0..1: ``evals.batch_rows.checked_reward``; such a row was once silently one more
-  ineligible draw, then refused the whole file). A file whose every line is skipped is an error listing
-  them, and `raa eval draws` exits 2 when lines were skipped and no clip with two eligible draws is left.
+  object, a draw that is not an integer, no string path or instruction (it was a clip called "None"), or a status
+  and reward that disagree (a "scored" row whose reward is a string or missing, an ineligible row with a reward, a
+  "zero" row with a positive reward, another status, a reward outside 0..1: ``evals.batch_rows.checked_reward``;
+  such a row was once silently one more ineligible draw, then refused the whole file). A file whose every line is
+  skipped is an error listing them, and `raa eval draws` exits 2 when lines were skipped and no clip with two
+  eligible draws is left.
 * ``outage_rows`` counts the ineligible draws an outage of the reward machinery caused (their ``faults``,
   `graph.schemas.Fault.outage`: ``--retry-ineligible`` fills them), and ``outage_draws`` the draws holding them
   (`raa eval draws` prints a `raa score-batch ... --preset P --draw K --retry-ineligible` command per draw,
@@ -72,7 +73,7 @@ import numpy as np
 
 from evals.batch_rows import eligible_reward, results_file_problem, row_preset, score_batch_row, shown_preset
 from evals.table_rows import outage
-from tools.jsonl import SkippedLine, no_usable_row, usable_rows
+from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
 
 NO_SPREAD = 1e-12
 """W + B at or below this (a reward standard deviation of 1e-6) is rounding, not spread: no noise share."""
@@ -160,8 +161,17 @@ class DrawsSummary:
 
 
 def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
-    """(where, row) of a line that is a usable score-batch row (`evals.batch_rows.score_batch_row`)."""
-    return where, score_batch_row(where, row)
+    """(where, row) of a line that is a usable score-batch row (`evals.batch_rows.score_batch_row`) naming its clip: a
+    string path and instruction, unless it is a bad manifest line's row (`LineError` otherwise: the line is skipped,
+    as `evals.compare` skips a row with no field to pair by; it was a clip called "None")."""
+    from graph.batch import is_bad_line_row
+
+    row = score_batch_row(where, row)
+    if not is_bad_line_row(row):
+        for name in ("path", "instruction"):
+            if not isinstance(row.get(name), str):
+                raise LineError(f"{where}: no string {name!r} to name its clip by, got {row.get(name)!r}")
+    return where, row
 
 
 def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[SkippedLine]]:

@@ -225,3 +225,21 @@ def test_draws_that_agree_have_exactly_no_spread():
     assert within == 0.0 and between == pytest.approx(0.09) and share == 0.0
     assert draw_statistics([[0.1, 0.1, 0.1], [0.1, 0.1]])[:2] == (0.0, 0.0)
     assert _std([0.1, 0.1, 0.1]) == 0.0 and _std([0.0, 1.0]) == 0.5
+
+
+@pytest.mark.parametrize("field, value", [("path", None), ("path", 3), ("instruction", None)])
+def test_a_row_naming_no_clip_is_skipped_naming_its_line(tmp_path, field, value):
+    """A row without a path (hand-edited, another tool's) was a clip called "None" (an instruction: "None"), one
+    more clip with fewer than two draws; it is skipped and named, as `raa eval compare` skips a row with nothing to
+    pair by."""
+    out = _draws(tmp_path)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    if value is None:
+        del rows[2][field]
+    else:
+        rows[2][field] = value
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = summarize_draws(out)
+    assert [x.line for x in s.skipped_lines] == [f"{out}:3"], s.skipped_lines
+    assert f"'{field}'" in s.skipped_lines[0].reason
+    assert s.rows == 7 and s.clips == 4
