@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evals.clip_identity import stale_version
-from evals.table_rows import finite, row_faults
+from evals.table_rows import finite, row_faults, usage_counts
 from graph.schemas import RewardResult
 from tools.jsonl import LineError, read_text, usable_rows
 
@@ -48,9 +48,10 @@ def stale(row: dict[str, Any], clip: EvalClip, version: dict[str, Any] | None) -
 def damaged(row: dict[str, Any]) -> bool:
     """True when a results.jsonl row cannot be counted as it stands (hand-edited, written by another tool): its
     status and reward disagree (an ineligible row with a reward; a scored or zero row whose reward is not a
-    number in 0..1, a zero row whose reward is not 0, another status), its verdict or usage is not an object
-    of numbers, or its reasons or notes are not lists of strings (the judge was sent a string's characters as
-    reasons, or crashed on a number on every rerun). Such a row is scored again, as a missing one is (it
+    number in 0..1, a zero row whose reward is not 0, another status), its verdict is not an object, its usage is
+    not an object of numbers whose counts are whole numbers >= 0 (`evals.table_rows.usage_counts`), or its reasons
+    or notes are not lists of strings (the judge was sent a string's characters as reasons, or crashed on a number
+    on every rerun). Such a row is scored again, as a missing one is (it
     crashed the rerun or the table)."""
     status, reward, usage, verdict = row.get("status"), row.get("reward"), row.get("usage"), row.get("judge")
     if verdict is not None and not isinstance(verdict, dict):
@@ -61,8 +62,8 @@ def damaged(row: dict[str, Any]) -> bool:
         row_faults(row)  # the table refuses faults that are no fault records (`evals.table_rows.check_row`)
     except ValueError:
         return True
-    if usage is not None and not (isinstance(usage, dict) and all(finite(v) for v in usage.values())):
-        return True  # NaN / inf too: `evals.table_rows.check_row` refuses them, which failed the run after scoring
+    if usage is not None and not (usage_counts(usage) and all(finite(v) for v in usage.values())):
+        return True  # NaN / inf, a negative or fractional count too: `evals.table_rows.check_row` refuses them
     if status == "ineligible":
         return reward is not None
     number = isinstance(reward, int | float) and not isinstance(reward, bool) and 0.0 <= reward <= 1.0  # NaN: no

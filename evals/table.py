@@ -53,10 +53,11 @@ Definitions (decisions where the issue was silent are marked *):
   incomplete, and presets that lost different clips are measured over different clips: `incomplete_notes` says
   both under table.md's first table, on the console and on the report page (`--retry-ineligible` fills them).
 - *A row the metrics cannot count (a reward that is not a finite number in 0..1 or null, a verdict or usage that
-  is not an object, a usage count that is not a number: hand-edited rows) raises `TableRowError` naming the
-  row (`raa eval report`: results.jsonl's file and line), the field and its value; it crashed with a bare
-  TypeError / AttributeError, and a reward outside 0..1 was counted in the means. (`raa eval reward` scores such
-  rows again before tabulating, `evals.result_rows.damaged`; `raa eval report` tabulates the file as it is.)
+  is not an object, a usage count that is not a whole number >= 0: hand-edited rows) raises `TableRowError` naming
+  the row (`raa eval report`: results.jsonl's file and line), the field and its value; it crashed with a bare
+  TypeError / AttributeError, and a reward outside 0..1 or a negative usage count was counted in the means. (`raa
+  eval reward` scores such rows again before tabulating, `evals.result_rows.damaged`; `raa eval report` tabulates
+  the file as it is.)
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens, stage-cache hits
   (a stage output served from the cache is a hit, not a call) and attempts (requests sent, a reply or not: a
   timed-out or refused request is an attempt, not a call; rows written before attempts were counted leave it

@@ -25,9 +25,17 @@ def finite(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def usage_counts(usage: object) -> bool:
+    """Whether a row's (non-null) ``usage`` is one the usage means can take: an object whose figures
+    (`graph.usage.USAGE_KEYS`; a missing one is 0) are whole numbers >= 0 (2.0 too), as a run counts calls, images
+    and tokens. A negative or fractional one (hand-edited) lowered or skewed the means."""
+    return isinstance(usage, dict) and all(
+        finite(v := usage.get(k, 0)) and v >= 0 and (isinstance(v, int) or v.is_integer()) for k in USAGE_KEYS)
+
+
 def check_row(row: object, where: str) -> dict:
     """``row`` when the metrics can count it: an object whose ``reward`` is null or a finite number in 0..1, whose
-    ``judge`` is null or an object and whose ``usage`` is null or an object of finite numbers; raises
+    ``judge`` is null or an object and whose ``usage`` is null or an object of counts (`usage_counts`); raises
     `TableRowError` naming the row (`where`: `row_name`, or ``PATH:N`` where the caller read it from a file), the
     field and its value. A reward outside 0..1 (hand-edited) was counted: F+ (reward > 0) and P0 (reward = 0) left
     a negative one out, but the label and pattern means took it in."""
@@ -41,9 +49,9 @@ def check_row(row: object, where: str) -> dict:
     if row.get("judge") is not None and not isinstance(row["judge"], dict):
         raise TableRowError(f"{where}: field 'judge' must be an object or null, got {row['judge']!r}")
     usage = row.get("usage")
-    if usage is not None and not (isinstance(usage, dict) and all(finite(usage.get(k, 0)) for k in USAGE_KEYS)):
-        raise TableRowError(f"{where}: field 'usage' must be an object of numbers ({', '.join(USAGE_KEYS)}), "
-                            f"got {usage!r}")
+    if usage is not None and not usage_counts(usage):
+        raise TableRowError(f"{where}: field 'usage' must be an object of whole numbers >= 0 "
+                            f"({', '.join(USAGE_KEYS)}), got {usage!r}")
     try:
         row_faults(row)
     except ValueError:
