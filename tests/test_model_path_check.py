@@ -189,10 +189,12 @@ def test_an_unsupported_wan_layout_is_named_before_loading(tmp_path):
 
     wan = _saved(tmp_path / "wan", "wan")
     assert check_model_path(_cfg(wan)) is None  # the TI2V layout: in_channels = z_dim
-    _edit(wan, "transformer", in_channels=20)
-    assert _config_error(wan) == (f"model_path {wan}: transformer in_channels 20 is not supported; this trainer runs "
-                                  "the TI2V layout (in_channels = VAE z_dim 16) or the I2V-14B one (2 x z_dim + 4 "
-                                  "mask channels)")
+    _edit(wan, "transformer", in_channels=20)  # more input than output channels, no image_dim: as the loader, an
+    err = _config_error(wan)  # A14B expert (policy.wan_i2v.expert_layout_problem)
+    assert err.startswith(f"model_path {wan}: transformer in_channels 20 (out_channels 16: a channel-concat image "
+                          "condition) with no CLIP branch (image_dim null): a Wan 2.2 A14B expert")
+    assert err.endswith("; transformer in_channels 20 is not supported; this trainer runs the TI2V layout "
+                        "(in_channels = VAE z_dim 16) or the I2V-14B one (2 x z_dim + 4 mask channels)")
     _edit(wan, "transformer", in_channels=16, image_dim=1280, added_kv_proj_dim=5120)
     err = _config_error(wan)
     assert ("transformer image_dim 1280 (Wan 2.1 I2V: CLIP image embeddings) is not supported without the I2V-14B "
@@ -238,4 +240,8 @@ def test_unknown_layout_fields_are_not_guessed(tmp_path):
     assert check_model_path(_cfg(model)) is None and check_model_path(_cfg(model, "cosmos")) is None
     _edit(model, "transformer", in_channels=36)
     (model / "vae" / "config.json").unlink()
+    # more input than output channels (16, the default) and no image_dim: the loader refuses it as a Wan 2.2 A14B
+    # expert from the transformer config alone (policy.world_model), and so does the check, VAE or not
+    assert "a Wan 2.2 A14B expert" in _config_error(model, parts="transformer")
+    _edit(model, "transformer", image_dim=1280)  # Wan 2.1 I2V-14B's CLIP branch: its channel layout is unknown here
     assert check_model_path(_cfg(model), "transformer") is None

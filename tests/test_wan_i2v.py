@@ -142,6 +142,24 @@ def test_a_wan_2_2_a14b_expert_folder_without_model_index_is_refused_by_its_tran
         FlowWorldModel.from_pretrained(root, "wan", torch_dtype=torch.float32, load_text_encoder=False)
 
 
+def test_the_launch_check_refuses_an_a14b_expert_whose_vae_z_dim_it_cannot_read(tmp_path):
+    """The loader refuses the expert layout from the transformer config alone; the launch check flagged it only
+    where the VAE config confirmed the I2V channel layout, so with the VAE's z_dim unreadable (a string here)
+    ``--check`` passed and every rank's load then refused the folder."""
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "wan", clip=False)
+    vae_config = root / "vae" / "config.json"
+    vae_config.write_text(json.dumps({**json.loads(vae_config.read_text()), "z_dim": "16"}))
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=r"no CLIP branch \(image_dim null\): a Wan 2.2 A14B expert"):
+        check_model_path(cfg)
+    with pytest.raises(ValueError, match="a Wan 2.2 A14B expert"):
+        FlowWorldModel.from_pretrained(root, "wan", torch_dtype=torch.float32, load_text_encoder=False)
+
+
 def test_clip_preprocessing_is_close_to_the_pipeline_processor():
     """The torch preprocessing against transformers' CLIPImageProcessor (PIL): equal up to resize rounding."""
     from transformers import CLIPImageProcessor

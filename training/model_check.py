@@ -39,8 +39,9 @@ Then, for a local folder (a hub id is left as it is):
   channels), ``out_channels`` = ``z``, with ``image_dim`` set needing ``image_encoder/config.json``, its
   weights and ``image_processor/preprocessor_config.json`` (``parts="all"``; `policy.checkpoint.clip_parts_missing`,
   what ``from_pretrained`` checks); a Wan 2.2 A14B two-expert folder (``transformer_2`` /
-  ``boundary_ratio`` in ``model_index.json``), or its I2V layout without ``image_dim`` (one expert, no
-  ``model_index.json``), is refused (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``), and so is a
+  ``boundary_ratio`` in ``model_index.json``), or its expert layout without ``image_dim`` (one expert, no
+  ``model_index.json``; judged from the transformer config alone, as the loader does), is refused
+  (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``), and so is a
   text-to-video one (Wan 2.1 T2V: the TI2V layout with a ``model_index.json`` lacking ``expand_timesteps`` true,
   `policy.wan_i2v.text_to_video_problem`); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
@@ -145,12 +146,14 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
         except CheckpointFileUnreadable as exc:  # the loader stops on it; named with the folder's other problems
             problems.append(str(exc))
             index = {}
-        if two := two_expert_problem(index, root) or (i2v and expert_layout_problem(tr)):
+        # as the loader judges them (policy.world_model), the expert layout from the transformer config alone: with
+        # i2v's VAE check too, an unreadable z_dim passed --check and every rank's load refused the folder
+        if two := two_expert_problem(index, root) or expert_layout_problem(tr):
             problems.append(two)
         elif t2v := text_to_video_problem(index, tr):
             problems.append(t2v)
         for key, what in (("image_dim", "CLIP image embeddings"), ("added_kv_proj_dim", "image cross-attention")):
-            if tr.get(key) is not None and not i2v:
+            if tr.get(key) is not None and not i2v and z is not None and t is not None:  # not guessed without them
                 problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported without the "
                                 f"I2V-14B channel layout (in_channels = 2 x VAE z_dim + {t} mask channels)")
         if i2v and tr.get("image_dim") is not None and parts == "all":
