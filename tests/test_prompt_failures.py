@@ -184,6 +184,39 @@ def test_a_run_whose_every_prompt_image_is_gone_stops_naming_them(tmp_path, one_
     assert not (tmp_path / "run" / "metrics.jsonl").exists() or not _jsonl(tmp_path / "run" / "metrics.jsonl")
 
 
+def test_every_prompt_failed_names_failed_prompts_jsonl_only_when_it_was_written(tmp_path):
+    """PromptImagesFailed sent the user to failed_prompts.jsonl for every failure, also when writing it had just
+    failed (a full disk): the file held none of them. It then names where they are, the ranks' warning lines."""
+    from training.prompt_failures import PromptFailure, PromptImagesFailed
+
+    failures = [PromptFailure("push the block", "p.jsonl:1", "a.png", "prompt p.jsonl:1 (image a.png) skipped")]
+    record = tmp_path / "failed_prompts.jsonl"
+    assert f"(all: {record})" in str(PromptImagesFailed(3, failures, tmp_path, record))
+    unwritten = str(PromptImagesFailed(3, failures, tmp_path, record, recorded=False))
+    assert f"(all: {record})" not in unwritten
+    assert (f"(all: the ranks' stderr, their 'warning: iteration 3' lines; writing {record} failed, its error is "
+            "printed above)") in unwritten
+
+
+@pytest.mark.slow  # a training launch in process (~12 s here)
+def test_a_run_that_cannot_write_failed_prompts_jsonl_does_not_send_the_user_there(tmp_path, one_rank_env,
+                                                                                     monkeypatch):
+    from training.metrics_log import MetricsLog
+    from training.prompt_failures import PromptImagesFailed
+    from training.trainer import train
+
+    def full_disk(self, iteration, failures):  # noqa: ANN001, ANN202
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(MetricsLog, "write_failed_prompts", full_disk)
+    path = _prompt_file(tmp_path)
+    (tmp_path / "a.png").unlink()
+    (tmp_path / "b.png").unlink()
+    with pytest.raises(PromptImagesFailed, match=r"\(all: the ranks' stderr, their 'warning: iteration 1' lines; "
+                                                 r"writing \S+failed_prompts.jsonl failed"):
+        train(_run_cfg(tmp_path, path))
+
+
 def _rank_run(rank: int, tmp: str, flags: list[str]) -> None:
     from training.trainer import train  # tests/launches.py set the rank's environment
 

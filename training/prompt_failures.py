@@ -84,14 +84,19 @@ def first_frames(specs: Sequence[PromptSpec], places: Sequence[str], cfg: TrainC
 class PromptImagesFailed(RuntimeError):
     """Every prompt of an iteration, on every rank, had an image that could not be read (module docstring)."""
 
-    def __init__(self, iteration: int, failures: Sequence[PromptFailure], ckpt_dir: Path, record: Path) -> None:
+    def __init__(self, iteration: int, failures: Sequence[PromptFailure], ckpt_dir: Path, record: Path, *,
+                 recorded: bool = True) -> None:
+        """``record``: failed_prompts.jsonl; ``recorded``: whether the iteration's failures were written to it (False:
+        writing them failed, and the message names the ranks' warnings instead of a file that lacks them)."""
         from training.engine import latest_tag
 
         tag = latest_tag(ckpt_dir)
         last = "none yet" if tag is None else str(ckpt_dir / tag)
+        where = record if recorded else (f"the ranks' stderr, their 'warning: iteration {iteration}' lines; writing "
+                                         f"{record} failed, its error is printed above")
         super().__init__(
             f"iteration {iteration}: the image of every prompt of the iteration ({len(failures)}) could not be "
-            f"read, so there is nothing to train on; e.g. {failures[0].reason[:400]} (all: {record}). Restore or "
+            f"read, so there is nothing to train on; e.g. {failures[0].reason[:400]} (all: {where}). Restore or "
             f"fix the images (`python -m training.train --check` reads them all), then continue with --resume "
             f"(last checkpoint: {last})")
         self.iteration = iteration

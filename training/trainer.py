@@ -176,7 +176,8 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
         unlogged = attempt(rank, "writing failed_prompts.jsonl", log.write_failed_prompts, it + 1, failures)[1]
         if len(failures) == cfg.prompts_per_iteration:  # nothing to learn from on any rank: stop on every rank
-            raise closed_before_stop(close, PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path))
+            raise closed_before_stop(close, PromptImagesFailed(it + 1, failures, ckpt_dir, log.failed_prompts_path,
+                                                               recorded=unlogged is None))
         assert conds is not None  # else stop_on raised above
         with Tried(rank, world, "sampling the iteration's rollouts",  # agreed at step 4; under ZeRO-3 alone at
                    exit_alone=close if engine.zero_optimization_stage() == 3 else None) as tried:  # once: its forwards
