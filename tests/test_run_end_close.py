@@ -120,9 +120,14 @@ def test_a_finished_runs_logs_that_cannot_close_stop_it_after_the_agreement(tmp_
         calls: list[str] = []
         opened = Opened(log=Closing(calls, "log", OSError("wandb finish: connection refused")),  # type: ignore[arg-type]
                         rewards=Closing(calls, "rewards"))  # type: ignore[arg-type]
-        with pytest.raises(RankFailed, match="closing the run's logs failed on rank 0"):
-            finish(TrainConfig(export=export), rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
+        cfg = TrainConfig(export=export, output_dir=str(tmp_path / "run"))
+        with pytest.raises(RankFailed, match="closing the run's logs failed on rank 0") as info:
+            finish(cfg, rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
         assert calls == ["rewards", "log"]
+        # the run had ended (and exported): "continue with --resume" sent the user to resume a finished run
+        exported = f" and the policy was exported to {tmp_path / 'run' / 'final'}" if export == "final" else ""
+        assert str(info.value).endswith(f"training had finished{exported}: nothing is left to resume "
+                                        "(metrics.jsonl has every iteration)")
 
 
 @pytest.mark.parametrize(("raised", "code"), [(None, None), (ValueError("latent shape"), 1),

@@ -213,15 +213,17 @@ def agree(failure: RankFailure | None) -> RankFailure | None:
 
 
 def stop_on(failures: Sequence[RankFailure | None], iteration: int, ckpt_dir: Path,
-            close: Callable[[int], None] | None = None) -> None:
+            close: Callable[[int], None] | None = None, *, todo: str | None = None) -> None:
     """Raise `RankFailed` for the `first_failure` of the ranks' ``failures`` (after ``close``, which closes
     what the run opened: `closed_before_stop`); nothing when no rank failed. Every rank passes the same
-    ``failures``, so all raise. The world it names is torch.distributed's (one process without it)."""
+    ``failures``, so all raise. The world it names is torch.distributed's (one process without it); ``todo``:
+    `RankFailed`'s."""
     if (failure := first_failure(failures)) is None:
         return
     import torch.distributed as dist
 
-    stop = RankFailed(iteration, failure, ckpt_dir, world=dist.get_world_size() if dist.is_initialized() else 1)
+    stop = RankFailed(iteration, failure, ckpt_dir, world=dist.get_world_size() if dist.is_initialized() else 1,
+                      todo=todo)
     raise closed_before_stop(close, stop) if close is not None else stop
 
 
@@ -248,7 +250,10 @@ class RankFailed(RuntimeError):
     docstring). With one rank the message says the run stopped, its traceback printed above (`Tried`, `attempt`):
     "every rank stopped (rank 0's stderr has the traceback)" spoke of ranks a single-GPU run does not have."""
 
-    def __init__(self, iteration: int, failure: RankFailure, ckpt_dir: Path, *, world: int) -> None:
+    def __init__(self, iteration: int, failure: RankFailure, ckpt_dir: Path, *, world: int,
+                 todo: str | None = None) -> None:
+        """``todo``: what the user does next, where it is not "fix the cause, then continue with --resume" (a run
+        that had ended: training/run_end.py ``finish``)."""
         from training.engine import latest_tag
 
         tag = latest_tag(ckpt_dir)
@@ -257,6 +262,6 @@ class RankFailed(RuntimeError):
                    f"every rank stopped (rank {failure.rank}'s stderr has the traceback)")
         super().__init__(
             f"iteration {iteration}: {failure.what} failed on rank {failure.rank} ({failure.error}); {stopped}. "
-            f"Last checkpoint: {last}; fix the cause, then continue with --resume")
+            f"Last checkpoint: {last}; {todo or 'fix the cause, then continue with --resume'}")
         self.iteration = iteration
         self.failure = failure

@@ -22,6 +22,8 @@ last iteration the agreement that every rank's logs were written, the clean shut
   the agreement, so a long export times out no rank. With an export, rank 0's logs close after it, with its
   exit code (an ExportError's 1: the W&B run had finished "Finished" before an export that then failed); a
   log that cannot close then stops rank 0 alone, the other ranks finished (no collective is left to agree in).
+  A log that cannot close stops the run with the training finished (and exported): its message says so, where it
+  said to continue with --resume, with nothing left to train.
 """
 
 from __future__ import annotations
@@ -106,17 +108,29 @@ def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | No
     stop_on([agree(unlogged or unclosed)], done, ckpt_dir, opened.close)  # the agreement waits for every rank
     # rank 0's logs close after its export, outside any agreement (the W&B run ends with the export's exit code)
     exports = cfg.export == "final" and rank == 0
+    out_dir = Path(cfg.output_dir)
     unclosed = None if exports else attempt(rank, "closing the run's logs", opened.close, 0)[1]  # W&B's finish
-    stop_on([agree(unclosed)], done, ckpt_dir)
+    # the training had ended: "continue with --resume" sent the user to resume a finished run
+    left = (" (the final export did not run)", f"; export the policy with `python -m training.export --run {out_dir}`") \
+        if cfg.export == "final" else ("", "")
+    stop_on([agree(unclosed)], done, ckpt_dir, todo=_ended(*left))
     deepspeed.comm.destroy_process_group()  # after the engine, destroyed by close (`Opened`)
     if not exports:
         return
-    out_dir = Path(cfg.output_dir)
     try:
-        print(f"policy exported to {export_policy(cfg, out_dir / 'final', checkpoint_dir=ckpt_dir)}", flush=True)
+        exported = export_policy(cfg, out_dir / "final", checkpoint_dir=ckpt_dir)
     except Exception as exc:
         raise closed_before_stop(opened.close, ExportError(
             f"training finished and its checkpoints are in {ckpt_dir}, but exporting the policy failed "
             f"({type(exc).__name__}: {exc}); retry with `python -m training.export --run {out_dir}`")) from exc
+    print(f"policy exported to {exported}", flush=True)
     # rank 0 alone, the process group gone: its own stop, agreed with no rank (the others have finished)
-    stop_on([attempt(rank, "closing the run's logs", opened.close, 0)[1]], done, ckpt_dir)
+    stop_on([attempt(rank, "closing the run's logs", opened.close, 0)[1]], done, ckpt_dir,
+            todo=_ended(f" and the policy was exported to {exported}"))
+
+
+def _ended(done: str, then: str = "") -> str:
+    """`training.rank_failures.RankFailed`'s next step for a stop after the last iteration, when only the logs'
+    closing (or the export) was left: ``done`` after "training had finished", ``then`` what is left to run."""
+    return (f"training had finished{done}: nothing is left to resume (metrics.jsonl has every iteration)"
+            f"{then}")
