@@ -100,7 +100,8 @@ def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path
     unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
     with pytest.raises(RankFailed, match="writing the iteration's logs failed on rank 0"):
         finish(TrainConfig(), rank=0, done=3, unlogged=unlogged, opened=opened, ckpt_dir=tmp_path)
-    assert calls == ["rewards", "stops", "log"] and exit_codes == [1]  # the logs last, with the stop's exit code
+    # the logs last, with the stop's exit code, and the signal handlers with them (a SIGTERM in W&B's finish: a flag)
+    assert calls == ["rewards", "log", "stops"] and exit_codes == [1]
 
 
 def test_a_finished_runs_logs_that_cannot_close_stop_it_after_the_agreement(tmp_path, monkeypatch):
@@ -297,3 +298,52 @@ def test_a_final_export_that_fails_ends_the_wandb_run_failed(tmp_path, monkeypat
         finish(cfg, rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path / "checkpoints")
     assert [c for c in calls if c[0] in ("destroyed", "export", "finish")] == [
         ("destroyed",), ("export",), ("finish",) if exported else ("finish", 1)]
+
+
+@pytest.mark.parametrize("when", ["during", "before"])
+def test_a_stop_signal_during_the_final_export_ends_it_as_a_stop(tmp_path, monkeypatch, when):
+    """``close_but_logs`` put back the signal handlers before rank 0 exported alone, so a scheduler's SIGTERM during a
+    long export took the default action: the process died, the W&B run left open (shown crashed), the export's work
+    folder beside ``final``. The handlers stay until the export ends: a stop signal (one that came after the last
+    iteration's agreement too) ends the export as a TrainingStopped (exit 128 + 15) and the W&B run with its code."""
+    import os
+    import signal
+
+    import deepspeed.comm
+
+    import training.run_end
+    from training.config import TrainConfig
+    from training.preemption import StopRequest, TrainingStopped
+    from training.run_end import finish
+    from training.train import exit_status
+
+    def killed(signum, frame):  # noqa: ANN001, ANN202  # the default action (kills pytest): the test fails instead
+        raise AssertionError("the stop signal took its default action: rank 0 killed mid-export")
+
+    calls = _fake_wandb(monkeypatch)
+
+    def export(cfg, out, *, checkpoint_dir):  # noqa: ANN001, ANN202
+        calls.append(("export",))
+        os.kill(os.getpid(), signal.SIGTERM)  # handled before kill returns (the main thread)
+        calls.append(("exported",))
+        return out
+
+    monkeypatch.setattr(training.run_end, "export_policy", export)
+    monkeypatch.setattr(deepspeed.comm, "destroy_process_group", lambda: None)  # none here
+    previous = signal.signal(signal.SIGTERM, killed)
+    try:
+        cfg = TrainConfig(output_dir=str(tmp_path), export="final")
+        with pytest.raises(TrainingStopped) as info, Opened() as opened:
+            opened.log = _wandb_log(tmp_path)
+            opened.stops = StopRequest().install()
+            if when == "before":  # after the loop's last agreement, before the export: no export begins
+                os.kill(os.getpid(), signal.SIGTERM)
+            finish(cfg, rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path / "checkpoints")
+        assert signal.getsignal(signal.SIGTERM) is killed  # put back once the run closed
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exit_status(info.value) == (128 + signal.SIGTERM, True)
+    assert "stopped by SIGTERM after iteration 3" in str(info.value)
+    assert f"python -m training.export --run {tmp_path}" in str(info.value)
+    assert [c for c in calls if c[0] in ("export", "exported", "finish")] == [
+        *([("export",)] if when == "during" else []), ("finish", 128 + signal.SIGTERM)]

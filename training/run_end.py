@@ -23,12 +23,16 @@ last iteration the agreement that every rank's logs were written, the clean shut
   exit code (an ExportError's 1: the W&B run had finished "Finished" before an export that then failed); a
   log that cannot close then stops rank 0 alone, the other ranks finished (no collective is left to agree in).
   A log that cannot close stops the run with the training finished (and exported): its message says so, where it
-  said to continue with --resume, with nothing left to train.
+  said to continue with --resume, with nothing left to train. The signal handlers (``on_signal: checkpoint``) stay
+  until the export has ended: a stop signal then, or one that came after the loop's last agreement, ends the
+  export as `training.preemption.TrainingStopped` (exit 128 + the signal, the W&B run's code too; the export's work
+  folder removed), where the default action had killed rank 0 mid-export with its W&B run left open.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -37,9 +41,10 @@ from typing import Any
 
 from training.closing import close_each
 from training.config import TrainConfig
+from training.engine import iteration_tag
 from training.export import ExportError, export_policy
 from training.metrics_log import MetricsLog
-from training.preemption import StopRequest
+from training.preemption import StopRequest, StopSignal, TrainingStopped
 from training.rank_failures import RankFailure, agree, attempt, closed_before_stop, stop_on
 from training.reward_runner import RewardRunner
 
@@ -71,14 +76,16 @@ class Opened:
         self.log = self.rewards = self.video_writer = self.bar = self.stops = self.engine = None
         close_each(closes)
 
-    def close_but_logs(self) -> None:
+    def close_but_logs_and_stops(self) -> None:
         """`close` all but the logs, which stay open for a later `close` to end the W&B run with the exit code the
-        ranks agree on (`finish`)."""
-        log, self.log = self.log, None
+        ranks agree on (`finish`), and the signal handlers, which stay until rank 0's export has ended: put back
+        before it, a scheduler's SIGTERM during the export took the default action and killed rank 0, its W&B run
+        left open (shown crashed)."""
+        log, stops, self.log, self.stops = self.log, self.stops, None, None
         try:
             self.close()
         finally:
-            self.log = log
+            self.log, self.stops = log, stops
 
     def __enter__(self) -> Opened:
         return self
@@ -104,7 +111,7 @@ def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | No
 
     # the logs last, after the agreement: a failure on any rank (rank 1's reward runner, rank 0's unwritten logs)
     # ends rank 0's W&B run failed with the stop's exit code, where it had finished as a success before it
-    unclosed = attempt(rank, "closing what the run opened", opened.close_but_logs)[1]
+    unclosed = attempt(rank, "closing what the run opened", opened.close_but_logs_and_stops)[1]
     stop_on([agree(unlogged or unclosed)], done, ckpt_dir, opened.close)  # the agreement waits for every rank
     # rank 0's logs close after its export, outside any agreement (the W&B run ends with the export's exit code)
     exports = cfg.export == "final" and rank == 0
@@ -117,8 +124,12 @@ def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | No
     deepspeed.comm.destroy_process_group()  # after the engine, destroyed by close (`Opened`)
     if not exports:
         return
-    try:
-        exported = export_policy(cfg, out_dir / "final", checkpoint_dir=ckpt_dir)
+    try:  # a stop signal (on_signal: checkpoint) ends it, also one that came after the loop's last agreement
+        with opened.stops.interrupting() if opened.stops is not None else nullcontext():
+            exported = export_policy(cfg, out_dir / "final", checkpoint_dir=ckpt_dir)
+    except StopSignal as stop:  # the export's work folder removed (training/export_folder.py); exit 128 + signal
+        raise closed_before_stop(opened.close, TrainingStopped(
+            done, stop.signum, str(ckpt_dir / iteration_tag(done)), last=True, export_to=out_dir / "final")) from None
     except Exception as exc:
         raise closed_before_stop(opened.close, ExportError(
             f"training finished and its checkpoints are in {ckpt_dir}, but exporting the policy failed "
