@@ -13,7 +13,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   (pydantic's "Input should be 'text' or 'json_object'" at `response_format.type`), LM Studio's "'response_format.type'
   must be 'json_schema' or 'text'" (no json_object), older llama.cpp's "response_format type must be one of ...".
   Fix: another structured method; for a schema the backend cannot compile, json_mode (vLLM compiles function_calling's
-  forced tool call with the same backend: its xgrammar rejection of one is "structured" too).
+  forced tool call with the same backend: its xgrammar rejection of one is "structured" too; of a tool round's
+  tools, "tools").
 - "tools": tool calls the server does not serve: vLLM's "\"auto\" tool choice requires --enable-auto-tool-choice
   and --tool-call-parser to be set", llama.cpp's "tools param requires --jinja flag", Ollama's "... does not support
   tools", OpenAI's "'tools' is not supported with this model", DeepInfra's "Tool calling is not supported for model",
@@ -153,7 +154,8 @@ _SCHEMA_COMPILER = re.compile(r"not supported by xgrammar")
 """vLLM's xgrammar backend refusing the stage schema ("The provided JSON schema contains features not supported by
 xgrammar.", vllm-project/vllm vllm/v1/structured_output/backend_xgrammar.py, and its tool parsers' structural tags
 for a tool's parameters): a json_schema `response_format` and a forced tool call's arguments (function_calling) are
-compiled alike, so only json_mode, which sends no schema, avoids it."""
+compiled alike, so only json_mode, which sends no schema, avoids it; a tool round's tools (not forced) are no
+structured method's: "tools", whose way out is inspecting without them (`INSPECT_PLAN`)."""
 _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 """The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
 
@@ -203,6 +205,9 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if part == "tools" and isinstance(sent.get("tool_choice"), dict):  # a forced call: function_calling output
         return (f"the server does not serve tool calls for this model: set {names.method}=json_schema or json_mode "
                 f"(structured output without a tool call), or {SERVE_TOOLS}")
+    if part == "tools" and _SCHEMA_COMPILER.search(str(exc).lower()):
+        return ("the server's guided decoding cannot compile the tools' parameter schema of a tool round" +
+                (f": {names.no_tools}" if names.no_tools else ""))
     if part == "tools":
         return f"the server does not serve tool calls for this model: {SERVE_TOOLS}" + \
             (f", or {names.no_tools}" if names.no_tools else "")
@@ -241,8 +246,9 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     structured = isinstance(sent.get("response_format"), dict)
     if (structured or sent.get("tools")) and _NO_GUIDED.search(text):
         return "guided", sent
-    if sent.get("tools") and _TOOLS.search(text):
-        return "tools", sent
+    if sent.get("tools") and (_TOOLS.search(text) or
+                              (not isinstance(sent.get("tool_choice"), dict) and _SCHEMA_COMPILER.search(text))):
+        return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
     if (structured and _STRUCTURED.search(text)) or \
             (isinstance(sent.get("tool_choice"), dict) and _SCHEMA_COMPILER.search(text)):
         return "structured", sent

@@ -77,3 +77,13 @@ def test_a_schema_vllm_s_xgrammar_cannot_compile_names_json_mode(method: str) ->
         fault = _fault(stub, method, tool_round=False)
     _settings(fault, stub, "RAA_STRUCTURED_METHOD=json_mode")
     assert "function_calling" not in fault.message and "RAA_STRUCTURED_METHOD=json_schema" not in fault.message
+
+
+def test_a_tool_round_s_schema_vllm_s_xgrammar_cannot_compile_names_the_inspect_mode() -> None:
+    """vLLM compiles a tool round's tool parameters (its tool parsers' structural tags) with xgrammar too: its
+    rejection was "refused" for every clip, though no structured method is sent there; inspecting with one plan
+    sends no tools."""
+    with OpenAIStub([StubReply(status=400, content=XGRAMMAR), good("json_schema")]) as stub:
+        fault = _fault(stub, "json_schema", tool_round=True)
+    _settings(fault, stub, "RAA_INSPECT_MODE=plan")
+    assert "RAA_STRUCTURED_METHOD" not in fault.message and "--enable-auto-tool-choice" not in fault.message
