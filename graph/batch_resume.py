@@ -296,8 +296,11 @@ def updated_lines(removed: dict[str, int], out: Path) -> list[str]:
 
 
 def removed_lines(removed: dict[str, int], out: Path) -> list[str]:
-    """What `--retry-ineligible` says of the rows `drop_rows` removed to score again."""
-    lines = [f"{removed['retry']} ineligible row(s) removed from {out} to score again"]
+    """What `--retry-ineligible` says of the rows `drop_rows` removed to score again: each kind removed, or "0
+    ineligible row(s) removed" when none was (only changed clips' zero rows removed also read "0 ineligible")."""
+    lines = []
+    if (n := removed["retry"]) or not removed["changed"]:
+        lines.append(f"{n} ineligible row(s) removed from {out} to score again")
     if n := removed["changed"]:
         lines.append(f"{n} zero row(s) whose clip changed since the quality check zeroed it removed from {out} "
                      "to score again")
