@@ -216,7 +216,8 @@ def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], pr
     instruction it would write again from that line's row ("copied": no run of their own; module docstring): told, a
     batch whose endpoint was down no longer reads as complete. And how many rows the flag leaves though a setting
     would admit their clips ("too_large": over the decode limit, `over_decode_limit`), which only deleting them
-    scores again."""
+    scores again; the copies of those rows are not counted (`fixable_lines` names the rows without "repeat_of": a
+    copy goes with its first line's row, `stale_repeats`)."""
     goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer)
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     sources = {it["key"] for it in items if it["error"] is None} - repeats  # once: per row, quadratic in the batch
@@ -283,7 +284,8 @@ def fixable_lines(fixable: dict[str, int], out: Path, rerun: str | None = None,
     if n := fixable.get("too_large", 0):
         lines.append(f"{n} row(s) already in {out} ineligible for a clip over the decode limit its reason names: final "
                      f"while the clip is unchanged (--retry-ineligible leaves {_them(n)}); after raising the limit, "
-                     f"delete {_them(n)} (the {'row' if n == 1 else 'rows'} whose reason reads VideoTooLargeError) "
+                     f"delete {_them(n)} (the {'row' if n == 1 else 'rows'} whose reason reads VideoTooLargeError and "
+                     f"that {'has' if n == 1 else 'have'} no \"repeat_of\"; the copies that have one follow) "
                      f"and run again to score {'its clip' if n == 1 else 'their clips'}"
                      + (f": {rerun}" if rerun is not None else ""))
     return lines

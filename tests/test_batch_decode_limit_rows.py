@@ -83,8 +83,37 @@ def test_the_decode_limit_hint_agrees_with_its_count(tmp_path):
     out = tmp_path / "out.jsonl"
     one, = fixable_lines({"too_large": 1}, out, "raa score-batch m.jsonl")
     assert "(--retry-ineligible leaves it); after raising the limit, delete it (the row whose reason reads " \
-           "VideoTooLargeError) and run again to score its clip: raa score-batch m.jsonl" in one, one
+           'VideoTooLargeError and that has no "repeat_of"; the copies that have one follow) and run again to score ' \
+           "its clip: raa score-batch m.jsonl" in one, one
     assert "them" not in one and "rows" not in one, one
     two, = fixable_lines({"too_large": 2}, out)
     assert "(--retry-ineligible leaves them); after raising the limit, delete them (the rows whose reason reads " \
-           "VideoTooLargeError) and run again to score their clips" in two, two
+           'VideoTooLargeError and that have no "repeat_of"; the copies that have one follow) and run again to ' \
+           "score their clips" in two, two
+
+
+def test_the_decode_limit_hint_names_the_rows_it_counts(monkeypatch, tmp_path):
+    """The count leaves out the copy on a line repeating an earlier line's clip and instruction ("repeat_of"), but
+    "delete it (the row whose reason reads VideoTooLargeError)" named the copy too: 1 row counted, 2 such rows in the
+    file. The hint now names only the rows it counts, and deleting them is enough: the copy follows its first row."""
+    import tools.video_limits
+
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    manifest.write_text("".join(json.dumps({"path": "c0.mp4", "instruction": "push", "id": i}) + "\n" for i in "ab"))
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    monkeypatch.setattr(tools.video_limits, "DECODE_LIMIT_BYTES", 100)
+    res = runner.invoke(app, args)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert res.exit_code == 0 and [r.get("repeat_of") is not None for r in rows] == [False, True], res.output
+    assert all("VideoTooLargeError" in r["result"]["reasons"][0] for r in rows), rows
+    text = " ".join(res.output.split())
+    assert (f"1 row(s) already in {out} ineligible for a clip over the decode limit" in text
+            and 'delete it (the row whose reason reads VideoTooLargeError and that has no "repeat_of"' in text), text
+    monkeypatch.undo()  # the limit raised
+    _scripted(monkeypatch, tmp_path)
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows if "repeat_of" in r))  # the hint's row deleted
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert [r["result"]["status"] for r in map(json.loads, out.read_text().splitlines())] == ["scored"] * 2
