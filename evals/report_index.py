@@ -48,7 +48,7 @@ import json
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evals.eval_views import plural
 from evals.report_html import badge, esc, page, section, table
@@ -142,8 +142,17 @@ def input_errors() -> tuple[type[Exception], ...]:
     return FileNotFoundError, TableRowError, SummaryError, ManifestError, StoreError
 
 
-def read_scope(summary: Path) -> tuple[set[str], set[str]] | None:
-    """(clip paths, presets) of the last `raa eval reward` run from its summary.json; None when the file is
+class Scope(NamedTuple):
+    """The last `raa eval reward` run as its summary.json names it: its clip paths and presets, and the whole
+    summary (its manifest names the command that finishes the table's rows)."""
+
+    paths: set[str]
+    presets: set[str]
+    summary: dict[str, Any]
+
+
+def read_scope(summary: Path) -> Scope | None:
+    """The `Scope` of the last `raa eval reward` run from its summary.json, read once; None when the file is
     absent or names no clips (older runs). Raises `SummaryError` naming the file when it is unreadable."""
     if not summary.is_file():
         return None
@@ -162,7 +171,7 @@ def read_scope(summary: Path) -> tuple[set[str], set[str]] | None:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise SummaryError(f"{summary}: field {name!r} must be a list of strings, got {value!r:.80}")
         fields[name] = set(value)
-    return fields["paths"], fields["presets"]
+    return Scope(fields["paths"], fields["presets"], scope)
 
 
 def empty_note(results: Path, summary: Path | None, *, known: bool = False) -> str:
@@ -216,7 +225,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     lines, skipped = results_lines(results)
     rows = [row for _, row in lines.values()]
     scope = read_scope(out / "summary.json")
-    last = json.loads((out / "summary.json").read_text(encoding="utf-8")) if scope else None
+    last = scope.summary if scope is not None else None
     run_line = shown_run(last)
     rerun = finish_command(last["manifest"], out, last.get("presets")) \
         if last is not None and isinstance(last.get("manifest"), str) else None  # the table's run, to fill its rows
@@ -225,7 +234,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if warning and on_unfinished is not None:
         on_unfinished(warning)
     if scope is not None:  # the last run's table
-        paths, chosen = scope
+        paths, chosen = scope.paths, scope.presets
         rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
     unknown = [r for r in rows if r["preset"] not in DISPLAY_NAMES]  # no column of the table: not shown
     rows = [r for r in rows if r["preset"] in DISPLAY_NAMES]

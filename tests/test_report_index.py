@@ -83,3 +83,15 @@ def test_a_judge_verdict_that_is_no_boolean_is_named_not_ticked(reasonable, show
 
     cell = _cell({"reward": 0.5, "status": "rewarded", "judge": {"status": "judged", "reasonable": reasonable}}, None)
     assert shown in cell and ({"✓", "✗"} - {shown}).isdisjoint(cell)
+
+
+def test_the_scope_carries_the_summary_it_was_read_from(tmp_path):
+    """summary.json was read twice, once for the scope and again for the run's manifest (the rerun command): a run
+    finishing in between gave the page one run's clips and another's command. The scope now carries the summary."""
+    from evals.report_index import read_scope
+
+    summary = tmp_path / "summary.json"
+    written = {"manifest": "m.jsonl", "presets": ["full"], "paths": ["a.mp4"], "clips": 1}
+    summary.write_text(json.dumps(written))
+    scope = read_scope(summary)
+    assert scope is not None and scope.paths == {"a.mp4"} and scope.presets == {"full"} and scope.summary == written
