@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from policy.diffusers_model import enable_gradient_checkpointing
 from policy.rollout import RolloutConfig, rollout, step_log_prob
 from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
@@ -19,7 +20,7 @@ CFG = RolloutConfig(num_steps=4, sde_window=(0, 2), guidance_scale=2.0)
 def _model(backend: str, finetune: str, checkpointing: bool) -> FlowWorldModel:
     m = FlowWorldModel.tiny_cosmos() if backend == "cosmos" else FlowWorldModel.tiny_wan()
     if checkpointing:  # as the trainer does: before LoRA wraps the transformer
-        m.transformer.enable_gradient_checkpointing()
+        enable_gradient_checkpointing(m.transformer)
     if finetune == "lora":
         add_lora(m, TrainConfig(tiny=True, backend=backend, lora_rank=4))
         for name, p in m.transformer.named_parameters():  # peft starts B at 0: make the adapters matter

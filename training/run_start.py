@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from policy.diffusers_model import enable_gradient_checkpointing
 from policy.steps import likelihood_steps
 from training import engine as ds_engine
 from training.collectives import as_rank0_sees
@@ -138,7 +139,7 @@ def build_engine(run: RunStart, opened: Opened) -> tuple[Any, Any]:
         raise ConfigError(f"{exc} (the {cfg.backend} model's VAE and transformer; set num_frames / height / "
                           "width)") from None
     if cfg.gradient_checkpointing:  # before LoRA wraps the transformer; only forwards under grad recompute
-        world_model.transformer.enable_gradient_checkpointing()
+        enable_gradient_checkpointing(world_model.transformer)
     reference = None
     if cfg.finetune == "lora":
         ds_engine.add_lora(world_model, cfg)
