@@ -48,7 +48,7 @@ def model_dtype(model: torch.nn.Module) -> torch.dtype:
 def fp32_modules(model: torch.nn.Module) -> list[str]:
     """The module names diffusers' ``from_pretrained(torch_dtype=...)`` keeps in float32 for ``model``'s class
     (``_keep_in_fp32_modules``; none for most)."""
-    from diffusers import ModelMixin
+    from diffusers.models.modeling_utils import ModelMixin  # diffusers.ModelMixin: a dummy class to mypy
 
     if not isinstance(model, ModelMixin):
         raise TypeError(f"{type(model).__name__} is not a diffusers model")
@@ -58,7 +58,7 @@ def fp32_modules(model: torch.nn.Module) -> list[str]:
 def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
     """Turn on diffusers' gradient checkpointing of ``model`` (``ModelMixin.enable_gradient_checkpointing``:
     its blocks' activations recomputed in the backward; ``TrainConfig.gradient_checkpointing``)."""
-    from diffusers import ModelMixin
+    from diffusers.models.modeling_utils import ModelMixin  # diffusers.ModelMixin: a dummy class to mypy
 
     if not isinstance(model, ModelMixin):
         raise TypeError(f"{type(model).__name__} is not a diffusers model")
@@ -68,7 +68,7 @@ def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
 def save_pretrained(model: torch.nn.Module, folder: str) -> None:
     """Write ``model`` to ``folder`` with its own ``save_pretrained``: diffusers' (the whole model) or, for peft's
     LoRA wrapper, peft's (the adapter alone)."""
-    from diffusers import ModelMixin
+    from diffusers.models.modeling_utils import ModelMixin  # diffusers.ModelMixin: a dummy class to mypy
     from peft import PeftModel
 
     if not isinstance(model, ModelMixin | PeftModel):
