@@ -154,8 +154,8 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
                         world=world, layout=run.layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
                         close=close, unlogged=unlogged)  # and rank 0's unwritten logs, before the save
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
-    # rank 0's logs of an iteration could not be written: agreed at the next iteration's first gather or after the
-    unlogged: RankFailure | None = None  # loop, no collective of its own (training/rank_failures.py)
+    # rank 0's logs of an iteration could not be written: agreed before its checkpoint (training/checkpointing.py),
+    unlogged: RankFailure | None = None  # at the next iteration's first gather or after the loop (rank_failures.py)
     done = start  # the last iteration trained
     for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
