@@ -3,18 +3,21 @@ gives each field its own packet and the decoder one frame for the two. The reade
 Since the count check (tools.video_decode.CountCheck) every read fails: the second field's packet gives no frame of
 its own, so the check takes it for a frame the decoder dropped (FrameDropped: "dropped the frame of packet 1"), where
 before frame 0..19 read as they should. The scan counts packets as frames (40 for 20), a clip twice its length whose
-frames past the middle could never be read. Not fixed (TODO): the scan and the count check must know a field pair
-is one frame (field_pic_flag in the slice header, read with the SPS)."""
+frames past the middle could never be read. The scan now finds each pair's second field (field_pic_flag and frame_num
+in the slice header, read with the SPS: tools.video_slices.FieldPairs), counts the pair as one frame, and the count
+check does not wait on the second field's packet."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import av
+import numpy as np
 import pytest
 
 from tests.h264_fields import field_coded
 from tools.video import VideoReader, probe
+from tools.video_slices import FieldPairs
 
 N = 20
 
@@ -43,6 +46,31 @@ def test_frames_of_a_field_coded_stream_read_as_themselves(tmp_path: Path) -> No
     assert [round(float(g)) for g in got] == [round(float(want[i])) for i in (0, 5, N - 1)]
 
 
-@pytest.mark.xfail(strict=True, reason="the scan counts a field pair's two packets as two frames; not fixed")
 def test_a_field_coded_stream_counts_its_frames(tmp_path: Path) -> None:
     assert probe(_clip(tmp_path)).frames == N
+
+
+def test_an_mbaff_stream_is_not_taken_for_fields(tmp_path: Path) -> None:
+    # libx264's interlacing: an SPS that allows fields (frame_mbs_only_flag 0, High profile) but frame pictures, one
+    # packet each: every packet is a frame
+    path = tmp_path / "mbaff.h264"
+    with av.open(str(path), "w", format="h264") as c:
+        s = c.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"x264-params": "interlaced=1"}
+        for i in range(6):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), 30 * i, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    assert probe(path).frames == 6
+    got = VideoReader(path).read([0, 5]).mean(axis=(1, 2, 3))
+    assert [round(float(g) / 30) for g in got] == [0, 5]
+
+
+def test_second_fields_of_length_prefixed_packets() -> None:
+    # as MP4 / Matroska carry H.264: the SPS in the avcC record, each packet's NAL units length-prefixed
+    sps, pps, *fields = field_coded(3).split(b"\x00\x00\x00\x01")[1:]
+    avcc = bytes([1, 77, 0, 30, 0xFF, 0xE1]) + len(sps).to_bytes(2, "big") + sps + b"\x01" + \
+        len(pps).to_bytes(2, "big") + pps
+    pairs = FieldPairs(avcc)
+    assert [pairs.second(av.Packet(len(f).to_bytes(4, "big") + f)) for f in fields] == [False, True] * 3

@@ -35,7 +35,14 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     wrapped,
 )
 from tools.video_open import av_open
-from tools.video_slices import HEVC_LEADING, HEVC_RADL, frame_threads, slices_per_frame, vcl_nal_types
+from tools.video_slices import (
+    HEVC_LEADING,
+    HEVC_RADL,
+    FieldPairs,
+    frame_threads,
+    slices_per_frame,
+    vcl_nal_types,
+)
 
 Source = str | Path | bytes
 
@@ -89,6 +96,9 @@ class FrameIndex:
     so a decode from the start trusts none of them before a keyframe (or an intra frame) comes out. In presentation
     order; without usable timestamps (``pts`` None) the frames before the keyframe in decode order and the HEVC
     leading pictures after it: at least this many, where the reader's count of the decoder's output finds the rest."""
+    fields: tuple[int, ...] = ()
+    """The packets (decode order, from 0) that code the second field of an H.264 field pair: the decoder gives one
+    frame for the pair, on the first field's packet, and none of their own; they are no frames."""
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -232,6 +242,7 @@ def scan(container: av.container.InputContainer, name: str,
     # them it alone references: radl); counting them
     first_key_pts = None  # of the first keyframe in decode order, one an edit list drops (discard) included
     codec = stream.codec_context.name
+    pairs, fields = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None, []  # second fields
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         for packet in demux(container, stream):
@@ -246,6 +257,9 @@ def scan(container: av.container.InputContainer, name: str,
             if packet.is_keyframe and first_key_pts is None:
                 first_key_pts = packet.pts
             if packet.is_discard:
+                continue
+            if pairs is not None and pairs.second(packet):
+                fields.append(packets - 1)
                 continue
             pts.append(packet.pts)
             if types is not None and (not types or types[-1] not in (None, B_PICTURE)):  # until a B picture (or none found)
@@ -320,7 +334,8 @@ def scan(container: av.container.InputContainer, name: str,
     # them dropped); after dropped frames a count cannot place them, and both leads keep them (the reader falls back
     # from the timestamps' to the count with the same lead: `VideoReader._convert`)
     whole = radl if key_at == 0 and leading == radl else 0
-    unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading - whole)
+    unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading - whole,
+                           fields=tuple(fields))
     index = unordered
     if usable:
         ordered = sorted(known)
@@ -330,7 +345,7 @@ def scan(container: av.container.InputContainer, name: str,
         # whole); no keyframe: every frame
         lead = max(0, bisect.bisect_left(ordered, first_key_pts) - whole) if first_key_pts is not None else \
             keys[0] if keys else frames
-        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead)
+        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead, tuple(fields))
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
                 types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with

@@ -22,6 +22,10 @@ not H.264 / HEVC), the codec rule above applies with one slice assumed for H.264
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import av
+
 THREADED_DECODE_PIXELS = 640 * 360
 """Frames smaller than this decode with slice threads only (FFmpeg's frame threads cost ~3x the CPU)."""
 SLICE_THREADED_CODECS = frozenset({"h264", "hevc"})
@@ -52,12 +56,8 @@ def _nal_units(data: bytes, length_size: int | None) -> list[bytes]:
     return [data[s:e].rstrip(b"\x00") for s, e in zip(starts, ends, strict=True)]
 
 
-def vcl_nal_types(data: bytes, codec: str, extradata: bytes | None) -> list[int] | None:
-    """The NAL unit types of the slices (VCL NAL units) of one H.264 / HEVC access unit `data`, in order; None for
-    another codec or a packet that does not parse. `extradata` (the stream's avcC / hvcC record, or nothing for
-    Annex B streams) gives the NAL length size."""
-    if codec not in SLICE_THREADED_CODECS or not data:
-        return None
+def _units(data: bytes, codec: str, extradata: bytes | None) -> list[bytes] | None:
+    """The non-empty NAL units of `data`, length-prefixed as the avcC / hvcC record `extradata` says or Annex B."""
     extra = extradata or b""
     length_size = None
     if extra[:1] == b"\x01":  # avcC / hvcC: length-prefixed NAL units
@@ -65,7 +65,18 @@ def vcl_nal_types(data: bytes, codec: str, extradata: bytes | None) -> list[int]
         if len(extra) <= at:
             return None
         length_size = (extra[at] & 3) + 1
-    units = [u for u in _nal_units(data, length_size) if u]
+    return [u for u in _nal_units(data, length_size) if u]
+
+
+def vcl_nal_types(data: bytes, codec: str, extradata: bytes | None) -> list[int] | None:
+    """The NAL unit types of the slices (VCL NAL units) of one H.264 / HEVC access unit `data`, in order; None for
+    another codec or a packet that does not parse. `extradata` (the stream's avcC / hvcC record, or nothing for
+    Annex B streams) gives the NAL length size."""
+    if codec not in SLICE_THREADED_CODECS or not data:
+        return None
+    units = _units(data, codec, extradata)
+    if units is None:
+        return None
     if codec == "h264":
         return [t for t in (u[0] & 0x1F for u in units) if 1 <= t <= 5]
     return [t for t in ((u[0] >> 1) & 0x3F for u in units) if t < 32]
@@ -93,3 +104,144 @@ def frame_threads(codec: str, width: int, height: int, slices: int | None) -> bo
     if width * height < THREADED_DECODE_PIXELS:
         return False
     return codec not in SLICE_THREADED_CODECS or (slices or 1) <= 1
+
+
+class _Bits:
+    """An H.264 RBSP read bit by bit (emulation prevention bytes removed); IndexError past its end."""
+
+    def __init__(self, unit: bytes) -> None:
+        rbsp = unit[1:].replace(b"\x00\x00\x03", b"\x00\x00")  # (after the NAL header byte)
+        self._value, self._left = int.from_bytes(rbsp, "big"), 8 * len(rbsp)
+
+    def u(self, n: int) -> int:
+        if n > self._left:
+            raise IndexError("past the end of the NAL unit")
+        self._left -= n
+        return (self._value >> self._left) & ((1 << n) - 1)
+
+    def ue(self) -> int:  # Exp-Golomb
+        zeros = 0
+        while not self.u(1):
+            zeros += 1
+            if zeros > 31:
+                raise IndexError("not Exp-Golomb")
+        return (1 << zeros) - 1 + self.u(zeros)
+
+    def se(self) -> int:
+        v = self.ue()
+        return (v + 1) // 2 if v % 2 else -(v // 2)
+
+
+@dataclass(frozen=True)
+class H264Sps:
+    """What an H.264 slice header's parse needs of its sequence parameter set."""
+
+    log2_max_frame_num: int
+    frame_mbs_only: bool  # False: pictures may be fields (PAFF) or MBAFF frames
+    separate_colour_plane: bool
+
+
+def _sps(unit: bytes) -> H264Sps:
+    b = _Bits(unit)
+    profile = b.u(8)
+    b.u(16), b.ue()  # constraint flags, level, seq_parameter_set_id
+    separate = False
+    if profile in (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135):
+        chroma = b.ue()
+        if chroma == 3:
+            separate = bool(b.u(1))
+        b.ue(), b.ue(), b.u(1)  # bit depths, qpprime_y_zero_transform_bypass
+        if b.u(1):  # seq_scaling_matrix_present
+            for i in range(12 if chroma == 3 else 8):
+                if b.u(1):
+                    last = nxt = 8
+                    for _ in range(16 if i < 6 else 64):
+                        if nxt:
+                            nxt = (last + b.se()) % 256
+                        last = nxt or last
+    log2_max_frame_num = b.ue() + 4
+    poc_type = b.ue()
+    if poc_type == 0:
+        b.ue()
+    elif poc_type == 1:
+        b.u(1), b.se(), b.se()
+        for _ in range(b.ue()):
+            b.se()
+    b.ue(), b.u(1), b.ue(), b.ue()  # max_num_ref_frames, gaps, width and height in macroblocks
+    return H264Sps(log2_max_frame_num, bool(b.u(1)), separate)
+
+
+def h264_sps(data: bytes, extradata: bytes | None) -> H264Sps | None:
+    """The last sequence parameter set in the H.264 packet `data` (`extradata`: the stream's avcC record or nothing),
+    or, where `extradata` is None, in the extradata `data` (avcC: its first); None: none parsed."""
+    if extradata is None and data[:1] == b"\x01":  # an avcC record
+        units = [data[8:8 + int.from_bytes(data[6:8], "big")]] if len(data) > 8 and data[5] & 0x1F else []
+    else:
+        units = _units(data, "h264", extradata) or []
+    for unit in reversed(units):
+        if unit and unit[0] & 0x1F == 7:
+            try:
+                return _sps(unit)
+            except IndexError:
+                return None
+    return None
+
+
+def h264_field(data: bytes, extradata: bytes | None, sps: H264Sps) -> tuple[int, bool] | None:
+    """``(frame_num, bottom_field_flag)`` of the H.264 access unit `data` when its first slice codes a field picture;
+    None for a frame picture or a packet that does not parse."""
+    unit = _first_slice(data, extradata)
+    if unit is None:
+        return None
+    b = _Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
+    try:
+        b.ue(), b.ue(), b.ue()  # first_mb_in_slice, slice_type, pic_parameter_set_id
+        if sps.separate_colour_plane:
+            b.u(2)
+        frame_num = b.u(sps.log2_max_frame_num)
+        if sps.frame_mbs_only or not b.u(1):  # field_pic_flag
+            return None
+        return frame_num, bool(b.u(1))
+    except IndexError:
+        return None
+
+
+def _first_slice(data: bytes, extradata: bytes | None) -> bytes | None:
+    """The first slice NAL unit of the H.264 packet `data` (Annex B: its start only, the packet not split)."""
+    if (extradata or b"")[:1] == b"\x01":
+        return next((u for u in _units(data, "h264", extradata) or [] if 1 <= u[0] & 0x1F <= 5), None)
+    i = data.find(b"\x00\x00\x01")
+    while 0 <= i < len(data) - 3:
+        if 1 <= data[i + 3] & 0x1F <= 5:
+            return data[i + 3:i + 35]
+        i = data.find(b"\x00\x00\x01", i + 3)
+    return None
+
+
+class FieldPairs:
+    """Finds, packet by packet in decode order, the H.264 packets that code the second field of a pair (PAFF: FFmpeg's
+    parser gives each field picture its own packet, its decoder one frame for the two): the field after an unpaired
+    one of the other parity with the same frame_num, as FFmpeg's decoder pairs them. Only where the SPS allows
+    fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's avcC record or, Annex B,
+    in the packets until one is found, then in keyframes."""
+
+    def __init__(self, extradata: bytes | None) -> None:
+        self._extradata = extradata
+        self._sps = h264_sps(extradata, None) if extradata else None
+        self._in_band = not (extradata or b"").startswith(b"\x01")  # Annex B: parameter sets come in the packets
+        self._first: tuple[int, bool] | None = None  # the last picture, while it is a field without its pair
+
+    def second(self, packet: av.Packet) -> bool:
+        """Whether `packet`, the next one, is a second field (it gives no frame of its own)."""
+        data = None
+        if self._in_band and (self._sps is None or packet.is_keyframe):
+            data = bytes(packet)
+            self._sps = h264_sps(data, self._extradata) or self._sps
+        if self._sps is None or self._sps.frame_mbs_only:
+            return False
+        field = h264_field(bytes(packet) if data is None else data, self._extradata, self._sps)
+        first, self._first = self._first, field
+        if field is None or first is None or first[0] != field[0] or first[1] == field[1]:
+            return False
+        self._first = None
+        return True
