@@ -13,7 +13,6 @@ from pathlib import Path
 
 import av
 import numpy as np
-import pytest
 
 from tests.h264_fields import field_coded
 from tools.video import VideoReader, probe
@@ -36,7 +35,6 @@ def test_the_premise_two_packets_one_frame(tmp_path: Path) -> None:
     assert frames[0].interlaced_frame and frames[0].height == 64
 
 
-@pytest.mark.xfail(strict=True, reason="FrameDropped for a field pair's second packet (commit 6c49716); not fixed")
 def test_frames_of_a_field_coded_stream_read_as_themselves(tmp_path: Path) -> None:
     path = _clip(tmp_path)
     with av.open(str(path)) as c:

@@ -123,10 +123,12 @@ class CountCheck:
     (``tag_packet``). A counted frame is handed out (``ready``)
     once every packet fed before it came out has given its frame: the frames shown before it are among those; one
     that never comes out (by the end, or ``DROP_HORIZON`` frames later) is a ``VideoDecodeError`` for the frame.
-    The frames shown before the first keyframe that the decoder may drop (``FrameIndex.lead``) are not waited on."""
+    The frames shown before the first keyframe that the decoder may drop (``FrameIndex.lead``) are not waited on, nor
+    the second field of a field pair (``FrameIndex.fields``), whose frame comes out on the first field's tag."""
 
-    def __init__(self, name: str, total: int, lead: int) -> None:
+    def __init__(self, name: str, total: int, lead: int, fields: tuple[int, ...] = ()) -> None:
         self._name, self._total, self._lead = name, total, lead
+        self._fields, self._second = fields, frozenset(fields)  # (sorted, to count them; to look one up)
         self._start: int | None = None  # the first keyframe's tag, once it came out after a lead
         self._fed = 0  # packets fed whose tags are in `_pending` (or were)
         self._pending: set[int] = set()  # tags fed that have given no frame
@@ -135,7 +137,7 @@ class CountCheck:
 
     def came_out(self, frame: av.VideoFrame, fed: int) -> None:
         """``frame`` came out of the decoder after ``fed`` packets were fed."""
-        self._pending.update(t for t in range(self._fed, fed) if not self._lost(t))
+        self._pending.update(t for t in range(self._fed, fed) if t not in self._second and not self._lost(t))
         self._fed, self._out = fed, self._out + 1
         tag = _frame_tag(frame)  # (None: none is taken off, so what waits fails, never shifts)
         self._pending.discard(tag)
@@ -168,8 +170,9 @@ class CountCheck:
         if self._held:
             raise self._dropped()
 
-    def _lost(self, tag: int) -> bool:
-        return self._start is not None and tag <= self._lead and tag != self._start
+    def _lost(self, tag: int) -> bool:  # (the lead counts frames: a tag's packet is frame tag - second fields before it)
+        return self._start is not None and tag - bisect.bisect_left(self._fields, tag) <= self._lead \
+            and tag != self._start
 
     def _dropped(self) -> FrameDropped:
         index, _, waiting, _ = self._held[0]

@@ -171,7 +171,7 @@ class VideoReader:
                     self._seeks = False
             fill(False)
         except OutOfOrder:
-            self._order = (FrameIndex(None, (), slices=self._order[0].slices, lead=self._order[0].lead), None)
+            self._order = (replace(self._order[0], pts=None, keyframes=(), reorder=None), None)
             fill(False)
 
     def iter_frames(self, limit: int | None = None) -> Iterator[tuple[int, av.VideoFrame]]:
@@ -190,7 +190,7 @@ class VideoReader:
             # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones
             i, lost = 0, index.lead > 0 or stream.codec_context.name == "h264"
             stream.codec_context.flags |= Flags.copy_opaque  # each frame names its packet's tag (`CountCheck`)
-            check = CountCheck(self._name, self.meta.frames, index.lead)  # a frame the decoder drops shifts the count
+            check = CountCheck(self._name, self.meta.frames, index.lead, index.fields)  # a frame the decoder drops shifts the count
             for frame, fed in self._frames_fed(container, stream, tag=True):
                 check.came_out(frame, fed)
                 if lost:
