@@ -110,21 +110,11 @@ from tools.video_scan import (  # noqa: F401  (re-exported: the public video API
     EmptyVideoError,
     FrameIndex,
     FrameIndexError,
-    Probe,
     Source,
     VideoDecodeError,
     VideoError,
     VideoMeta,
     VideoNotFoundError,
-    check_indices,
-    demux,
-    describe,
-    mid_gop_error,
-    open_container,
-    reorder_decoder,
-    scan,
-    video_stream,
-    wrapped,
 )
 from tools.video_write import write_video  # noqa: F401  (re-exported: the public video API)
 
