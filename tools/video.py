@@ -47,7 +47,9 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   all frames, and the reader counts them. A frame the decoder drops later without an error (HEVC, a corrupt slice
   header) would shift that count: each packet is tagged, a counted frame is handed out once every packet fed before
   it came out has given its frame, and one that gives none is a ``VideoDecodeError`` for the frames from there on
-  (``tools.video_decode.CountCheck``). Any decoder or demuxer error is a ``VideoDecodeError``; there is no
+  (``tools.video_decode.CountCheck``). An H.264 frame coded as two field pictures (PAFF) is two packets and one
+  frame: the scan counts the pair once and the check does not wait on its second field (``FrameIndex.fields``,
+  ``tools.video_slices.FieldPairs``). Any decoder or demuxer error is a ``VideoDecodeError``; there is no
   silent partial decode.
 - ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several
   threads), except that the first one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe
