@@ -43,8 +43,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
@@ -78,15 +76,6 @@ class TrainingStopped(RuntimeError):
         self.signum = signum
 
 
-class StopSignal(BaseException):
-    """A stop signal inside `StopRequest.interrupting`: a BaseException, as KeyboardInterrupt, so that no ``except
-    Exception`` of the work it ends (the final export's) takes it for that work's failure."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 class StopRequest:
     """SIGTERM / SIGUSR1 -> a flag the ranks agree on; `install` only in the main thread."""
 
@@ -94,7 +83,6 @@ class StopRequest:
         self.signum = 0
         """The signal received on this rank (0: none)."""
         self._previous: dict[int, object] = {}
-        self._raises = False
 
     def install(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
@@ -105,22 +93,6 @@ class StopRequest:
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if not self.signum:  # a later one changes nothing (module docstring)
             self.signum = signum
-            if self._raises:
-                raise StopSignal(signum)
-
-    @contextmanager
-    def interrupting(self) -> Iterator[None]:
-        """Work no agreement follows (rank 0's final export, alone: training/run_end.py ``finish``), ended by a stop
-        signal: in the block the first one raises `StopSignal` at once, and one received before it as the block
-        begins. Later ones change nothing, so what the stop closes is not cut short. Nothing where `install` set
-        no handler (not the main thread)."""
-        if self.signum:
-            raise StopSignal(self.signum)
-        self._raises = True
-        try:
-            yield
-        finally:
-            self._raises = False
 
     def agreed(self, device: torch.device) -> int:
         """The signal number when any rank has received one (0: none). Collective: every rank, every call."""

@@ -24,15 +24,19 @@ last iteration the agreement that every rank's logs were written, the clean shut
   log that cannot close then stops rank 0 alone, the other ranks finished (no collective is left to agree in).
   A log that cannot close stops the run with the training finished (and exported): its message says so, where it
   said to continue with --resume, with nothing left to train. The signal handlers (``on_signal: checkpoint``) stay
-  until the export has ended: a stop signal then, or one that came after the loop's last agreement, ends the
-  export as `training.preemption.TrainingStopped` (exit 128 + the signal, the W&B run's code too; the export's work
-  folder removed), where the default action had killed rank 0 mid-export with its W&B run left open.
+  until the export has ended, where the default action had killed rank 0 mid-export with its W&B run left open:
+  one that came after the loop's last agreement stops before the export begins, as
+  `training.preemption.TrainingStopped` (exit 128 + the signal, the W&B run's code too; ``--resume`` only
+  exports); one during the export only sets the flag, and the export runs to its end (a note says the signal
+  came). Raising at the signal inside the export was tried and dropped: an exception at any bytecode of the export
+  could not tell an export cut short from one already moved into place (its replaced one still being deleted).
 """
 
 from __future__ import annotations
 
+import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -44,7 +48,7 @@ from training.config import TrainConfig
 from training.engine import iteration_tag
 from training.export import ExportError, export_policy
 from training.metrics_log import MetricsLog
-from training.preemption import StopRequest, StopSignal, TrainingStopped
+from training.preemption import StopRequest, TrainingStopped
 from training.rank_failures import RankFailure, agree, attempt, closed_before_stop, stop_on
 from training.reward_runner import RewardRunner
 
@@ -124,17 +128,19 @@ def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | No
     deepspeed.comm.destroy_process_group()  # after the engine, destroyed by close (`Opened`)
     if not exports:
         return
-    try:  # a stop signal (on_signal: checkpoint) ends it, also one that came after the loop's last agreement
-        with opened.stops.interrupting() if opened.stops is not None else nullcontext():
-            exported = export_policy(cfg, out_dir / "final", checkpoint_dir=ckpt_dir)
-    except StopSignal as stop:  # the export's work folder removed (training/export_folder.py); exit 128 + signal
+    if opened.stops is not None and opened.stops.signum:  # came after the loop's last agreement: no export begins
         raise closed_before_stop(opened.close, TrainingStopped(
-            done, stop.signum, str(ckpt_dir / iteration_tag(done)), last=True, export_to=out_dir / "final")) from None
+            done, opened.stops.signum, str(ckpt_dir / iteration_tag(done)), last=True, export_to=out_dir / "final"))
+    try:  # a stop signal now only sets the flag (the handlers stay): the export ends as it would without it
+        exported = export_policy(cfg, out_dir / "final", checkpoint_dir=ckpt_dir)
     except Exception as exc:
         raise closed_before_stop(opened.close, ExportError(
             f"training finished and its checkpoints are in {ckpt_dir}, but exporting the policy failed "
             f"({type(exc).__name__}: {exc}); retry with `python -m training.export --run {out_dir}`")) from exc
     print(f"policy exported to {exported}", flush=True)
+    if opened.stops is not None and opened.stops.signum:
+        print(f"note: {signal.Signals(opened.stops.signum).name} came during the final export, which finished: "
+              "nothing is left to resume", file=sys.stderr, flush=True)
     # rank 0 alone, the process group gone: its own stop, agreed with no rank (the others have finished)
     stop_on([attempt(rank, "closing the run's logs", opened.close, 0)[1]], done, ckpt_dir,
             todo=_ended(f" and the policy was exported to {exported}"))
