@@ -98,7 +98,8 @@ def score_batch_command(
         fixable = fixable_rows(rows, manifest, items, preset, draw, scorer_of(settings))
         if said is None:
             fixable = told_first(fixable, retrying=retry_ineligible)
-        for line in fixable_lines(fixable, out, rerun_command(manifest, out, preset, draw), said):
+        for line in fixable_lines(fixable, out, rerun_command(manifest, out, preset, draw), said, preset=preset,
+                                  draw=draw):
             typer.echo(line, err=True)
         return fixable
 

@@ -32,7 +32,9 @@
   named apart.
   So are the rows of clips over the decode limit (`over_decode_limit`): final, as any video fault of an unchanged clip,
   but a setting (`RAA_TOOLS_MAX_DECODE_MB`) admits them once raised, and the reason named only the size that would:
-  the batch says the row must be deleted for the clip to be scored again.
+  the batch says the row must be deleted for the clip to be scored again, naming the rows by the batch's preset
+  and draw (`batch_rows`: told only "the rows whose reason reads VideoTooLargeError", a researcher deleted other
+  batches' rows sharing the output, which no run of this batch writes again).
 - The row of a line repeating an earlier line's clip and instruction ("repeat_of") is a copy of that line's row, kept
   only while it is one (`stale_repeats`): it goes, to be written again from that line's row, when that row goes or
   holds another result (deleted by hand to score the clip again: the repeats kept the old result beside the new), and
@@ -258,7 +260,7 @@ def rerun_command(manifest: Path, out: Path, preset: str, draw: int) -> str:
 
 
 def fixable_lines(fixable: dict[str, int], out: Path, rerun: str | None = None,
-                  said: dict[str, int] | None = None) -> list[str]:
+                  said: dict[str, int] | None = None, *, preset: str | None = None, draw: int = 0) -> list[str]:
     """What `raa score-batch` says of the rows `fixable_rows` counted (before it scores, `told_first`; at the end of a
     run that wrote an ineligible row, all of them), nothing when there are none; `rerun`: the batch's command
     (`rerun_command`, without the flag), named as the command that scores the rows again (with the flag, in a line
@@ -266,7 +268,8 @@ def fixable_lines(fixable: dict[str, int], out: Path, rerun: str | None = None,
     alone named neither the manifest nor --preset nor --draw, and the command a researcher pieced from it ran
     another batch. `said`: the counts said before the run scored (`told_first`); one said then is not said again
     unchanged (a --retry-ineligible run still down said its rows over the decode limit at its start and again at
-    its end)."""
+    its end). `preset` and `draw`: the batch's, by which the hint names the rows over the decode limit to delete
+    (`batch_rows`; the rows of other batches sharing `out` are not counted, and the hint says to leave them)."""
     lines = []
     if said:
         fixable = {why: n for why, n in fixable.items() if said.get(why) != n}
@@ -284,11 +287,23 @@ def fixable_lines(fixable: dict[str, int], out: Path, rerun: str | None = None,
     if n := fixable.get("too_large", 0):
         lines.append(f"{n} row(s) already in {out} ineligible for a clip over the decode limit its reason names: final "
                      f"while the clip is unchanged (--retry-ineligible leaves {_them(n)}); after raising the limit, "
-                     f"delete {_them(n)} (the {'row' if n == 1 else 'rows'} whose reason reads VideoTooLargeError and "
-                     f"that {'has' if n == 1 else 'have'} no \"repeat_of\"; the copies that have one follow) "
-                     f"and run again to score {'its clip' if n == 1 else 'their clips'}"
+                     f"delete {_them(n)} (the {'row' if n == 1 else 'rows'}{batch_rows(preset, draw)} whose reason "
+                     f"reads VideoTooLargeError and that {'has' if n == 1 else 'have'} no \"repeat_of\"; the copies "
+                     "that have one follow" + (f"; rows of other presets, draws or manifests in {out} are not counted: "
+                                               "leave them" if preset is not None else "")
+                     + f") and run again to score {'its clip' if n == 1 else 'their clips'}"
                      + (f": {rerun}" if rerun is not None else ""))
     return lines
+
+
+def batch_rows(preset: str | None, draw: int) -> str:
+    """How the hint of `fixable_lines` names a batch's rows among those sharing its output: by their "preset" and
+    "draw" fields (draw 0: also the rows without one, written before draws existed) and as this manifest's clips
+    (another manifest's rows may hold the same preset and draw); nothing without a `preset`."""
+    if preset is None:
+        return ""
+    return (f" with \"preset\": {strict_dumps(preset)} and \"draw\": {draw}{' (or none)' if draw == 0 else ''} "
+            "of this manifest's clips")
 
 
 def updated_lines(removed: dict[str, int], out: Path) -> list[str]:

@@ -110,10 +110,43 @@ def test_the_decode_limit_hint_names_the_rows_it_counts(monkeypatch, tmp_path):
     assert all("VideoTooLargeError" in r["result"]["reasons"][0] for r in rows), rows
     text = " ".join(res.output.split())
     assert (f"1 row(s) already in {out} ineligible for a clip over the decode limit" in text
-            and 'delete it (the row whose reason reads VideoTooLargeError and that has no "repeat_of"' in text), text
+            and 'delete it (the row with "preset": "decomposed" and "draw": 0 (or none) of this manifest\'s clips '
+                'whose reason reads VideoTooLargeError and that has no "repeat_of"' in text), text
     monkeypatch.undo()  # the limit raised
     _scripted(monkeypatch, tmp_path)
     out.write_text("".join(json.dumps(r) + "\n" for r in rows if "repeat_of" in r))  # the hint's row deleted
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert [r["result"]["status"] for r in map(json.loads, out.read_text().splitlines())] == ["scored"] * 2
+
+
+def test_the_decode_limit_hint_names_its_batch_and_leaves_other_batches_rows(monkeypatch, tmp_path):
+    """The count is of this batch's rows (its manifest, preset and draw), but "delete them (the rows whose reason
+    reads VideoTooLargeError and that have no "repeat_of")" named the rows of every batch sharing the output: a
+    researcher deleting them as told lost another preset's or draw's rows, which no run of this command writes
+    again. The hint now names the preset and draw, and says the rows of other batches stay."""
+    import tools.video_limits
+
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    manifest.write_text(json.dumps({"path": "c0.mp4", "instruction": "push"}) + "\n")
+    monkeypatch.setattr(tools.video_limits, "DECODE_LIMIT_BYTES", 100)
+    for preset, draw in (("direct", 0), ("decomposed", 2)):  # two batches into one output, both over the limit
+        res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", preset,
+                                  "--draw", str(draw)])
+        assert res.exit_code == 0, res.output
+    assert len(out.read_text().splitlines()) == 2
+    text = " ".join(res.output.split())
+    assert (f'1 row(s) already in {out} ineligible for a clip over the decode limit' in text
+            and 'delete it (the row with "preset": "decomposed" and "draw": 2 of this manifest\'s clips whose reason '
+                'reads VideoTooLargeError and that has no "repeat_of"' in text
+            and f"rows of other presets, draws or manifests in {out} are not counted: leave them" in text), text
+
+
+def test_the_decode_limit_hint_names_draw_0_as_rows_without_one(tmp_path):
+    """Rows of draw 0 written before draws existed have no "draw": the hint names them too."""
+    from graph.batch_resume import fixable_lines
+
+    line, = fixable_lines({"too_large": 2}, tmp_path / "out.jsonl", preset="full", draw=0)
+    assert 'the rows with "preset": "full" and "draw": 0 (or none) of this manifest\'s clips' in line, line
