@@ -7,8 +7,9 @@ ones makes its worker fail as `worker_main` does on an exception (a "fatal" mess
 item takes `DELAY_S` (`$RAA_FAKE_DELAY_S` where set: the workers are spawned, a monkeypatch does not reach them) and is
 scored 1.0 with the worker's pid as its run id and one model call as its usage; with `$RAA_FAKE_DIR` set, a worker
 marks each item it takes there (file `taken-<key>`) and each row just before it sends it (file `sent-<key>`). FLAKY
-attempts are told apart by marker files in the folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end
-of the pipe and stays alive for `LINGER_S` before it exits (as a worker whose interpreter takes long to shut down). With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
+attempts are told apart by marker files in the folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once,
+then its worker shuts its end of the pipe and stays alive for `LINGER_S` before it exits (as a worker whose
+interpreter takes long to shut down). With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
 fail before they are ready (as one whose tool model cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker
 fails as `worker_main` does on an exception right after it is ready, before it reads any item (its pipe shut for
 reading, so the parent's send fails and nothing is in flight when it dies). A KeyboardInterrupt (a Ctrl-C the worker
