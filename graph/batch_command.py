@@ -1,7 +1,8 @@
 """`raa score-batch`: score every clip of a manifest into a resumable JSONL output; registered in graph/cli.py.
 
 The edge, as graph/commands.py (exit 0 once the batch ran, 2 for a configuration / input error or a batch stopped
-mid-run by one, 130 after Ctrl-C; a stopped batch first says the rows it wrote, `_stopped`): settings, the chat
+mid-run by one, 130 after Ctrl-C, 2 after a Ctrl-C and then a row that could not be written; a stopped batch first
+says the rows it wrote, `_stopped`): settings, the chat
 model (`make_chat_model`, the seam tests monkeypatch), the tools and the endpoint pre-flight come from that module,
 looked up when the command runs.
 
@@ -204,8 +205,8 @@ def score_batch_command(
                     asyncio.run(main())
         except (BatchError, OutputWriteError, StoreError) as exc:  # no worker process left; a row that cannot be
             _stopped(writer, out, exc)  # written; a trace database or stage cache that cannot be used
-        except KeyboardInterrupt:
-            _stopped(writer, out, None)
+        except KeyboardInterrupt:  # with the failure of a row written before it or as the batch stopped, if any
+            _stopped(writer, out, writer.failed, interrupted=True)
         _closing_lines(writer, out)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
             try:  # the file as the run left it (unreadable now: the summary above stands alone)
@@ -223,19 +224,30 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
     raise typer.Exit(2) from cause
 
 
-def _stopped(writer: Any, out: Path, error: BaseException | None) -> NoReturn:
-    """score-batch's end when the batch stops before its last row, on Ctrl-C (`error` None: exit 130) or on `error`
+def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted: bool = False) -> NoReturn:
+    """score-batch's end when the batch stops before its last row, on Ctrl-C (`interrupted`, `error` None: exit 130)
+    or on `error`
     (no worker process left, a row that cannot be written: a full disk, a trace database or stage cache that cannot be
     opened once the bad lines' rows are written; "error: ..." and exit 2): the closing lines of the rows written so
     far (`_closing_lines`: what they cost, the faults of the ineligible ones), then that the clips not yet scored got
     no row and the same command resumes the batch. Said outside the progress bar (one printed while it showed came
-    before it). An error stop ended with its error line alone."""
+    before it). An error stop ended with its error line alone.
+    `interrupted` with an `error`: a Ctrl-C and a row that could not be written (`RowWriter.failed`: a full disk
+    while the rows the workers had sent before the Ctrl-C were written, `graph.batch_procs._drain`): both are said,
+    and the exit status is the error's, 2, not 130: the researcher knows of the Ctrl-C, not of the error, and the
+    resume that 130 invites fails until the error is fixed (such a stop ended as the error alone, the Ctrl-C
+    unsaid)."""
     _closing_lines(writer, out)
     if error is not None:
         typer.echo(f"error: {error}", err=True)
-    typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch"
-               if error is None else "stopped: clips with no row yet (a run not finished, or its row not written) are "
-               "scored when the same command resumes the batch, once the error is fixed", err=True)
+    if error is None:
+        typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch",
+                   err=True)
+    else:
+        typer.echo(("interrupted (Ctrl-C), and a row could not be written (the error above): " if interrupted
+                    else "stopped: ")
+                   + "clips with no row yet (a run not finished, or its row not written) are scored when the same "
+                   "command resumes the batch, once the error is fixed", err=True)
     raise typer.Exit(130 if error is None else 2) from error
 
 

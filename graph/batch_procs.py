@@ -63,6 +63,8 @@ Decisions where the issue was silent:
   already sent are read first (what is in the pipes, for `DRAIN_S` at most, waiting for nothing) and written: they
   were lost with the workers, so the resume scored those clips again (and on a paid API paid for them twice).
   So are they when a row cannot be written (a full disk), for their runs' usage alone (`graph.batch_output`).
+  A row that cannot be written as they are after a Ctrl-C is on `RowWriter.failed`, and the KeyboardInterrupt is
+  raised: `graph.batch_command._stopped` says both (the OutputWriteError raised instead, the Ctrl-C went unsaid).
   A worker that ended on the Ctrl-C by itself was buried as a death (a replacement started, an interrupted clip could
   get an ineligible row).
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a
@@ -71,6 +73,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import multiprocessing as mp
@@ -300,7 +303,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             warn_start_failures()
         finished = True
     except KeyboardInterrupt:  # rows already in the pipes are finished runs: write them, or the resume pays twice
-        _drain(workers, writer)
+        with contextlib.suppress(OutputWriteError):  # on `writer.failed`: said with the Ctrl-C that stopped the batch
+            _drain(workers, writer)
         raise
     except OutputWriteError:  # no row can be written now: the rows in the pipes are read for their runs' usage alone
         _drain(workers, writer)

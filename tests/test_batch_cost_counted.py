@@ -133,7 +133,8 @@ def test_rows_drained_after_a_ctrl_c_are_counted_when_the_disk_fills(monkeypatch
         raise KeyboardInterrupt
 
     writer, error = _three_rows_sent(monkeypatch, tmp_path, 1, ctrl_c)
-    assert isinstance(error, batch_output.OutputWriteError), error  # the failure is said, as without the Ctrl-C
+    assert isinstance(error, KeyboardInterrupt), error  # the batch stopped on the Ctrl-C, and the failure is
+    assert writer.failed is not None and "No space left" in str(writer.failed)  # said with it (batch_command._stopped)
     assert writer.usage.get("calls") == 3 and writer.counts["scored"] == 1 and writer.unwritten == 2
 
 

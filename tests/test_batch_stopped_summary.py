@@ -7,6 +7,7 @@ nor that the same command resumes the batch."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -84,3 +85,35 @@ def test_a_trace_database_that_cannot_open_ends_with_the_summary_of_the_rows_wri
     assert "  ineligible (input): 1, first: manifest: input:" in text[summary:said], text
     assert "the same command resumes the batch" in text[said:], text
     assert len(out.read_text().splitlines()) == 1  # the bad line's row
+
+
+def test_a_ctrl_c_then_a_full_disk_says_both_and_exits_2(monkeypatch, tmp_path):
+    """A Ctrl-C, then a full disk while the rows the workers had sent were written (`graph.batch_procs._drain`): the
+    batch ended as on a full disk alone ("stopped: ...", exit 2), the Ctrl-C not said. Both are said now; the exit
+    status stays 2, the write error's (`graph.batch_command._stopped`: the resume fails until it is fixed)."""
+    from graph import batch_output, batch_procs
+    from graph.batch import result_line
+    from graph.schemas import RewardResult
+
+    def row(item):  # noqa: ANN001, ANN202
+        return result_line(item, RewardResult(status="scored", reward=1.0, preset="direct", run_id="r",
+                                              usage={"calls": 1}))
+
+    def interrupted(items, writer, **_kwargs):  # noqa: ANN001, ANN003, ANN202 - one row, Ctrl-C, the drain's row fails
+        writer.write(row(items[0]), "scored")
+        with contextlib.suppress(batch_output.OutputWriteError):  # as run_batch_processes: on `writer.failed`
+            writer.write(row(items[1]), "scored")
+        raise KeyboardInterrupt
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setattr(batch_procs, "run_batch_processes", interrupted)
+    manifest, out = _batch_with_a_bad_line(tmp_path)
+    _full_after(monkeypatch, 2)  # the bad line's row and the first clip's
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--processes", "2",
+                              "--preset", "direct"])
+    assert res.exit_code == 2, res.output
+    _ends_with_the_summary_then(res.stderr, f"error: cannot write --out {out}: No space left on device")
+    text = " ".join(res.stderr.split())
+    assert "interrupted (Ctrl-C), and a row could not be written (the error above)" in text, text
+    assert "usage: calls=2" in text and "1 finished run(s) whose row could not be written" in text, text
+    assert len(out.read_text().splitlines()) == 2
