@@ -1,10 +1,9 @@
 """`raa score-batch`: score every clip of a manifest into a resumable JSONL output; registered in graph/cli.py.
 
 The edge, as graph/commands.py (exit 0 once the batch ran, 2 for a configuration / input error or a batch stopped
-mid-run by one, 130 after Ctrl-C, 2 after a Ctrl-C and then a row that could not be written; a stopped batch first
-says the rows it wrote, `_stopped`): settings, the chat
-model (`make_chat_model`, the seam tests monkeypatch), the tools and the endpoint pre-flight come from that module,
-looked up when the command runs.
+mid-run by one, 130 after Ctrl-C, 2 after a Ctrl-C and a row that could not be written; a stopped batch first says
+the rows it wrote, `_stopped`): settings, the chat model (`make_chat_model`, the seam tests monkeypatch), the tools
+and the endpoint pre-flight come from that module, looked up when the command runs.
 
 Rows, resume keys and bad manifest lines are described in `graph.batch`; the summary counts the rows written
 whose trace was not saved (`RowWriter.unsaved_traces`); runs use an AsyncSqliteSaver as checkpointer, so rows
@@ -226,12 +225,11 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
 
 def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted: bool = False) -> NoReturn:
     """score-batch's end when the batch stops before its last row, on Ctrl-C (`interrupted`, `error` None: exit 130)
-    or on `error`
-    (no worker process left, a row that cannot be written: a full disk, a trace database or stage cache that cannot be
-    opened once the bad lines' rows are written; "error: ..." and exit 2): the closing lines of the rows written so
-    far (`_closing_lines`: what they cost, the faults of the ineligible ones), then that the clips not yet scored got
-    no row and the same command resumes the batch. Said outside the progress bar (one printed while it showed came
-    before it). An error stop ended with its error line alone.
+    or on `error` (no worker process left, a row that cannot be written: a full disk, a trace database or stage cache
+    that cannot be opened once the bad lines' rows are written; "error: ..." and exit 2): the closing lines of the
+    rows written so far (`_closing_lines`: what they cost, the faults of the ineligible ones), then that the clips
+    not yet scored got no row and the same command resumes the batch. Said outside the progress bar (one printed
+    while it showed came before it). An error stop ended with its error line alone.
     `interrupted` with an `error`: a Ctrl-C and a row that could not be written (`RowWriter.failed`: a full disk
     while the rows the workers had sent before the Ctrl-C were written, `graph.batch_procs._drain`): both are said,
     and the exit status is the error's, 2, not 130: the researcher knows of the Ctrl-C, not of the error, and the
