@@ -221,6 +221,25 @@ def test_generate_moves_the_clip_encoder_off_the_device_after_every_prompt_is_en
     assert log == ["clip encode", "clip encode", "text to cpu", "clip to cpu"]
 
 
+def test_the_launch_check_names_missing_clip_parts_whose_vae_z_dim_it_cannot_read(tmp_path):
+    """The loader checks the CLIP parts whenever the transformer has ``image_dim``; the launch check did only where
+    the VAE config confirmed the I2V channel layout, so with the VAE's z_dim unreadable (a string here) a folder
+    without ``image_encoder/config.json`` passed ``--check`` and every rank's load then refused it."""
+    from training.config import ConfigError
+    from training.config_io import load_config
+    from training.model_check import check_model_path
+
+    root = _folder(tmp_path / "wan")
+    vae_config = root / "vae" / "config.json"
+    vae_config.write_text(json.dumps({**json.loads(vae_config.read_text()), "z_dim": "16"}))
+    (root / "image_encoder" / "config.json").unlink()
+    cfg = load_config(SMOKE, ["--tiny", "false", "--model_path", str(root), "--backend", "wan"])
+    with pytest.raises(ConfigError, match=r"image_dim 32 \(Wan 2.1 I2V's CLIP branch\) needs image_encoder/config"):
+        check_model_path(cfg)
+    with pytest.raises(FileNotFoundError, match="lacks image_encoder/config.json"):
+        _load(root)
+
+
 @pytest.mark.parametrize(("remove", "named"), [
     ("image_encoder/model.safetensors", "image_encoder/ has no weights"),
     ("image_encoder/config.json", "image_encoder/config.json"),

@@ -36,12 +36,12 @@ Then, for a local folder (a hub id is left as it is):
   ``out_channels`` = ``z``, ``image_dim`` and ``added_kv_proj_dim`` null (with a CLIP image branch and no
   image embeddings, diffusers splits our text tokens into image and text context); Wan 2.1 I2V-14B
   (`policy.wan_i2v`) ``in_channels`` = ``2 z + T`` (T = the VAE's temporal factor: mask + image-latent
-  channels), ``out_channels`` = ``z``, with ``image_dim`` set needing ``image_encoder/config.json``, its
-  weights and ``image_processor/preprocessor_config.json`` (``parts="all"``; `policy.checkpoint.clip_parts_missing`,
-  what ``from_pretrained`` checks); a Wan 2.2 A14B two-expert folder (``transformer_2`` /
-  ``boundary_ratio`` in ``model_index.json``), or its expert layout without ``image_dim`` (one expert, no
-  ``model_index.json``; judged from the transformer config alone, as the loader does), is refused
-  (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``), and so is a
+  channels), ``out_channels`` = ``z``; ``image_dim`` set needs ``image_encoder/config.json``, its weights and
+  ``image_processor/preprocessor_config.json`` (``parts="all"``; `policy.checkpoint.clip_parts_missing`, what
+  ``from_pretrained`` checks whenever ``image_dim`` is set, whatever the VAE config says); a Wan 2.2 A14B
+  two-expert folder (``transformer_2`` / ``boundary_ratio`` in ``model_index.json``), or its expert layout
+  without ``image_dim`` (one expert, no ``model_index.json``; judged from the transformer config alone, as the
+  loader does), is refused (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``), and so is a
   text-to-video one (Wan 2.1 T2V: the TI2V layout with a ``model_index.json`` lacking ``expand_timesteps`` true,
   `policy.wan_i2v.text_to_video_problem`); Cosmos ``out_channels`` = ``z``, ``in_channels`` =
   ``z + 1`` (condition mask; ``concat_padding_mask`` true: diffusers appends the padding mask, which needs
@@ -156,9 +156,11 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
             if tr.get(key) is not None and not i2v and z is not None and t is not None:  # not guessed without them
                 problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported without the "
                                 f"I2V-14B channel layout (in_channels = 2 x VAE z_dim + {t} mask channels)")
-        if i2v and tr.get("image_dim") is not None and parts == "all":
+        # whenever image_dim is set, as from_pretrained checks before it loads (policy.checkpoint): with i2v's VAE
+        # check too, an unreadable z_dim passed --check and every rank's load refused the folder
+        if tr.get("image_dim") is not None and parts == "all":
             problems += [f"transformer image_dim {tr['image_dim']} (Wan 2.1 I2V's CLIP branch) needs {n}" for n in
-                         clip_parts_missing(root)]  # what from_pretrained checks before it loads (policy.checkpoint)
+                         clip_parts_missing(root)]
         if z is not None and c_in is not None and c_in != z and not i2v:
             problems.append(f"transformer in_channels {c_in} is not supported; this trainer runs the TI2V layout "
                             f"(in_channels = VAE z_dim {z}) or the I2V-14B one (2 x z_dim + {t} mask channels)")
