@@ -53,3 +53,37 @@ def test_a_signal_stop_after_unwritten_logs_stops_on_them_without_a_checkpoint(t
     with pytest.raises(RankFailed, match="iteration 1: writing the iteration's logs failed on rank 0"):
         train(cfg)
     assert latest_tag(tmp_path / "run" / "checkpoints") is None
+
+
+def test_a_divergence_stop_names_the_logs_rank_0_could_not_write(tmp_path):
+    """``nonfinite_loss: stop`` raised TrainingDiverged with rank 0's unwritten logs of the iteration dropped: the
+    message named the divergence alone, and the missing metrics.jsonl row was explained nowhere but in a traceback.
+    It names the failure as RankFailed does."""
+    from training.preemption import TrainingDiverged
+    from training.rank_failures import RankFailure
+
+    unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
+    message = str(TrainingDiverged(4, 1, tmp_path, unlogged=unlogged))
+    assert message.startswith("iteration 4: 1 update loss(es) were NaN or inf, so the policy has diverged")
+    assert "writing the iteration's logs failed on rank 0 (OSError: [Errno 28] No space left on device)" in message
+    assert "writing the iteration's logs" not in str(TrainingDiverged(4, 1, tmp_path))
+
+
+@pytest.mark.slow  # a training iteration in process (~20 s here)
+def test_a_divergence_stop_after_unwritten_logs_names_them(tmp_path, one_rank_env, monkeypatch):
+    """The iteration's metrics.jsonl row could not be written and its loss was NaN: the run stopped on
+    TrainingDiverged, whose message left the unwritten logs out (no checkpoint, so they were never agreed)."""
+    import training.trainer
+    from training.metrics import summarize
+    from training.metrics_log import MetricsLog
+    from training.preemption import TrainingDiverged
+
+    def unwritable(self, row, parts):  # noqa: ANN001, ANN202
+        raise OSError("[Errno 28] No space left on device")
+
+    monkeypatch.setattr(MetricsLog, "write_iteration", unwritable)
+    monkeypatch.setattr(training.trainer, "summarize",
+                        lambda it, parts: {**summarize(it, parts), "nonfinite_losses": 1})  # a NaN loss
+    with pytest.raises(TrainingDiverged, match=r"iteration 1: 1 update loss\(es\) were NaN .*writing the "
+                                               r"iteration's logs failed on rank 0 \(OSError: \[Errno 28\]"):
+        training.trainer.train(_cfg(tmp_path, "--tensorboard", "false"))

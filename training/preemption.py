@@ -51,6 +51,7 @@ import torch.distributed as dist
 
 from tools.procstat import PPID, read_stat_field
 from training import engine as ds_engine
+from training.rank_failures import RankFailure, failed_on
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 """The signals that ask for a checkpoint and a stop."""
@@ -157,17 +158,24 @@ def _watch_runner(launcher: int, runner: int, interval: float) -> None:
 class TrainingDiverged(RuntimeError):
     """An update loss, or a rollout's latents, were NaN or inf (``nonfinite_loss: stop``); the diverged weights
     were not saved. Diverged rollouts are never scored (training/decode.py), so a policy whose weights blew up
-    shows no non-finite loss: its rollouts are what says so."""
+    shows no non-finite loss: its rollouts are what says so.
 
-    def __init__(self, iteration: int, count: int, ckpt_dir: Path, rollouts: int = 0) -> None:
+    ``unlogged``: rank 0's failure to write the iteration's logs (training/trainer.py: agreed only before a
+    checkpoint, which this stop does not save), named as `training.rank_failures.RankFailed` names it; the message
+    left it out, so the iteration missing from the logs was explained nowhere but in rank 0's traceback."""
+
+    def __init__(self, iteration: int, count: int, ckpt_dir: Path, rollouts: int = 0,
+                 unlogged: RankFailure | None = None) -> None:
         tag = ds_engine.latest_tag(ckpt_dir)
         last = "none yet" if tag is None else str(ckpt_dir / tag)
         what = " and ".join([f"{count} update loss(es)"] * bool(count)
                             + [f"the latents of {rollouts} rollout(s)"] * bool(rollouts))
+        logs = "" if unlogged is None else (f"; {failed_on(unlogged)}, so the iteration's logs are incomplete "
+                                            f"(rank {unlogged.rank}'s stderr has the traceback)")
         super().__init__(
             f"iteration {iteration}: {what} were NaN or inf, so the policy has diverged; stopped "
-            f"without saving it. Last checkpoint: {last}. Resume from it (--resume) with a lower learning_rate, "
-            "or set nonfinite_loss: skip to go on regardless")
+            f"without saving it{logs}. Last checkpoint: {last}. Resume from it (--resume) with a lower "
+            "learning_rate, or set nonfinite_loss: skip to go on regardless")
         self.iteration = iteration
 
 

@@ -105,6 +105,12 @@ def failure_of(exc: Exception, rank: int, what: str) -> RankFailure:
     return RankFailure(rank, what, f"{type(exc).__name__}: {str(exc)[:2000]}", exit_code_of(exc))
 
 
+def failed_on(failure: RankFailure) -> str:
+    """``WHAT failed on rank R (Type: text)``: how a stop names one rank's failure (`RankFailed`,
+    `training.preemption.TrainingDiverged`'s unwritten logs)."""
+    return f"{failure.what} failed on rank {failure.rank} ({failure.error})"
+
+
 def exit_code_of(exc: BaseException) -> int:
     """The exit code of a run that stops with ``exc``: training/train.py ``exit_status``'s, 128 + SIGINT for a
     Ctrl-C, 1 for any other."""
@@ -261,7 +267,7 @@ class RankFailed(RuntimeError):
         stopped = ("the run stopped (its traceback is printed above)" if world == 1 else
                    f"every rank stopped (rank {failure.rank}'s stderr has the traceback)")
         super().__init__(
-            f"iteration {iteration}: {failure.what} failed on rank {failure.rank} ({failure.error}); {stopped}. "
+            f"iteration {iteration}: {failed_on(failure)}; {stopped}. "
             f"Last checkpoint: {last}; {todo or 'fix the cause, then continue with --resume'}")
         self.iteration = iteration
         self.failure = failure

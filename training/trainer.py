@@ -155,7 +155,8 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
                         close=close, unlogged=unlogged)  # and rank 0's unwritten logs, before the save
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
     # rank 0's logs of an iteration could not be written: agreed before its checkpoint (training/checkpointing.py),
-    unlogged: RankFailure | None = None  # at the next iteration's first gather or after the loop (rank_failures.py)
+    unlogged: RankFailure | None = None  # at the next iteration's first gather or after the loop (rank_failures.py);
+    # a divergence stop (no checkpoint) names it in TrainingDiverged's message
     done = start  # the last iteration trained
     for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
@@ -261,7 +262,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         diverged_count = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
         if (row["nonfinite_losses"] or diverged_count) and cfg.nonfinite_loss == "stop":  # every rank sees the same
             raise closed_before_stop(close, TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir,
-                                                             rollouts=diverged_count))
+                                                             rollouts=diverged_count, unlogged=unlogged))
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
         stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
