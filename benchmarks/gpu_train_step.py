@@ -31,6 +31,7 @@ import time
 import torch
 
 from policy.cosmos import COSMOS_PREDICT2_5_2B, TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim
+from policy.diffusers_model import enable_gradient_checkpointing
 from policy.rollout import RolloutConfig, rollout, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
 
@@ -104,7 +105,7 @@ def main() -> None:
 
     # -- update ------------------------------------------------------------------------------
     t0 = time.perf_counter()
-    transformer.enable_gradient_checkpointing()
+    enable_gradient_checkpointing(transformer)  # the trainer's checked helper (training/run_start.py)
     model.train()
     opt = torch.optim.AdamW(transformer.parameters(), lr=1e-5, weight_decay=0.0)
     advantages = torch.randn(g, generator=torch.Generator().manual_seed(1)).to(device)
