@@ -4,23 +4,23 @@ last iteration the agreement that every rank's logs were written, the clean shut
 * `Opened`: the logs (metrics, TensorBoard, W&B), the reward runner (its calls still running are cancelled), the
   rollout-video writer (waited for), the progress bar and the signal handlers, each registered as the trainer
   opens it, then the DeepSpeed engine (its gradient hooks kept the process group alive after a stop:
-  training/process_groups.py), closed before any stop (finished, diverged, stalled, stopped by a signal, a failure on a rank:
-  training/rank_failures.py); each of them also after one raised (training/closing.py: it stopped at the first,
-  leaving the later ones open). As a context manager around the whole run it also closes them on every other way
-  out: the logs open before the model loads (a W&B run that cannot start fails in seconds), and a model that could
-  not load, a latent-shape ConfigError, ``deepspeed.initialize`` or a checkpoint that could not load left
-  TensorBoard's writer and the W&B run open (a later run in the same process was handed the old W&B run); so did
-  an exception raised in the loop outside the agreed failures, and a Ctrl-C.
+  training/process_groups.py), closed before any stop (finished, diverged, stalled, stopped by a signal, a
+  failure on a rank: training/rank_failures.py); each of them also after one raised (training/closing.py: it
+  stopped at the first, leaving the later ones open). As a context manager around the whole run it also closes them
+  on every other way out: the logs open before the model loads (a W&B run that cannot start fails in seconds), and a
+  model that could not load, a latent-shape ConfigError, ``deepspeed.initialize`` or a checkpoint that could not
+  load left TensorBoard's writer and the W&B run open (a later run in the same process was handed the old W&B run);
+  so did an exception raised in the loop outside the agreed failures, and a Ctrl-C.
 * `finish`: after the last iteration. What the run opened but the logs is closed, and a failure there or rank 0's
   logs that could not be written are agreed by every rank in one collective, which waits for every rank as a
   barrier did; only then are the logs closed, so the W&B run ends with the exit code of the agreed outcome (closed
   before the agreement, it had finished with 0 when the failure the run stopped on was another rank's); a log
   that cannot close (W&B's finish) is agreed in one more collective; then the process group is destroyed,
-  after the engine (closed by `Opened`), in DeepSpeed's and PyTorch's documented order (engine hooks and buffers, then the groups;
-  DeepSpeed's destroy_process_group also drops the groups it caches, which torch's left to interpreter
-  teardown); then rank 0 alone exports the last checkpoint (``export: final``), which every rank wrote before
-  the agreement, so a long export times out no rank. With an export, rank 0's logs close after it, with its
-  exit code (an ExportError's 1: the W&B run had finished "Finished" before an export that then failed); a
+  after the engine (closed by `Opened`), in DeepSpeed's and PyTorch's documented order (engine hooks and
+  buffers, then the groups; DeepSpeed's destroy_process_group also drops the groups it caches, which torch's
+  left to interpreter teardown); then rank 0 alone exports the last checkpoint (``export: final``), which every rank
+  wrote before the agreement, so a long export times out no rank. With an export, rank 0's logs close after it, with
+  its exit code (an ExportError's 1: the W&B run had finished "Finished" before an export that then failed); a
   log that cannot close then stops rank 0 alone, the other ranks finished (no collective is left to agree in).
   A log that cannot close stops the run with the training finished (and exported): its message says so, where it
   said to continue with --resume, with nothing left to train. The signal handlers (``on_signal: checkpoint``) stay
