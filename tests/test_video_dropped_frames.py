@@ -10,10 +10,11 @@ import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
 from tests.test_video_containers import _write
+from tests.test_video_edits import _end_trimmed
 from tests.test_video_open_gop import _drop, _open_gop
 from tools.video import VideoDecodeError, VideoReader
 from tools.video_decode import DROP_HORIZON
-from tools.video_scan import MAX_REORDER_DEPTH
+from tools.video_scan import MAX_REORDER_DEPTH, FrameIndex
 
 N = 40
 BAD = 30  # the corrupted packet, in decode order
@@ -139,3 +140,17 @@ def test_two_counts_at_once_keep_their_own_tags(tmp_path):
         first = next(outer)
         assert [i for i, _ in b.iter_frames()] == list(range(40))
         assert [first[0]] + [i for i, _ in outer] == list(range(40))
+
+
+def test_packets_an_edit_list_discards_are_not_waited_on(tmp_path):
+    """An MP4 whose edit list ends early: FFmpeg demuxes the next GOP marked discard and drops its frames, and the
+    scan leaves those packets out of the count. Counting the output (the reader's fallback from timestamps out of
+    presentation order, `OutOfOrder`), the count check waited on those packets too, so the last kept frames, which
+    come out after the discarded keyframe is fed, failed as dropped; they read before it."""
+    path = _end_trimmed(tmp_path, keep=16)
+    with VideoReader(path) as reader:
+        index = reader._order[0]
+        assert index.pts is not None and reader.meta.frames == 16
+        reader._order = (FrameIndex(None, (), slices=index.slices, lead=index.lead), None)  # as `OutOfOrder` leaves it
+        assert read_ids(reader.read(range(16))) == list(range(16))
+        assert read_ids(reader.read([15])) == [15]

@@ -254,11 +254,12 @@ class VideoReader:
     def _frames_fed(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream, *,
                     tag: bool) -> Iterator[tuple[av.VideoFrame, int]]:
         """Decode the stream from where it stands: each frame with the count of packets fed when it came out; ``tag``
-        tags each packet with its index in decode order (``CountCheck``)."""
+        tags each packet with its index in decode order (``CountCheck``). Packets marked discard (an MP4 edit list's
+        trimmed frames, which the decoder drops) are neither counted nor tagged, as in the scan's count."""
         fed = 0
         with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
             for packet in demux(container, stream):
-                if packet.size:  # (not the end-of-stream flush packet)
+                if packet.size and not packet.is_discard:  # (not the end-of-stream flush packet)
                     if tag:
                         tag_packet(packet, fed)
                     fed += 1
