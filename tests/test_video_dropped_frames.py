@@ -3,6 +3,7 @@ the decoder's output there, so every later frame would come back under the index
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import av
@@ -14,6 +15,7 @@ from tests.test_video_edits import _end_trimmed
 from tests.test_video_open_gop import _drop, _open_gop
 from tools.video import VideoDecodeError, VideoReader
 from tools.video_decode import DROP_HORIZON
+from tools.video_errors import fault_label, served_error
 from tools.video_scan import MAX_REORDER_DEPTH, FrameIndex
 
 N = 40
@@ -154,3 +156,26 @@ def test_packets_an_edit_list_discards_are_not_waited_on(tmp_path):
         reader._order = (FrameIndex(None, (), slices=index.slices, lead=index.lead), None)  # as `OutOfOrder` leaves it
         assert read_ids(reader.read(range(16))) == list(range(16))
         assert read_ids(reader.read([15])) == [15]
+
+
+def test_a_dropped_frame_s_error_is_a_decode_error_the_tool_service_serves_alike(tmp_path, monkeypatch):
+    """A read's error for a frame the count could not confirm was a FrameDropped, whose class the tool service's
+    client does not know: served (the class's name and the message, tools/service_frames.py) it came back as a plain
+    VideoError, its fault "VideoError: FrameDropped: ..." ("unusable") where the read in-process recorded
+    "FrameDropped: ..." ("undecodable"); nor did it pickle (a worker process's error). It is a VideoDecodeError as
+    the reader's other decode failures are."""
+    path = write_raw(tmp_path / "b.avi", id_frames(40), gop=12)
+    original = VideoReader._frames_fed
+
+    def dropping(self, container, stream, *, tag):
+        for frame, fed in original(self, container, stream, tag=tag):
+            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
+                yield frame, fed
+
+    monkeypatch.setattr(VideoReader, "_frames_fed", dropping)
+    with VideoReader(path) as reader, pytest.raises(VideoDecodeError, match="frame 25 of 40 .*dropped") as local:
+        reader.read([25])
+    served = served_error({"type": type(local.value).__name__, "message": str(local.value)})
+    assert type(served) is type(local.value) and str(served) == str(local.value)
+    assert fault_label(served) == "undecodable"
+    assert str(pickle.loads(pickle.dumps(local.value))) == str(local.value)

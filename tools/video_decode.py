@@ -89,13 +89,18 @@ class FrameDropped(VideoDecodeError):
 
     def __init__(self, name: str, index: int, total: int, packet: int) -> None:
         self.name, self.index, self.total, self.packet = name, index, total, packet
-        super().__init__(f"{name}: frame {index} of {total} could not be decoded: the decoder dropped the frame of "
-                         f"packet {packet} (in decode order; corrupt data?), decoded before it came out, and without "
-                         "timestamps the frames from there on cannot be counted")
+        super().__init__(self._message(index))
 
-    def at(self, index: int) -> FrameDropped:
-        """The same error for frame ``index`` (at or after this one: its count is no surer)."""
-        return FrameDropped(self.name, index, self.total, self.packet)
+    def at(self, index: int) -> VideoDecodeError:
+        """A read's error for frame ``index`` (at or after this one: its count is no surer): a VideoDecodeError, as
+        the reader's other decode failures, whose class the tool service's client raises again and which pickles
+        (this class, built from its fields, is neither)."""
+        return VideoDecodeError(self._message(index))
+
+    def _message(self, index: int) -> str:
+        return (f"{self.name}: frame {index} of {self.total} could not be decoded: the decoder dropped the frame of "
+                f"packet {self.packet} (in decode order; corrupt data?), decoded before it came out, and without "
+                "timestamps the frames from there on cannot be counted")
 
 
 DROP_HORIZON = 2 * MAX_REORDER_DEPTH
