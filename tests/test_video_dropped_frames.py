@@ -9,6 +9,7 @@ from pathlib import Path
 import av
 import pytest
 
+import tools.video_reader
 from tests.test_video import id_frames, read_ids, write_raw
 from tests.test_video_containers import _write
 from tests.test_video_edits import _end_trimmed
@@ -179,3 +180,29 @@ def test_a_dropped_frame_s_error_is_a_decode_error_the_tool_service_serves_alike
     assert type(served) is type(local.value) and str(served) == str(local.value)
     assert fault_label(served) == "undecodable"
     assert str(pickle.loads(pickle.dumps(local.value))) == str(local.value)
+
+
+def test_a_deep_reorder_on_many_frame_threads_is_no_drop(tmp_path, monkeypatch):
+    """Frame threads hold back up to 15 more frames (FFmpeg's auto thread count, 16 from 15 cores on), after the
+    decoder's own reorder delay (16 for H.264 whose SPS declares no reorder: FFmpeg derives 15-16 from the level):
+    a frame's packet then comes out up to 47 frames after a frame that came out once it was fed. Waiting only
+    `DROP_HORIZON` (2 x 16) frames, such a clip failed as dropped with nothing dropped. Emulated here: 16 frame
+    threads and a reorder depth of 16 on x264 with 16 B-frames (640x368, where the reader takes frame threads)."""
+    path = tmp_path / "deep.h264"
+    with av.open(str(path), "w", format="h264") as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt = 640, 368, "yuv420p"
+        s.options = {"x264-params": "keyint=60:bframes=16:b-pyramid=strict:b-adapt=0:threads=1:log-level=error"}
+        for f in id_frames(60, h=368, w=640):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    original = tools.video_reader.reorder_decoder
+
+    def deep(stream, index):
+        original(stream, index)
+        stream.thread_count, stream.codec_context.reorder_depth = 16, MAX_REORDER_DEPTH
+
+    monkeypatch.setattr(tools.video_reader, "reorder_decoder", deep)
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is None and reader.meta.frames == 60
+        assert read_ids(reader.read(range(60))) == list(range(60))

@@ -103,9 +103,14 @@ class FrameDropped(VideoDecodeError):
                 "timestamps the frames from there on cannot be counted")
 
 
-DROP_HORIZON = 2 * MAX_REORDER_DEPTH
+FRAME_THREADS = 16
+"""The most frame threads FFmpeg's automatic thread count takes (``MAX_AUTO_THREADS``; 16 from 15 cores on): each
+one past the first holds a frame back after the decoder's own reorder delay."""
+
+DROP_HORIZON = 2 * MAX_REORDER_DEPTH + FRAME_THREADS
 """Frames out after one that waits on a packet fed before it came out: a frame the decoder still holds back comes out
-within the frames its buffer holds (MAX_REORDER_DEPTH) and those it reorders past them; later, it was dropped."""
+within the frames its buffer holds (MAX_REORDER_DEPTH), those it reorders past them and those the frame threads hold
+back (x264 with 16 B-frames, a reorder depth of 16 and 16 frame threads: 47); later, it was dropped."""
 
 
 def tag_packet(packet: av.Packet, index: int) -> None:
