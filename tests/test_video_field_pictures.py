@@ -72,3 +72,13 @@ def test_second_fields_of_length_prefixed_packets() -> None:
         len(pps).to_bytes(2, "big") + pps
     pairs = FieldPairs(avcc)
     assert [pairs.second(av.Packet(len(f).to_bytes(4, "big") + f)) for f in fields] == [False, True] * 3
+
+
+def test_packets_without_start_codes_are_no_fields() -> None:
+    # H.264 with no avcC record (an AVI or Matroska track without one) is read as Annex B: a packet there with no
+    # start code (length-prefixed after all, or garbage) raised zip()'s ValueError from the NAL unit split, an internal
+    # fault out of the scan (tools.video_errors.wrapped lets this project's ValueErrors through) for a clip whose
+    # packets the decoder may well read
+    pairs = FieldPairs(None)
+    assert not pairs.second(av.Packet(b"\x00\x00\x00\x05\x65\x88\x84\x00\x10"))
+    assert not FieldPairs(b"\x67\x4d\x00\x1e").second(av.Packet(b"\x12\x34"))

@@ -52,7 +52,7 @@ def _nal_units(data: bytes, length_size: int | None) -> list[bytes]:
     while i >= 0:
         starts.append(i + 3)
         i = data.find(b"\x00\x00\x01", i + 3)
-    ends = [start - 3 for start in starts[1:]] + [len(data)]  # each unit runs up to the next start code
+    ends = [start - 3 for start in starts[1:]] + [len(data)] if starts else []  # each up to the next start code
     return [data[s:e].rstrip(b"\x00") for s, e in zip(starts, ends, strict=True)]
 
 
