@@ -63,10 +63,10 @@ def _pps() -> bytes:
     return _nal(8, b.rbsp())
 
 
-def _field(frame: int, bottom: bool) -> bytes:
-    idr = frame == 0 and not bottom  # the second field of an IDR frame is a non-IDR I picture
+def _field(frame: int, bottom: bool, gop: int) -> bytes:
+    idr = frame % gop == 0 and not bottom  # the second field of an IDR frame is a non-IDR I picture
     b = _Bits()
-    b.ue(0), b.ue(7), b.ue(0), b.u(4, frame % 16), b.u(1, 1), b.u(1, int(bottom))  # I slice, field_pic_flag
+    b.ue(0), b.ue(7), b.ue(0), b.u(4, frame % gop % 16), b.u(1, 1), b.u(1, int(bottom))  # I slice, field_pic_flag
     if idr:
         b.ue(0), b.u(1, 0), b.u(1, 0)  # idr_pic_id; no_output_of_prior_pics, long_term_reference
     else:
@@ -80,6 +80,7 @@ def _field(frame: int, bottom: bool) -> bytes:
     return _nal(5 if idr else 1, b.rbsp())
 
 
-def field_coded(frames: int) -> bytes:
-    """The Annex B stream of `frames` frames, each coded as two field pictures."""
-    return _sps() + _pps() + b"".join(_field(i, bottom) for i in range(frames) for bottom in (False, True))
+def field_coded(frames: int, gop: int | None = None) -> bytes:
+    """The Annex B stream of `frames` frames, each coded as two field pictures; an IDR frame every `gop` (else the
+    first only)."""
+    return _sps() + _pps() + b"".join(_field(i, bottom, gop or frames) for i in range(frames) for bottom in (False, True))

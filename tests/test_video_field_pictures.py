@@ -9,6 +9,8 @@ check does not wait on the second field's packet."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -82,3 +84,36 @@ def test_packets_without_start_codes_are_no_fields() -> None:
     pairs = FieldPairs(None)
     assert not pairs.second(av.Packet(b"\x00\x00\x00\x05\x65\x88\x84\x00\x10"))
     assert not FieldPairs(b"\x67\x4d\x00\x1e").second(av.Packet(b"\x12\x34"))
+
+
+def _start_trimmed(tmp_path: Path) -> Path:
+    """The fields of 20 frames (an IDR frame every 4) as MP4 samples, one a field (a stream copy of broadcast MPEG-TS),
+    shifted 5 frames before 0: the muxer's edit list starts at frame 5, and FFmpeg demuxes frame 4's two packets marked
+    discard (its frame dropped) before the kept ones."""
+    raw = tmp_path / "fields.h264"
+    raw.write_bytes(field_coded(N, gop=4))
+    path = tmp_path / "late.mp4"
+    with av.open(str(raw)) as i, av.open(str(path), "w") as o:
+        so = o.add_stream_from_template(i.streams.video[0])
+        so.time_base = Fraction(1, 50)
+        for k, p in enumerate(p for p in i.demux(video=0) if p.size):
+            p.stream, p.time_base, p.pts, p.dts = so, so.time_base, k - 10, k - 10
+            p.is_keyframe = k % 8 == 0  # the IDR frames' first fields (FFmpeg's parser marks every I picture)
+            o.mux(p)
+    return path
+
+
+def test_second_fields_after_discarded_packets_are_not_waited_on(tmp_path: Path) -> None:
+    # the scan numbered the second fields among all packets, discarded ones included, where the count check's tags
+    # (since f4995fc) skip those: counting the output, it waited on the kept stream's first second field (packet 1)
+    # and the read failed as FrameDropped ("dropped the frame of packet 1"); the timestamps' read was right
+    path = _start_trimmed(tmp_path)
+    with av.open(str(path)) as c:
+        assert [p.is_discard for p in c.demux(video=0) if p.size][:3] == [True, True, False]
+    with VideoReader(path) as reader:
+        index = reader._order[0]
+        assert reader.meta.frames == N - 5 and index.fields[:3] == (1, 3, 5)
+        want = reader.read([3, 9]).mean(axis=(1, 2, 3))
+        reader._order = (replace(index, pts=None, keyframes=(), reorder=None), None)  # as `OutOfOrder` leaves it
+        got = reader.read([3, 9]).mean(axis=(1, 2, 3))  # (from the first keyframe: frame 8)
+    assert [round(float(g)) for g in got] == [round(float(w)) for w in want]

@@ -97,8 +97,9 @@ class FrameIndex:
     order; without usable timestamps (``pts`` None) the frames before the keyframe in decode order and the HEVC
     leading pictures after it: at least this many, where the reader's count of the decoder's output finds the rest."""
     fields: tuple[int, ...] = ()
-    """The packets (decode order, from 0) that code the second field of an H.264 field pair: the decoder gives one
-    frame for the pair, on the first field's packet, and none of their own; they are no frames."""
+    """The packets (decode order, from 0, those an edit list discards not counted) that code the second field of an
+    H.264 field pair: the decoder gives one frame for the pair, on the first field's packet, and none of their own;
+    they are no frames."""
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -259,7 +260,7 @@ def scan(container: av.container.InputContainer, name: str,
             if packet.is_discard:
                 continue
             if pairs is not None and pairs.second(packet):
-                fields.append(packets - 1)
+                fields.append(len(pts) + len(fields))  # (among the packets not discarded, as the reader tags them)
                 continue
             pts.append(packet.pts)
             if types is not None and (not types or types[-1] not in (None, B_PICTURE)):  # until a B picture (or none found)
