@@ -387,18 +387,3 @@ def test_a_symlinked_output_stays_a_link_to_the_file_that_gets_the_rows(monkeypa
     assert res.exit_code == 0 and "0 to score" in res.output, res.output
     assert out.is_symlink() and out.resolve() == target.resolve()
     assert sorted(r["result"]["status"] for r in _rows(target)) == ["ineligible", "scored"]
-
-
-def test_removed_lines_say_only_what_was_removed(tmp_path):
-    """Only zero rows of changed clips removed read "0 ineligible row(s) removed ..." beside them: a retry that
-    removed no ineligible row said it removed some kind of row twice, once falsely."""
-    from graph.batch_resume import removed_lines
-
-    out = tmp_path / "out.jsonl"
-    changed, = removed_lines({"retry": 0, "changed": 2, "updated": 0}, out)
-    assert changed.startswith("2 zero row(s) whose clip changed") and "ineligible" not in changed, changed
-    assert removed_lines({"retry": 3, "changed": 0, "updated": 0}, out) == [
-        f"3 ineligible row(s) removed from {out} to score again"]
-    assert len(removed_lines({"retry": 1, "changed": 1, "updated": 0}, out)) == 2
-    assert removed_lines({"retry": 0, "changed": 0, "updated": 0}, out) == [
-        f"0 ineligible row(s) removed from {out} to score again"]  # nothing removed: said, as before

@@ -34,3 +34,18 @@ def test_ineligible_rows_are_counted_by_stage_and_kind(tmp_path) -> None:
         "input": (1, "input: manifest line 7: not valid JSON (Expecting value at column 1)"),
         "batch": (1, "batch: the worker process scoring this clip died (signal 9) on each of 2 attempts"),
     }
+
+
+def test_removed_lines_say_only_what_was_removed(tmp_path):
+    """Only zero rows of changed clips removed read "0 ineligible row(s) removed ..." beside them: a retry that
+    removed no ineligible row said it removed some kind of row twice, once falsely."""
+    from graph.batch_resume import removed_lines
+
+    out = tmp_path / "out.jsonl"
+    changed, = removed_lines({"retry": 0, "changed": 2, "updated": 0}, out)
+    assert changed.startswith("2 zero row(s) whose clip changed") and "ineligible" not in changed, changed
+    assert removed_lines({"retry": 3, "changed": 0, "updated": 0}, out) == [
+        f"3 ineligible row(s) removed from {out} to score again"]
+    assert len(removed_lines({"retry": 1, "changed": 1, "updated": 0}, out)) == 2
+    assert removed_lines({"retry": 0, "changed": 0, "updated": 0}, out) == [
+        f"0 ineligible row(s) removed from {out} to score again"]  # nothing removed: said, as before
