@@ -79,6 +79,20 @@ def test_a_frame_the_decoder_drops_is_an_error_not_a_shift(tmp_path):
             reader.read([failed[0]])
 
 
+def _drop_frame(monkeypatch, frame_id: int = 20, decoded: list | None = None) -> None:
+    """The decoder gives no frame for the packet of frame ``frame_id`` (every frame it did give in ``decoded``)."""
+    original = VideoReader._frames_fed
+
+    def dropping(self, container, stream, *, tag):  # noqa: ANN001, ANN202
+        for frame, fed in original(self, container, stream, tag=tag):
+            if decoded is not None:
+                decoded.append(frame)
+            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != frame_id:
+                yield frame, fed
+
+    monkeypatch.setattr(VideoReader, "_frames_fed", dropping)
+
+
 def _clip(tmp_path: Path, kind: str) -> tuple[Path, int, int]:
     """A clip whose reads count the decoder's output, its first frame's id and the index of its first keyframe: x264
     with B-frames in an AVI, or a raw open-GOP H.264 / HEVC stream cut mid-GOP (ids from 4, a keyframe at id 8)."""
@@ -93,14 +107,7 @@ def test_a_dropped_frame_after_reordered_or_leading_ones_is_an_error(tmp_path, m
     frames the decoder may drop, as it should): the frames before it keep reading, and from it on each read is
     an error, never the next frame under this index."""
     path, first, key = _clip(tmp_path, kind)
-    original = VideoReader._frames_fed
-
-    def dropping(self, container, stream, *, tag):
-        for frame, fed in original(self, container, stream, tag=tag):
-            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
-                yield frame, fed
-
-    monkeypatch.setattr(VideoReader, "_frames_fed", dropping)
+    _drop_frame(monkeypatch)
     with VideoReader(path) as reader:
         assert reader._order[0].pts is None
         total = reader.meta.frames
@@ -114,16 +121,8 @@ def test_a_dropped_frame_fails_without_decoding_the_rest(tmp_path, monkeypatch):
     """The frames after a dropped one wait for its frame: a long clip fails within `DROP_HORIZON` frames of it,
     holding no more than those, instead of decoding (and holding) every later frame first."""
     path = write_raw(tmp_path / "long.avi", id_frames(200), gop=12)
-    original = VideoReader._frames_fed
-    decoded = []
-
-    def dropping(self, container, stream, *, tag):
-        for frame, fed in original(self, container, stream, tag=tag):
-            decoded.append(frame)
-            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
-                yield frame, fed
-
-    monkeypatch.setattr(VideoReader, "_frames_fed", dropping)
+    decoded: list = []
+    _drop_frame(monkeypatch, decoded=decoded)
     with VideoReader(path) as reader:
         assert reader._order[0].pts is None and reader.meta.frames == 200
         with pytest.raises(VideoDecodeError, match="frame 21 of 200 could not be decoded: .*dropped"):
@@ -166,14 +165,7 @@ def test_a_dropped_frame_s_error_is_a_decode_error_the_tool_service_serves_alike
     "FrameDropped: ..." ("undecodable"); nor did it pickle (a worker process's error). It is a VideoDecodeError as
     the reader's other decode failures are."""
     path = write_raw(tmp_path / "b.avi", id_frames(40), gop=12)
-    original = VideoReader._frames_fed
-
-    def dropping(self, container, stream, *, tag):
-        for frame, fed in original(self, container, stream, tag=tag):
-            if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != 20:
-                yield frame, fed
-
-    monkeypatch.setattr(VideoReader, "_frames_fed", dropping)
+    _drop_frame(monkeypatch)
     with VideoReader(path) as reader, pytest.raises(VideoDecodeError, match="frame 25 of 40 .*dropped") as local:
         reader.read([25])
     served = served_error({"type": type(local.value).__name__, "message": str(local.value)})
