@@ -236,12 +236,11 @@ def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted
     resume that 130 invites fails until the error is fixed (such a stop ended as the error alone, the Ctrl-C
     unsaid)."""
     _closing_lines(writer, out)
-    if error is not None:
-        typer.echo(f"error: {error}", err=True)
     if error is None:
         typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch",
                    err=True)
     else:
+        typer.echo(f"error: {error}", err=True)
         typer.echo(("interrupted (Ctrl-C), and a row could not be written (the error above): " if interrupted
                     else "stopped: ")
                    + "clips with no row yet (a run not finished, or its row not written) are scored when the same "
