@@ -21,6 +21,10 @@ from policy.wan_i2v import read_model_index
 from policy.world_model import FlowWorldModel
 from tests.test_wan_families import SMOKE, T2V_INDEX, _folder, _load
 
+# diffusers' load_config passes huggingface_hub's deprecated local_dir_use_symlinks to hf_hub_download (its code,
+# not this project's): the hub path these tests drive warns every time
+pytestmark = pytest.mark.filterwarnings("ignore:The `local_dir_use_symlinks` argument is deprecated:UserWarning")
+
 REPO = "org/tiny-wan"
 
 
