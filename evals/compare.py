@@ -277,9 +277,9 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
         rows[key] = row
     if draw is not None and draw not in draws:
         found = ", ".join(map(str, sorted(draws))) or "none"
-        held = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
-                f"{skipped_listing(skipped)}") if skipped else ""
-        raise CompareError(f"{path}: no row of draw {draw} (draws found: {found}){held}")
+        maybe = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
+                 f"{skipped_listing(skipped)}") if skipped else ""
+        raise CompareError(f"{path}: no row of draw {draw} (draws found: {found}){maybe}")
     if preset is not None and preset not in presets:
         found = ", ".join(map(shown_preset, sorted(presets))) or "none"
         raise CompareError(f"{path}: no row of preset {preset!r} (presets found: {found})")

@@ -237,13 +237,15 @@ def scan(container: av.container.InputContainer, name: str,
     width, height = stream.codec_context.width, stream.codec_context.height
     if width <= 0 or height <= 0:
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
-    packets, pts, key_pts, slices, last_dts, cut, step = 0, [], [], None, None, False, None
+    pts: list[int | None] = []  # None: a packet without a timestamp
+    packets, key_pts, slices, last_dts, cut, step = 0, [], None, None, False, None
     max_pts, last_hold, key_at = -(2**63), 0, None  # key_at: frames before the first keyframe, in decode order
     leading, radl, after_key = 0, 0, False  # HEVC pictures right after the first keyframe shown before it (those of
     # them it alone references: radl); counting them
     first_key_pts = None  # of the first keyframe in decode order, one an edit list drops (discard) included
     codec = stream.codec_context.name
-    pairs, fields = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None, []  # second fields
+    fields: list[int] = []  # second fields
+    pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         for packet in demux(container, stream):
