@@ -18,11 +18,10 @@ import openai
 import pytest
 
 from graph.backbone import BackboneFault, Usage
-from graph.schemas import Fault
 from graph.setup_rejections import unsupported_part
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_http import MSGS, Verdict, good, make
-from tests.test_backbone_unsupported_requests import VIEW, XGRAMMAR
+from tests.test_backbone_unsupported_requests import VIEW, XGRAMMAR, _settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:This model does not support OpenAI's structured output:UserWarning")
 
@@ -39,12 +38,6 @@ def _fault(stub: OpenAIStub, method: str, tool_round: bool) -> BackboneFault:
         else:
             bb.structured("judge", Verdict, list(MSGS), Usage())
     return info.value
-
-
-def _settings(fault: BackboneFault, stub: OpenAIStub, *named: str) -> None:
-    assert fault.kind == "settings" and len(stub.requests) == 1, fault  # not retried, not re-asked
-    assert all(name in fault.message for name in named), fault.message
-    assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
 
 
 @pytest.mark.parametrize("status, text, option", [(422, TGI_NO_GRAMMAR, "--disable-grammar-support"),
