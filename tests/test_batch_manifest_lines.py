@@ -252,17 +252,24 @@ def test_the_comment_lines_said_are_those_of_the_manifest_read(monkeypatch, tmp_
     assert "1 comment line(s) (#) skipped: line(s) 1" in res.output, res.output
 
 
+def _two_names_of_one_clip(monkeypatch, tmp_path: Path) -> tuple[Path, Path]:
+    """A manifest naming c0.mp4 twice with one instruction, first through a missing folder ("gone/../c0.mp4": one
+    key, a name that cannot be opened), and its output's path."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
+    _write(manifest, [{"path": "gone/../c0.mp4", "instruction": TASK, "id": 1},
+                      {"path": "c0.mp4", "instruction": TASK, "id": 2}])
+    return manifest, out
+
+
 def test_a_repeat_of_an_unreadable_name_is_not_offered_to_a_rerun_that_cannot_change_it(monkeypatch, tmp_path):
     """A line repeating an earlier line's clip and instruction under another name takes that line's result, also a
     failure to open the clip by the earlier name ("gone/../c0.mp4": a missing folder before a "..", which the key
     resolves away). Judged by its own name, which can be read, the repeat's row was "a rerun can fix": every resume
     said --retry-ineligible writes it again, and the flag wrote the same copy again. It now follows its first line's
     row alone: retried when that row is, and the first line's name is what to fix."""
-    _scripted(monkeypatch, tmp_path)
-    square_clips(tmp_path, 1)
-    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
-    _write(manifest, [{"path": "gone/../c0.mp4", "instruction": TASK, "id": 1},
-                      {"path": "c0.mp4", "instruction": TASK, "id": 2}])
+    manifest, out = _two_names_of_one_clip(monkeypatch, tmp_path)
     args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
     res = runner.invoke(app, args)
     assert res.exit_code == 0 and "1 to take an earlier line's result" in res.output, res.output
@@ -281,11 +288,7 @@ def test_a_name_fixed_to_one_of_the_same_key_is_retried_by_the_next_retry(monkey
     and --retry-ineligible asked whether the clip can be read now by the row's old name: it could not, so the row
     stayed "not found" (and took the new name), and only a second --retry-ineligible scored it. The rerun reads the
     clip by the line's name as it is now, so that is the name asked about."""
-    _scripted(monkeypatch, tmp_path)
-    square_clips(tmp_path, 1)
-    manifest, out = tmp_path / "m.jsonl", tmp_path / "out.jsonl"
-    _write(manifest, [{"path": "gone/../c0.mp4", "instruction": TASK, "id": 1},
-                      {"path": "c0.mp4", "instruction": TASK, "id": 2}])
+    manifest, out = _two_names_of_one_clip(monkeypatch, tmp_path)
     args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
     assert runner.invoke(app, args).exit_code == 0
     key = _rows(out)[0]["key"]
