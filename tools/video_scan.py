@@ -1,7 +1,8 @@
 """Opening a video with PyAV and its metadata scan (the container half of ``tools.video``).
 
 Errors, ``VideoMeta``, the frame index check and the one demux pass that gives the frame count, the presentation-order
-timestamps and the keyframe positions (decisions: see ``tools.video``). Everything public here is
+timestamps and the keyframe positions (decisions: see ``tools.video``; its checks that the file is whole:
+``tools.video_complete``). Everything public here is
 re-exported by ``tools.video``; import from there.
 """
 
@@ -19,10 +20,8 @@ import av
 import numpy as np
 
 from tools.matroska_tail import segment_shortfall
-from tools.mp4_boxes import cut_fragment, index_past_end
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, picture_type, without_b_pictures
-from tools.mpegps_tail import ends_inside_element
-from tools.mpegts_tail import ends_inside_packet
+from tools.video_complete import check_complete
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
@@ -289,45 +288,7 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: unsupported edit list: its entry {pause[0]} of {pause[1]} is an empty edit (a "
                                "pause, media time -1) after media: FFmpeg shows the clip's first frames again in its "
                                f"place ({frames} frames where the edit list keeps {kept})")
-    # AVI counts its empty drop-frame chunks (timestamp gaps, and the last frame's duration in a time base finer
-    # than the rate) in the declared frames; its demuxer returns none of them, but its timestamps count chunks:
-    # the file is complete when its last frame reaches the count (its chunks: the shortest step, or 1)
-    avi_complete = "avi" in formats and last_dts is not None and last_dts + (step or 1) >= declared
-    if declared > packets and not avi_complete:
-        # MP4 / MOV declare every sample, also those a trimming edit list cuts (FFmpeg drops them)
-        kept = kept_frames(src, stream.id) if src is not None and "mov" in formats else None
-        if kept is not None and kept < declared:
-            if kept > packets:
-                raise VideoDecodeError(
-                    f"{name}: truncated file: its edit list keeps {kept} of the {declared} frames the "
-                    f"container declares, but only {packets} could be read")
-        else:
-            raise VideoDecodeError(
-                f"{name}: truncated file: the container declares {declared} frames but only {packets} "
-                "could be read")
-    if cut:  # its last frame's data was cut short (a fragmented MP4, FLV or AVI: no count, or its index cut off)
-        raise VideoDecodeError(f"{name}: truncated file: the data of its last video packet (of {packets}) is "
-                               "cut short")
-    if "mpegts" in formats and src is not None and ends_inside_packet(src):  # its last PES flagged nothing
-        raise VideoDecodeError(f"{name}: truncated file: it ends inside an MPEG-TS packet (the data of its last "
-                               f"video frame, of {packets}, is cut short)")
-    if "mpeg" in formats and src is not None and ends_inside_element(src):  # MPEG-PS: nor its last pack
-        raise VideoDecodeError(f"{name}: truncated file: it ends inside an MPEG-PS pack or packet (the data of its "
-                               f"last frames, of {packets} read, is cut short)")
-    fragment = cut_fragment(src) if src is not None and "mov" in formats else None
-    if fragment is not None:
-        kind, offset, size, total = fragment
-        where = (f"its last fragment's 'moof' box (at byte {offset}) has no 'mdat' box after it" if kind == b"moof"
-                 and offset + size <= total else f"it ends {total - offset} bytes into the header of a box at byte "
-                 f"{offset}" if not kind else f"its {kind.decode()!r} box at byte {offset} declares {size} bytes, "
-                 f"but the file ends {offset + size - total} bytes short of them")
-        raise VideoDecodeError(f"{name}: truncated file: {where} (frames after the {packets} read are missing)")
-    index_cut = index_past_end(src) if src is not None and "mov" in formats else None
-    if index_cut is not None:
-        offset, end, total = index_cut
-        raise VideoDecodeError(f"{name}: truncated file: its 'sidx' box (at byte {offset}) indexes fragments up to "
-                               f"byte {end}, but the file ends {end - total} bytes short of them (frames after the "
-                               f"{packets} read are missing)")
+    check_complete(container, stream, name, src, packets, cut, last_dts, step)
     known = [p for p in pts if p is not None]
     usable = len(known) == len(pts) and len(set(known)) == frames  # every frame has its own timestamp
     # without timestamps the reader counts the decoder's output: the frames shown before the first keyframe (those of
