@@ -34,6 +34,7 @@ from policy.cosmos import COSMOS_PREDICT2_5_2B, TINY_COSMOS, build_cosmos_transf
 from policy.diffusers_model import enable_gradient_checkpointing
 from policy.rollout import RolloutConfig, rollout, step_log_prob
 from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
+from training.models import cast_like_from_pretrained
 
 
 def _torchvision_available() -> bool:
@@ -85,7 +86,8 @@ def main() -> None:
     # -- build -----------------------------------------------------------------------------
     t0 = time.perf_counter()
     with device:
-        transformer = build_cosmos_transformer(config, seed=0).to(dtype)
+        transformer = build_cosmos_transformer(config, seed=0)
+    cast_like_from_pretrained(transformer, dtype)  # as the trainer loads it: learnable_pos_embed stays float32
     n_params = sum(p.numel() for p in transformer.parameters())
     print(f"transformer_parameters: {n_params}")
     model = FlowWorldModel("cosmos", transformer, vae=None, text_encoder=None)

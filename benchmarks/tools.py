@@ -28,9 +28,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 def best_of(fn, repeats: int = 5) -> float:
@@ -57,7 +61,7 @@ def clip(t_total: int = 81, size: int = 256) -> np.ndarray:
     return np.repeat(np.stack([tex[:, 2 * t:2 * t + size] for t in range(t_total)])[..., None], 3, -1)
 
 
-def start_server(app) -> tuple[str, object, threading.Thread]:
+def start_server(app) -> tuple[str, uvicorn.Server, threading.Thread]:
     import uvicorn
 
     from tools.service_http import SERVER_KEEPALIVE_S
