@@ -30,10 +30,11 @@ import time
 
 import torch
 
+from policy.conditioning import Conditioning, make_cond_mask
 from policy.cosmos import COSMOS_PREDICT2_5_2B, TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim
 from policy.diffusers_model import enable_gradient_checkpointing
 from policy.rollout import RolloutConfig, rollout, step_log_prob
-from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
+from policy.world_model import FlowWorldModel
 from training.models import cast_like_from_pretrained
 
 

@@ -59,6 +59,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from policy.conditioning import Conditioning
 from policy.dyndiff import (
     dynamic_mask,
     gaussian_log_prob,
@@ -69,7 +70,7 @@ from policy.dyndiff import (
 from policy.dyndiff_mask import check_tau_r_base, dynamic_mask_parts
 from policy.schedule_shift import DEFAULT_SHIFT
 from policy.steps import likelihood_steps
-from policy.world_model import Conditioning, FlowWorldModel, check_guidance_scale
+from policy.world_model import FlowWorldModel, check_guidance_scale
 
 
 class RolloutConfigError(ValueError):

@@ -14,8 +14,8 @@ import math
 import pytest
 import torch
 
+from policy.conditioning import Conditioning, make_cond_mask
 from policy.dyndiff import DynDiffInputError, gaussian_log_prob, transition_mean_std
-from policy.world_model import Conditioning, make_cond_mask
 from training.grpo import mean_kl
 
 HALF = torch.tensor([0.0, 0.5]).view(1, 1, 2, 1, 1)  # a "half-generated" frame 1

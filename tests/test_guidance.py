@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from policy.conditioning import Conditioning
 from policy.rollout import RolloutConfig, RolloutConfigError, rollout, sample_ode, step_log_prob
-from policy.world_model import Conditioning, FlowWorldModel, guided_velocity
+from policy.world_model import FlowWorldModel, guided_velocity
 
 FRAMES = 9
 

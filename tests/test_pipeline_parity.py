@@ -28,8 +28,9 @@ def _vae():
 
 def _ours(backend, transformer, vae, sched, emb, neg, noise, img, scale, monkeypatch):
     import policy.rollout as rollout
+    from policy.conditioning import Conditioning, make_cond_mask
     from policy.vae import encode_first_frames
-    from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
+    from policy.world_model import FlowWorldModel
 
     sched.set_timesteps(STEPS)
     monkeypatch.setattr(rollout, "sigma_schedule", lambda n, s: sched.sigmas.clone())

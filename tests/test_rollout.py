@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from policy.conditioning import Conditioning, make_cond_mask
 from policy.dyndiff import predict_x0
 from policy.rollout import (
     RolloutConfig,
@@ -16,7 +17,7 @@ from policy.rollout import (
     step_log_prob,
 )
 from policy.steps import likelihood_steps
-from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
+from policy.world_model import FlowWorldModel
 
 FRAMES = 9
 

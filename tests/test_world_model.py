@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from policy.world_model import Conditioning, FlowWorldModel, make_cond_mask
+from policy.conditioning import Conditioning, make_cond_mask
+from policy.world_model import FlowWorldModel
 
 H = W = 32  # pixels -> 4x4 latents (8x VAE), 2x2 tokens per frame (patch 2)
 FRAMES = 9  # -> 3 latent frames (4x temporal)

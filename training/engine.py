@@ -44,8 +44,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from policy.conditioning import Conditioning
 from policy.rollout import RolloutConfig, SDEStepRecord, step_log_prob
-from policy.world_model import Conditioning, FlowWorldModel
+from policy.world_model import FlowWorldModel
 from training.config import ConfigError, TrainConfig
 from training.ds_config import check_ds_json, read_ds_config
 from training.lr_schedule import apply_optimizer_settings, schedule_state

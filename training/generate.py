@@ -69,9 +69,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from policy.conditioning import Conditioning
 from policy.rollout import RolloutConfig, RolloutConfigError, initial_noise, rollout, sample_ode
 from policy.vae import NonFiniteLatentsError
-from policy.world_model import Conditioning, FlowWorldModel
+from policy.world_model import FlowWorldModel
 from tools.video import write_video
 from training.config import PromptSpec, TrainConfig
 from training.data import SAMPLE_NOISE, load_prompts, sample_seed

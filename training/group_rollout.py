@@ -11,8 +11,9 @@ import math
 
 import torch
 
+from policy.conditioning import Conditioning
 from policy.rollout import Rollout, RolloutConfig, cat_rollouts, rollout
-from policy.world_model import Conditioning, FlowWorldModel
+from policy.world_model import FlowWorldModel
 from training.config import TrainConfig
 from training.data import derive_seed
 from training.update import chunk

@@ -26,8 +26,9 @@ from typing import Literal
 import numpy as np
 import torch
 
+from policy.conditioning import Conditioning
 from policy.diffusers_model import fp32_modules
-from policy.world_model import Conditioning, FlowWorldModel
+from policy.world_model import FlowWorldModel
 from training.config import PromptSpec, TrainConfig
 from training.data import load_frame
 

@@ -52,9 +52,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from policy.conditioning import Conditioning
 from policy.rollout import Rollout, RolloutConfig
 from policy.steps import likelihood_steps
-from policy.world_model import Conditioning
 from training.config import TrainConfig
 from training.data import derive_seed
 from training.grpo import clipped_policy_loss, mean_kl, sample_sum_scale, valid_per_optimizer_step
