@@ -118,7 +118,8 @@ def reward_command(
 ) -> None:
     from evals.eval_views import plural, reward_notes
     from evals.judge import JudgeSettings
-    from evals.reliability import AgentScorer, ManifestError, load_eval_manifest, run_reward_eval
+    from evals.reliability import ManifestError, run_reward_eval
+    from evals.reward_scorer import AgentScorer, load_eval_manifest
     from evals.table import PAPER_ORDER, ordered_presets
     from graph.backbone import Backbone
     from graph.batch import scorer_of

@@ -43,12 +43,8 @@ Decisions where the issue was silent:
   score-batch` holds its output) and a second run into the folder is a `ManifestError` before anything is
   scored. Two runs (presets split over two endpoints) each rewrote results.jsonl at the end from the rows it had
   read at its start plus its own, dropping the other's rows, whose later appends went to the replaced file.
-- Clips are scored in chunks of `2 * concurrency` so progress is saved regularly. If the scorer itself
-  raises for a chunk, each clip of that chunk gets an ineligible row naming the error (never a reward), whose
-  ``usage`` is null with ``usage_unknown`` saying why (the calls made before the crash were spent but not
-  reported): it was ``{}``, which the usage means (`evals.table`) counted as a free run. Its fault is an
-  "internal" one of stage "harness", which the table counts as an outage (`evals.table`), as every row keeps
-  its result's ``faults``.
+- Clips are scored in chunks of `2 * concurrency` so progress is saved regularly; a chunk whose scorer raised
+  gives every clip an ineligible row naming the error (`evals.reward_scorer.score_chunk`).
 """
 
 from __future__ import annotations
@@ -58,11 +54,12 @@ import json
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from evals.clip_identity import ClipIdentities, is_legacy, legacy_changed, legacy_matches
 from evals.judge import JudgeVerdict, RewardJudge, explanation
 from evals.result_rows import ManifestError, damaged, result_row, results_rows, stale, stamped
+from evals.reward_scorer import EvalClip, PresetScorer, score_chunk
 from evals.table import (
     SUMMARY_SCHEMA_VERSION,
     all_metrics,
@@ -72,107 +69,10 @@ from evals.table import (
     render_markdown,
 )
 from evals.table_rows import not_boolean
-from graph.run_results import fault_result
-from graph.schemas import Fault, RewardResult
 from tools.jsonl import mend_tail, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from langchain_core.language_models import BaseChatModel
-
     from evals.table import PresetMetrics
-
-@dataclass(frozen=True)
-class EvalClip:
-    """One manifest row to evaluate."""
-
-    path: str
-    """Absolute path of the clip."""
-    instruction: str
-    """Task instruction."""
-    label: str
-    """Reference label: ordinary | failure | unobservable | progress."""
-    pattern: str
-    """Hacking / control pattern (e.g. success, occlusion, teleport)."""
-    task: str
-    """Task family name (may be empty)."""
-
-
-def load_eval_manifest(path: str | Path) -> list[EvalClip]:
-    """Clips of a clip-suite manifest (a manifest.jsonl or a folder holding one; rows read and validated by
-    `evals.clipsuite.load_manifest`); raises ManifestError naming the problem."""
-    from evals.clipsuite import ManifestError as SuiteManifestError
-    from evals.clipsuite import load_manifest
-
-    try:
-        rows = load_manifest(path)
-    except SuiteManifestError as exc:
-        raise ManifestError(str(exc)) from exc
-    if not rows:
-        raise ManifestError(f"manifest {path} has no rows")
-    clips = [EvalClip(row["path"], row["instruction"], row["label"], str(row.get("pattern") or "-"),
-                      str(row.get("task") or "")) for row in rows]
-    seen: set[str] = set()
-    for clip in clips:
-        if clip.path in seen:
-            raise ManifestError(f"{path}: clip {clip.path} appears twice (results are keyed by clip path and preset)")
-        seen.add(clip.path)
-    return clips
-
-
-class PresetScorer(Protocol):
-    """Scores clips with one preset; returns one RewardResult per clip, in order."""
-
-    async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]: ...
-
-
-class AgentScorer:
-    """The reward agent as a PresetScorer (`graph.ascore_videos`), one compiled agent per preset.
-
-    Pass one shared `backbone` (with one StageCache) so presets re-use identical stage outputs, one `tools`
-    object so tool models load once, and one `checkpointer` so every run is traced in the same database.
-    The presets' agents share one frame cache (`graph.frame_store.FrameStore`): a clip is decoded and its
-    images encoded once for all presets, and its motion tracks and surprise scores are computed once per
-    distinct request (every preset runs with the same tools).
-    With `settings` (a `BackboneSettings`), each preset's config is `settings.agent_config(preset)`, so its
-    `inspect_mode` applies to every preset (`"plan"` for servers or models without tool calling), and its
-    `foreign_claim_max_age_s` (RAA_FOREIGN_CLAIM_MAX_AGE_S) to every run's claim of its run id, and its
-    `trace_durability` (RAA_TRACE_DURABILITY) to every run's checkpoints.
-    """
-
-    def __init__(self, *, model: BaseChatModel | None = None, backbone: Any = None, tools: Any = None,
-                 checkpointer: Any = None, settings: Any = None, max_concurrency: int = 16) -> None:
-        self.model, self.backbone, self.tools = model, backbone, tools
-        self.checkpointer, self.settings = checkpointer, settings
-        self.max_concurrency = max_concurrency
-        self._agents: dict[str, Any] = {}
-        self._frames: Any = None
-
-    def agent(self, preset: str) -> Any:
-        """The compiled agent of `preset` (built on first use)."""
-        from graph import build_reward_agent
-        from graph.builder import frame_store_for, needed_settings
-
-        if self._frames is None:  # the store build_reward_agent would make, once for every preset
-            self._frames = frame_store_for(needed_settings(self.settings, model=self.model, backbone=self.backbone,
-                                                           checkpointer=self.checkpointer))
-        if preset not in self._agents:
-            self._agents[preset] = build_reward_agent(
-                self._config(preset), model=self.model, backbone=self.backbone, tools=self.tools,
-                checkpointer=self.checkpointer, settings=self.settings, frame_store=self._frames)
-        return self._agents[preset]
-
-    def _config(self, preset: str) -> Any:
-        from graph.settings import BackboneSettings
-
-        return (self.settings or BackboneSettings()).agent_config(preset)  # no settings: the defaults
-
-    async def score(self, preset: str, clips: Sequence[EvalClip]) -> list[RewardResult]:
-        from graph import ascore_videos
-
-        items = [(c.path, c.instruction) for c in clips]
-        # the settings' RAA_TRACE_DURABILITY and RAA_FOREIGN_CLAIM_MAX_AGE_S (`graph.settings.trace_options`)
-        return list(await ascore_videos(items, self._config(preset), agent=self.agent(preset),
-                                        max_concurrency=self.max_concurrency, settings=self.settings))
 
 
 @dataclass
@@ -320,7 +220,7 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
             for start in range(0, len(to_score), chunk):
                 part = to_score[start:start + chunk]
                 before = await asyncio.to_thread(hashed, part)  # what is scored (module docstring)
-                results, crashed = await _score_chunk(scorer, preset, part)
+                results, crashed = await score_chunk(scorer, preset, part)
                 after = await asyncio.to_thread(hashed, part)
                 counters["rewritten"] += sum(b != a for b, a in zip(before, after, strict=True))
                 rows = [stamped(result_row(c, preset, r, v, crashed), scorer_id)
@@ -377,18 +277,3 @@ def verdicts_by(rows: Sequence[dict[str, Any]], judge_name: str) -> str:
     names = dict.fromkeys(str((r.get("judge") or {}).get("judge") or judge_name) for r in rows
                           if (r.get("judge") or {}).get("status") == "judged")
     return ", ".join(names) or judge_name
-
-
-async def _score_chunk(scorer: PresetScorer, preset: str,
-                       clips: Sequence[EvalClip]) -> tuple[list[RewardResult], str | None]:
-    """Scorer results for a chunk and, when the scorer crashed (or returned a wrong count), why its usage is
-    unknown; then every result is ineligible with the reason."""
-    try:
-        results = list(await scorer.score(preset, clips))
-        if len(results) != len(clips):
-            raise RuntimeError(f"scorer returned {len(results)} results for {len(clips)} clips")
-        return results, None
-    except Exception as exc:  # noqa: BLE001 - one bad chunk never takes down the run
-        fault = Fault(stage="harness", kind="internal", message=f"scorer failed: {type(exc).__name__}: {exc}")
-        return ([fault_result(preset, fault) for _ in clips],  # an outage; its reason the fault's, as every other's
-                "the scorer crashed before reporting the calls and tokens this chunk spent")

@@ -132,10 +132,10 @@ class SummaryError(ValueError):
 def input_errors() -> tuple[type[Exception], ...]:
     """What `write_eval_index` raises for inputs it cannot use, each with a message naming the file (`raa eval
     report` prints it as one error line, exit 2): no results.jsonl; a results.jsonl that is not UTF-8
-    (`evals.reliability.ManifestError`) or holds a row the metrics cannot count (`TableRowError`); a
+    (`evals.result_rows.ManifestError`) or holds a row the metrics cannot count (`TableRowError`); a
     summary.json it cannot read (`SummaryError`); a trace database that is not one (`StoreError`: it was a
     traceback)."""
-    from evals.reliability import ManifestError
+    from evals.result_rows import ManifestError
     from evals.table_rows import TableRowError
     from graph.stores import StoreError
 

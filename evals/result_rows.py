@@ -14,7 +14,7 @@ from graph.schemas import RewardResult
 from tools.jsonl import LineError, read_text, usable_rows
 
 if TYPE_CHECKING:  # pragma: no cover
-    from evals.reliability import EvalClip
+    from evals.reward_scorer import EvalClip
 
 
 class ManifestError(ValueError):

@@ -47,7 +47,7 @@ Decisions where the issue was silent:
   `load_vqa_manifest` stays strict (the first skipped line is an error) for callers that cannot report.
 - A (video, question) pair asked twice, in one row or in two rows naming the same file (paths compared
   resolved, questions compared after stripping surrounding whitespace), is a `VQAManifestError` naming both
-  lines, as `evals.reliability.load_eval_manifest` refuses a clip listed twice: it was counted twice in
+  lines, as `evals.reward_scorer.load_eval_manifest` refuses a clip listed twice: it was counted twice in
   Domain (and could carry two contradicting reference answers). The same video with other questions in
   another row stays allowed.
 - Frames are decoded straight to the size they are sent at (`long_side`), as `evals.judge.FrameSampler`

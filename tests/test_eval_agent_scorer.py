@@ -1,17 +1,18 @@
-"""AgentScorer: the reward agent as the reliability eval's scorer (evals/reliability.py)."""
+"""AgentScorer: the reward agent as the reliability eval's scorer (evals/reward_scorer.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
 from evals.judge import RewardJudge
-from evals.reliability import EvalClip, run_reward_eval
+from evals.reliability import run_reward_eval
+from evals.reward_scorer import EvalClip
 
 
 def test_agent_scorer_shares_stage_outputs_across_presets(tmp_path):
     from graph_scripts import FakeSurprise, full_script, moving_square
 
-    from evals.reliability import AgentScorer
+    from evals.reward_scorer import AgentScorer
     from graph.backbone import Backbone
     from graph.cache import StageCache
     from graph.context import AgentTools
@@ -37,7 +38,7 @@ def test_agent_scorer_passes_the_settings_claim_age(tmp_path, monkeypatch):
     """RAA_FOREIGN_CLAIM_MAX_AGE_S reaches the runs of an eval (the settings object, not the 6 h default); without
     settings, the agent's own (None: bound from the settings it was built with, else 6 h)."""
     import graph
-    from evals.reliability import AgentScorer
+    from evals.reward_scorer import AgentScorer
     from graph.settings import BackboneSettings, trace_options
 
     seen = []

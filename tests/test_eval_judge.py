@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from evals.judge import JudgeSettings, RewardJudge
-from evals.reliability import EvalClip, run_reward_eval
+from evals.reliability import run_reward_eval
+from evals.reward_scorer import EvalClip
 from evals.table import DISPLAY_NAMES, PAPER_ORDER
 from graph.schemas import RewardResult
 from graph.testing import ScriptedChatModel

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from evals.judge import JudgeReply, RewardJudge
-from evals.reliability import EvalClip, ManifestError, load_eval_manifest, run_reward_eval
+from evals.reliability import ManifestError, run_reward_eval
+from evals.reward_scorer import EvalClip, load_eval_manifest
 from evals.table import all_metrics, ordered_presets, render_csv, render_markdown
 from graph.backbone import BackboneFault
 from graph.schemas import RewardResult

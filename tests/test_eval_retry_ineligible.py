@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from evals.reliability import EvalClip, run_reward_eval
+from evals.reliability import run_reward_eval
+from evals.reward_scorer import EvalClip
 from graph.schemas import RewardResult
 from tests.test_eval_reliability import _judge
 

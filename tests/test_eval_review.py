@@ -52,7 +52,8 @@ def test_reward_eval_refuses_a_results_file_that_is_not_utf8_without_rewriting_i
     must raise a ManifestError naming the file and leave the file as it is (the compaction would drop it)."""
     import asyncio
 
-    from evals.reliability import EvalClip, ManifestError, run_reward_eval
+    from evals.reliability import ManifestError, run_reward_eval
+    from evals.reward_scorer import EvalClip
 
     ev = tmp_path / "ev"
     ev.mkdir()
@@ -174,7 +175,8 @@ def test_reward_eval_names_a_results_path_that_is_a_folder(tmp_path):
     to append); now a ManifestError naming it, which the CLI prints as one line."""
     import asyncio
 
-    from evals.reliability import EvalClip, ManifestError, run_reward_eval
+    from evals.reliability import ManifestError, run_reward_eval
+    from evals.reward_scorer import EvalClip
 
     ev = tmp_path / "ev"
     (ev / "results.jsonl").mkdir(parents=True)

@@ -15,9 +15,10 @@ import pytest
 from graph_scripts import CLEAN_AUDIT, full_script, moving_square, tool_call, uniform_clip
 
 from evals.judge import JudgeSettings, RewardJudge
-from evals.reliability import AgentScorer, EvalClip, run_reward_eval
+from evals.reliability import run_reward_eval
 from evals.report import render_run_report, write_run_report
 from evals.report_index import write_eval_index
+from evals.reward_scorer import AgentScorer, EvalClip
 from graph.backbone import Backbone
 from graph.builder import default_checkpointer
 from graph.context import AgentTools

@@ -1,5 +1,5 @@
 """RAA_TRACE_DURABILITY reaches every path that runs the agent from the settings: `raa score`, `score-batch`,
-`demo` and `serve-reward` passed it, but `raa eval reward` (evals.reliability.AgentScorer) and training's
+`demo` and `serve-reward` passed it, but `raa eval reward` (evals.reward_scorer.AgentScorer) and training's
 `reward: agent` (training.rewards.AgentReward) ran with the "exit" default whatever it said, so their runs
 had no per-step checkpoints to step back through."""
 
@@ -29,7 +29,7 @@ def _durabilities(monkeypatch) -> list[str]:
 
 
 def test_agent_scorer_passes_the_settings_trace_durability(tmp_path, monkeypatch):
-    from evals.reliability import AgentScorer, EvalClip
+    from evals.reward_scorer import AgentScorer, EvalClip
 
     seen = _durabilities(monkeypatch)
     clip = EvalClip(str(tmp_path / "c.mp4"), "push", "success", "ordinary", "push")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evals.reliability import EvalClip, run_reward_eval
+from evals.reliability import run_reward_eval
+from evals.reward_scorer import EvalClip
 from graph.cli import app
 from graph.schemas import RewardResult
 from tests.batch_of_one import one_frame_zero
