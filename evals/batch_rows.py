@@ -43,7 +43,8 @@ def results_file_problem(path: Path) -> str | None:
 
 def score_batch_row(where: str, row: Any) -> dict[str, Any]:
     """``row`` when it is a usable score-batch row: a ``result`` object whose status and reward agree
-    (`checked_reward`) and an integer draw; `LineError` (the line is skipped) otherwise, naming a row of `raa eval
+    (`checked_reward`), an integer draw, and a string path and instruction unless it is a bad manifest line's row;
+    `LineError` (the line is skipped) otherwise, naming a row of `raa eval
     reward` as one (its fields are at the top level). Shared with `evals.draws`."""
     if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
         whose = (" but a row of `raa eval reward` (its results.jsonl); this command reads `raa score-batch` "
@@ -55,6 +56,12 @@ def score_batch_row(where: str, row: Any) -> dict[str, Any]:
     except ValueError:
         raise LineError(f"{where}: 'faults' is not a list of fault records (stage, kind, message)") from None
     row_draw(row, where)
+    from graph.batch import is_bad_line_row
+
+    if not is_bad_line_row(row):  # score-batch writes both as text; a hand edit's null or 5 named a clip "None", "5"
+        for name in ("path", "instruction"):
+            if not isinstance(row.get(name), str):
+                raise LineError(f"{where}: no string {name!r} to name its clip by, got {row.get(name)!r}")
     return row
 
 

@@ -73,7 +73,7 @@ import numpy as np
 
 from evals.batch_rows import eligible_reward, results_file_problem, row_preset, score_batch_row, shown_preset
 from evals.table_rows import outage
-from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
+from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
 NO_SPREAD = 1e-12
 """W + B at or below this (a reward standard deviation of 1e-6) is rounding, not spread: no noise share."""
@@ -161,17 +161,10 @@ class DrawsSummary:
 
 
 def _parsed(where: str, row: Any) -> tuple[str, dict[str, Any]]:
-    """(where, row) of a line that is a usable score-batch row (`evals.batch_rows.score_batch_row`) naming its clip: a
-    string path and instruction, unless it is a bad manifest line's row (`LineError` otherwise: the line is skipped,
-    as `evals.compare` skips a row with no field to pair by; it was a clip called "None")."""
-    from graph.batch import is_bad_line_row
-
-    row = score_batch_row(where, row)
-    if not is_bad_line_row(row):
-        for name in ("path", "instruction"):
-            if not isinstance(row.get(name), str):
-                raise LineError(f"{where}: no string {name!r} to name its clip by, got {row.get(name)!r}")
-    return where, row
+    """(where, row) of a line that is a usable score-batch row (`evals.batch_rows.score_batch_row`: one naming its clip
+    by a string path and instruction, unless it is a bad manifest line's row); `LineError` otherwise (the line is
+    skipped, as `evals.compare` skips it; it was a clip called "None")."""
+    return where, score_batch_row(where, row)
 
 
 def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[SkippedLine]]:
