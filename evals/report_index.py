@@ -29,7 +29,10 @@ Decisions where the issue was silent:
   report` exits 2 before writing anything. It is not skipped with a warning: without it the page would
   count every row results.jsonl keeps, earlier manifests' too, and disagree with the run's table.md.
   Deleting the file (or rerunning `raa eval reward`) is the way to index every row. A summary.json
-  without `paths` (written before it named the run's clips) still scopes nothing, as before.
+  without `paths` (written before it named the run's clips) still scopes nothing, as before. One without
+  `schema_version` is version 1 (the fields read here kept their meaning); a `schema_version` newer than
+  `evals.table.SUMMARY_SCHEMA_VERSION` (a newer raa wrote the folder: its fields may mean something else) or not a
+  positive integer is a `SummaryError` too: it was read as if it were of this version.
 - A results.jsonl without rows, or none of the clips and presets summary.json names, still gets its page,
   whose header line says so (`empty_note`), and `on_empty` hears it (`raa eval report` prints "no rows in
   FILE: nothing to report", exit 0, as `raa eval draws`): the page had empty tables and "0 clips", and the
@@ -53,7 +56,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from evals.eval_views import plural
 from evals.report_html import badge, esc, page, section, table
 from evals.report_links import link_reports
-from evals.table import DISPLAY_NAMES, PAPER_ORDER, all_metrics, incomplete_notes
+from evals.table import DISPLAY_NAMES, PAPER_ORDER, SUMMARY_SCHEMA_VERSION, all_metrics, incomplete_notes
 from evals.table_means import USAGE_DIGITS, USAGE_NAMES
 from evals.table_rows import outage, row_faults
 from graph.reward_format import reward_text
@@ -163,6 +166,13 @@ def read_scope(summary: Path) -> Scope | None:
                            f"index every row of results.jsonl") from exc
     if not isinstance(scope, dict):
         raise SummaryError(f"{summary} must hold a JSON object, got {type(scope).__name__}")
+    version = scope.get("schema_version", 1)  # 1: written before the field (`evals.table`'s docstring)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise SummaryError(f"{summary}: schema_version must be an integer from 1, got {version!r:.40}; rerun "
+                           "`raa eval reward`, or delete it to index every row of results.jsonl")
+    if version > SUMMARY_SCHEMA_VERSION:
+        raise SummaryError(f"{summary} has schema_version {version}, newer than this raa reads (up to "
+                           f"{SUMMARY_SCHEMA_VERSION}): it was written by a newer raa; report the folder with that one")
     if "paths" not in scope:
         return None
     fields = {}
