@@ -61,6 +61,13 @@ def unfinished_run(out: Path) -> dict[str, Any] | None:
     return None if summary.get("run") == started["run"] else started
 
 
+def _manifest(record: dict[str, Any]) -> str | None:
+    """The manifest a run record names; None when it names none or one that is not a string (a hand edit: 5 made
+    `unfinished_note`'s command a TypeError that ended `raa eval report`)."""
+    manifest = record.get("manifest")
+    return manifest if isinstance(manifest, str) else None
+
+
 def _scope_text(record: dict[str, Any]) -> str:
     presets = record.get("presets")
     clips = record.get("clips")
@@ -78,7 +85,7 @@ def shown_run(summary: dict[str, Any] | None) -> str:
     if summary is None:
         return "no finished `raa eval reward` run names its clips (no summary.json, or one written before it " \
                "named them): the table counts every row of results.jsonl"
-    manifest = summary.get("manifest")
+    manifest = _manifest(summary)
     text = "the last finished `raa eval reward` run" + (f": manifest {manifest}" if manifest else " (summary.json)")
     if summary.get("finished"):
         text += f", finished {summary['finished']}"
@@ -98,7 +105,7 @@ def finish_command(manifest: str, out: Path, presets: Any) -> str:
 
 def unfinished_note(record: dict[str, Any], out: Path) -> str:
     """The warning for a run started in `out` that has not finished."""
-    manifest = record.get("manifest")
+    manifest = _manifest(record)
     scope = _scope_text(record)
     again = f"`{finish_command(manifest, out, record.get('presets'))}`" if manifest else \
         "`raa eval reward` with its manifest"

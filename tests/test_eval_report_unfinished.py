@@ -86,3 +86,20 @@ def test_the_command_that_finishes_a_run_names_its_presets_and_quotes_its_paths(
     command = note.split("rerun `")[1].split("`")[0]
     assert shlex.split(command) == ["raa", "eval", "reward", "-m", "suite one/manifest.jsonl", "-o", str(out),
                                     "--presets", "direct,structured"]
+
+
+@pytest.mark.parametrize("manifest", [5, ["m2.jsonl"], {"path": "m2.jsonl"}])
+def test_a_started_record_whose_manifest_is_not_text_is_named_without_one(tmp_path, manifest):
+    """A hand-edited started.json whose manifest is not a string: `raa eval report` died with a TypeError (shlex of
+    an int) building the finishing command. The run is named as one whose manifest is not recorded."""
+    import json
+
+    clips, out = _clips(tmp_path), tmp_path / "ev"
+    _run(clips[:3], out, "m1.jsonl")
+    with pytest.raises(Killed):
+        _run(clips[3:], out, "m2.jsonl", on_row=_kill)
+    started = out / "started.json"
+    started.write_text(json.dumps({**json.loads(started.read_text()), "manifest": manifest}))
+    heard: list[str] = []
+    write_eval_index(out, on_unfinished=heard.append)
+    assert len(heard) == 1 and "manifest not recorded" in heard[0] and "`raa eval reward` with its manifest" in heard[0]
