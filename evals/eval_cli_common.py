@@ -15,7 +15,7 @@ from tools.jsonl import write_text_atomic
 
 
 def console() -> Console:
-    return Console(soft_wrap=True, markup=False)  # presets, paths and reasons are data, never style tags
+    return Console(soft_wrap=True, markup=False, emoji=False)  # presets, paths and reasons are data: no tags, no ":cat:"
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
