@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import av
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
-from tools.video import VideoDecodeError, probe, read_all_frames, read_frames
+from tools.video import VideoDecodeError, VideoReader, probe, read_all_frames, read_frames
 from tools.video_edits import kept_frames
 
 
@@ -40,23 +41,63 @@ def test_an_edit_list_that_ends_early_is_a_complete_clip(tmp_path):
     assert kept_frames(path) == 16 and kept_frames(tmp_path / "full.mp4") == 40
 
 
-def test_an_edit_list_that_starts_late_is_a_complete_clip(tmp_path):
-    """Packets shifted 11 frames before 0 (a stream copy cut after its first frames): the muxer writes an
-    edit starting at frame 11, and FFmpeg drops the GOP before frame 11's (keyframe 8 on: discard)."""
-    src = write_raw(tmp_path / "src.mp4", id_frames(30), gop=8)
+def _late_start(tmp_path: Path, *, gop: int = 8, skip: int = 11, of: int = 30) -> Path:
+    """Packets shifted `skip` frames before 0 (a stream copy cut after its first frames): the muxer writes an
+    edit starting at frame `skip`, and FFmpeg demuxes the GOP before it marked discard (decoded, not shown)."""
+    src = write_raw(tmp_path / "src.mp4", id_frames(of), gop=gop)
     path = tmp_path / "late.mp4"
     with av.open(str(src)) as i, av.open(str(path), "w") as o:
         si = i.streams.video[0]
         so = o.add_stream_from_template(si)
-        shift = int(11 / 16 / si.time_base)
+        shift = int(skip / 16 / si.time_base)
         for p in i.demux(si):
             if p.size:
                 p.stream, p.pts, p.dts = so, p.pts - shift, p.dts - shift
                 o.mux(p)
+    return path
+
+
+def _counting(reader: VideoReader) -> None:
+    """Make `reader` count the decoder's output, as `OutOfOrder` leaves it (timestamps found unusable)."""
+    reader._order = (replace(reader._order[0], pts=None, keyframes=(), reorder=None), None)
+
+
+def test_an_edit_list_that_starts_late_is_a_complete_clip(tmp_path):
+    """Frame 11 on (keyframe 8 on: discard)."""
+    path = _late_start(tmp_path)
     meta = probe(path)
     assert meta.frames == 19
     assert read_ids(read_all_frames(path)) == list(range(11, 30))
     assert read_ids(read_frames(path, [0, 18, 9])) == [11, 29, 20]
+
+
+@pytest.mark.parametrize("gop", [8, 30])
+def test_counting_the_output_of_a_late_edit_reads_its_first_partial_gop(tmp_path, gop):
+    """The decoder decodes the keyframe the edit list discards (frame 8) and drops its frame, so frames 11-15 come
+    out whole. Counting the output, the scan put the first keyframe at the first one kept (frame 16) and the reader
+    waited for a keyframe to come out: frames 0-4 (11-15) were refused as a mid-GOP cut, and a clip whose only
+    keyframe the edit drops (gop 30) gave no frame at all, where the timestamps read every one."""
+    path = _late_start(tmp_path, gop=gop)
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == 19 and reader._order[0].lead == 0
+        _counting(reader)
+        assert read_ids(reader.read(range(19))) == list(range(11, 30))
+        assert read_ids(reader.read([2])) == [13]
+
+
+@pytest.mark.parametrize("gop", [8, 30])
+def test_a_late_edit_without_presentation_offsets_counts_from_its_first_frame(tmp_path, gop):
+    """The same clips without their ``ctts`` (timestamps in decode order: the scan counts the decoder's output). The
+    scan put the first keyframe at the first one kept (frame 16), three frames in: frames 0-2 were refused as a
+    mid-GOP cut. FFmpeg decodes frames 13-29 (the discarded keyframe first)."""
+    data = bytearray(_late_start(tmp_path, gop=gop).read_bytes())
+    at = data.find(b"ctts")
+    data[at : at + 4] = b"free"
+    path = tmp_path / "no_ctts.mp4"
+    path.write_bytes(bytes(data))
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is None and reader._order[0].lead == 0 and reader.meta.frames == 17
+        assert read_ids(reader.read(range(17))) == list(range(13, 30))
 
 
 def test_a_trimmed_clip_cut_short_is_still_truncated(tmp_path):
@@ -66,7 +107,6 @@ def test_a_trimmed_clip_cut_short_is_still_truncated(tmp_path):
     cut.write_bytes(data[: mdat + (len(data) - mdat) // 3])  # the sample table whole, a third of the frames
     with pytest.raises(VideoDecodeError, match=r"cut.mp4: truncated file: its edit list keeps 16 of the 40"):
         probe(cut)
-
 
 
 def test_a_corrupt_sample_run_count_is_cut_at_the_tracks_samples(tmp_path):

@@ -187,8 +187,9 @@ class VideoReader:
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container, stream = self._decoder(index, probe="headers" if known else "decode")
         try:
-            # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones
-            i, lost = 0, index.lead > 0 or stream.codec_context.name == "h264"
+            # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones (not
+            # after a keyframe an edit list discards: `FrameIndex.primed`)
+            i, lost = 0, index.lead > 0 or (stream.codec_context.name == "h264" and not index.primed)
             stream.codec_context.flags |= Flags.copy_opaque  # each frame names its packet's tag (`CountCheck`)
             check = CountCheck(self._name, self.meta.frames, index.lead, index.fields)  # a frame the decoder drops shifts the count
             for frame, fed in self._frames_fed(container, stream, tag=True):

@@ -95,6 +95,10 @@ class FrameIndex:
     so a decode from the start trusts none of them before a keyframe (or an intra frame) comes out. In presentation
     order; without usable timestamps (``pts`` None) the frames before the keyframe in decode order and the HEVC
     leading pictures after it: at least this many, where the reader's count of the decoder's output finds the rest."""
+    primed: bool = False
+    """The decode from the start begins on a keyframe an MP4 / MOV edit list discards (a clip trimmed mid-GOP): the
+    decoder decodes it and drops its frame, so the frames it gives after it have their references (the keyframe's own
+    leading ones lie before the edit too, discarded), and the first one out is no keyframe but no lost frame either."""
     fields: tuple[int, ...] = ()
     """The packets (decode order, from 0, those an edit list discards not counted) that code the second field of an
     H.264 field pair: the decoder gives one frame for the pair, on the first field's packet, and none of their own;
@@ -238,10 +242,11 @@ def scan(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: video stream has no frame size ({width}x{height})")
     pts: list[int | None] = []  # None: a packet without a timestamp
     packets, key_pts, slices, last_dts, cut, step = 0, [], None, None, False, None
-    max_pts, last_hold, key_at = -(2**63), 0, None  # key_at: frames before the first keyframe, in decode order
+    max_pts, last_hold, key_at = -(2**63), 0, None  # key_at: frames before the first keyframe, in decode order (one
+    # an edit list discards included: the decoder starts on it all the same, `FrameIndex.primed`)
     leading, radl, after_key = 0, 0, False  # HEVC pictures right after the first keyframe shown before it (those of
     # them it alone references: radl); counting them
-    first_key_pts = None  # of the first keyframe in decode order, one an edit list drops (discard) included
+    first_key_pts, primed = None, False  # of the first keyframe in decode order, one an edit list drops (discard) included
     codec = stream.codec_context.name
     fields: list[int] = []  # second fields
     pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
@@ -256,8 +261,9 @@ def scan(container: av.container.InputContainer, name: str,
                 if last_dts is not None and packet.dts > last_dts:  # the shortest frame: the last one's chunks (AVI)
                     step = packet.dts - last_dts if step is None else min(step, packet.dts - last_dts)
                 last_dts = packet.dts if last_dts is None else max(last_dts, packet.dts)
-            if packet.is_keyframe and first_key_pts is None:
-                first_key_pts = packet.pts
+            key = packet.is_keyframe and key_at is None
+            if key:
+                first_key_pts, key_at, primed = packet.pts, len(pts), packet.is_discard and not pts
             if packet.is_discard:
                 continue
             if pairs is not None and pairs.second(packet):
@@ -274,8 +280,7 @@ def scan(container: av.container.InputContainer, name: str,
                 nal_types = vcl_nal_types(bytes(packet), codec, stream.codec_context.extradata) or [-1]
                 after_key = all(t in HEVC_LEADING for t in nal_types)
                 leading, radl = leading + after_key, radl + (after_key and all(t in HEVC_RADL for t in nal_types))
-            if packet.is_keyframe and key_at is None:
-                key_at, after_key = len(pts) - 1, codec == "hevc"
+            after_key = after_key or (key and codec == "hevc")
             if packet.is_keyframe and packets == 1:
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
@@ -299,7 +304,7 @@ def scan(container: av.container.InputContainer, name: str,
     # from the timestamps' to the count with the same lead: `VideoReader._convert`)
     whole = radl if key_at == 0 and leading == radl else 0
     unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading - whole,
-                           fields=tuple(fields))
+                           primed=primed, fields=tuple(fields))
     index = unordered
     if usable:
         ordered = sorted(known)
@@ -309,7 +314,7 @@ def scan(container: av.container.InputContainer, name: str,
         # whole); no keyframe: every frame
         lead = max(0, bisect.bisect_left(ordered, first_key_pts) - whole) if first_key_pts is not None else \
             keys[0] if keys else frames
-        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead, tuple(fields))
+        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead, primed, tuple(fields))
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
                 types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
