@@ -20,7 +20,7 @@ import av
 import numpy as np
 
 from tools.matroska_tail import segment_shortfall
-from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, picture_type, without_b_pictures
+from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, closed_gop, picture_type, without_b_pictures
 from tools.video_complete import check_complete
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
@@ -244,9 +244,10 @@ def scan(container: av.container.InputContainer, name: str,
     packets, key_pts, slices, last_dts, cut, step = 0, [], None, None, False, None
     max_pts, last_hold, key_at = -(2**63), 0, None  # key_at: frames before the first keyframe, in decode order (one
     # an edit list discards included: the decoder starts on it all the same, `FrameIndex.primed`)
-    leading, radl, after_key = 0, 0, False  # HEVC pictures right after the first keyframe shown before it (those of
-    # them it alone references: radl); counting them
+    leading, radl, after_key = 0, 0, False  # HEVC / MPEG-1 / 2 pictures right after the first keyframe shown before it
+    # (those of them it alone references: radl; MPEG's B pictures of a closed GOP); counting them
     first_key_pts, primed = None, False  # of the first keyframe in decode order, one an edit list drops (discard) included
+    closed = False  # its GOP header says closed GOP (MPEG-1 / 2)
     codec = stream.codec_context.name
     fields: list[int] = []  # second fields
     pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
@@ -276,11 +277,15 @@ def scan(container: av.container.InputContainer, name: str,
                 max_pts, last_hold = packet.pts, packet.duration or 0
             if packet.is_keyframe and packet.pts is not None:
                 key_pts.append(packet.pts)
-            if after_key:
+            if after_key and types is None:
                 nal_types = vcl_nal_types(bytes(packet), codec, stream.codec_context.extradata) or [-1]
                 after_key = all(t in HEVC_LEADING for t in nal_types)
                 leading, radl = leading + after_key, radl + (after_key and all(t in HEVC_RADL for t in nal_types))
-            after_key = after_key or (key and codec == "hevc")
+            elif after_key:  # (MPEG-1 / 2: a B picture after an I one in decode order is shown before it)
+                after_key = picture_type(packet) == B_PICTURE
+                leading, radl = leading + after_key, radl + (after_key and closed)
+            if key:
+                after_key, closed = codec == "hevc" or types is not None, types is not None and closed_gop(packet)
             if packet.is_keyframe and packets == 1:
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
@@ -299,9 +304,10 @@ def scan(container: av.container.InputContainer, name: str,
     # without timestamps the reader counts the decoder's output: the frames shown before the first keyframe (those of
     # a clip cut mid-GOP before it in decode order, and HEVC's leading pictures after it, which the decoder drops) are
     # its lead; H.264's leading pictures, which only the decoder places, it counts as they come out (`iter_frames`).
-    # RADL pictures decode: out of the lead where the clip starts on their keyframe with no RASL ones (nothing before
-    # them dropped); after dropped frames a count cannot place them, and both leads keep them (the reader falls back
-    # from the timestamps' to the count with the same lead: `VideoReader._convert`)
+    # RADL pictures (and a closed GOP's MPEG-1 / 2 B pictures) decode: out of the lead where the clip starts on their
+    # keyframe with no RASL ones (nothing before them dropped); after dropped frames a count cannot place them, and
+    # both leads keep them (the reader falls back from the timestamps' to the count with the same lead:
+    # `VideoReader._convert`). An open GOP's MPEG-1 / 2 B pictures FFmpeg drops, as HEVC's RASL ones
     whole = radl if key_at == 0 and leading == radl else 0
     unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading - whole,
                            primed=primed, fields=tuple(fields))
