@@ -8,6 +8,7 @@ from pathlib import Path
 
 import av
 import pytest
+from av.codec.context import Flags
 
 import tools.video_reader
 from tests.test_video import id_frames, read_ids, write_raw
@@ -77,6 +78,42 @@ def test_a_frame_the_decoder_drops_is_an_error_not_a_shift(tmp_path):
         assert read_ids(reader.read([3, 11, 20])) == [3, 11, 20]
         with pytest.raises(VideoDecodeError, match=f"frame {failed[0]} of {N} .*dropped"):
             reader.read([failed[0]])
+
+
+@pytest.mark.parametrize("cut", [N - 1, N - 3])
+def test_a_raw_hevc_stream_cut_inside_a_packet_gives_no_other_frame(tmp_path, cut):
+    """A raw stream cut inside its last packet (packet `cut`, decode order): without a container the scan cannot see
+    the cut and counts its picture, which FFmpeg's decoder drops. Packet 39 is a B picture shown before those of
+    packets 37-38, packet 37 a P picture shown after those of packets 34-36. Each index reads its own frame or fails:
+    the cut picture's fails, and so do those that came out after its packet was fed (without timestamps the count
+    cannot tell whether it was shown before them); the frames before those read."""
+    src = _hevc(tmp_path / "c.hevc")
+    shown, data = {}, []  # the frame id of each packet's picture (its place in the uncut stream), the packets
+    with av.open(str(src)) as c:
+        stream = c.streams.video[0]
+        stream.codec_context.flags |= Flags.copy_opaque
+        for packet in c.demux(stream):
+            if packet.size:
+                data.append(bytes(packet))
+                packet.opaque = (len(data) - 1,)
+            for frame in packet.decode():
+                shown[frame.opaque[0]] = read_ids(frame.to_ndarray(format="rgb24")[None])[0]
+    assert [shown[k] for k in (N - 3, N - 2, N - 1)] == [N - 1, N - 2, N - 3]  # a P picture, then its two Bs
+    path = tmp_path / "cut.hevc"
+    path.write_bytes(b"".join(data[:cut]) + data[cut][: len(data[cut]) // 2])
+    present = sorted(shown[k] for k in range(cut + 1))  # the file's frames, in order
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is None and reader.meta.frames == cut + 1
+        assert read_ids(reader.read(range(N - 6))) == present[: N - 6]
+        failed = []
+        for i in range(N - 6, cut + 1):
+            try:
+                got = read_ids(reader.read([i]))
+            except VideoDecodeError:
+                failed.append(i)
+                continue
+            assert got == [present[i]]  # never another frame under this index
+        assert present.index(shown[cut]) in failed
 
 
 def _drop_frame(monkeypatch, frame_id: int = 20, decoded: list | None = None) -> None:
