@@ -235,3 +235,18 @@ def test_a_deep_reorder_on_many_frame_threads_is_no_drop(tmp_path, monkeypatch):
     with VideoReader(path) as reader:
         assert reader._order[0].pts is None and reader.meta.frames == 60
         assert read_ids(reader.read(range(60))) == list(range(60))
+
+
+@pytest.mark.parametrize("name", ["b.mp4", "b.ts"])
+def test_a_frame_the_decoder_gives_none_for_with_timestamps_fails_alone(tmp_path, monkeypatch, name):
+    """A picture the decoder outputs none for (an HEVC picture coded not for output, ``pic_output_flag`` 0, which the
+    scan counts as a frame: no encoder at hand writes one, so simulated): by their timestamps each other frame keeps
+    its index, and a read of that one is an error, never the next frame."""
+    path = write_raw(tmp_path / name, id_frames(40), gop=12)
+    _drop_frame(monkeypatch)
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is not None and reader.meta.frames == 40
+        assert read_ids(reader.read([3, 19, 39, 21])) == [3, 19, 39, 21]
+        with pytest.raises(VideoDecodeError, match="frame 20 of 40 could not be decoded"):
+            reader.read([20])
+        assert read_ids(reader.read([21, 22])) == [21, 22]
