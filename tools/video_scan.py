@@ -93,16 +93,18 @@ class FrameIndex:
     """Frames shown before the first keyframe (every frame when there is none): those of a clip cut mid-GOP, and an
     open GOP's leading frames, decoded after the keyframe (x264 ``open-gop``, HEVC's CRA). They reference lost frames,
     so a decode from the start trusts none of them before a keyframe (or an intra frame) comes out. In presentation
-    order; without usable timestamps (``pts`` None) the frames before the keyframe in decode order and the HEVC
-    leading pictures after it: at least this many, where the reader's count of the decoder's output finds the rest."""
-    primed: bool = False
-    """The decode from the start begins on a keyframe an MP4 / MOV edit list discards (a clip trimmed mid-GOP): the
-    decoder decodes it and drops its frame, so the frames it gives after it have their references (the keyframe's own
-    leading ones lie before the edit too, discarded), and the first one out is no keyframe but no lost frame either."""
+    order; without usable timestamps (``pts`` None) the frames before the keyframe in decode order and the HEVC /
+    MPEG-1 / 2 leading pictures after it: at least this many, where the reader's count of the decoder's output finds
+    the rest. Not those that decode whole where the clip starts on their keyframe: HEVC's RADL pictures, and an MPEG-1 /
+    2 closed GOP's B pictures."""
     fields: tuple[int, ...] = ()
     """The packets (decode order, from 0, those an edit list discards not counted) that code the second field of an
     H.264 field pair: the decoder gives one frame for the pair, on the first field's packet, and none of their own;
     they are no frames."""
+    primed: bool = False
+    """The decode from the start begins on a keyframe an MP4 / MOV edit list discards (a clip trimmed mid-GOP): the
+    decoder decodes it and drops its frame, so the frames it gives after it have their references (the keyframe's own
+    leading ones lie before the edit too, discarded), and the first one out is no keyframe but no lost frame either."""
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -320,7 +322,8 @@ def scan(container: av.container.InputContainer, name: str,
         # whole); no keyframe: every frame
         lead = max(0, bisect.bisect_left(ordered, first_key_pts) - whole) if first_key_pts is not None else \
             keys[0] if keys else frames
-        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead, primed, tuple(fields))
+        index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead, tuple(fields),
+                           primed)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
                 types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
