@@ -40,10 +40,12 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   the others keep their timestamps' indices, and the dropped one is a ``VideoDecodeError``. So is each
   frame shown before the first keyframe a decode from the start reaches (``FrameIndex.lead``): those of a clip
   cut mid-GOP, and an open GOP's leading frames, decoded after that keyframe (a cut at an x264 ``open-gop`` I
-  frame or an HEVC CRA). Decoding from the start, frames the decoder gives before a keyframe are skipped
+  frame or an HEVC CRA; not HEVC's RADL pictures nor an MPEG-1 / 2 closed GOP's B pictures, whole where the clip
+  starts on their keyframe; nor any frame after a keyframe an MP4 edit list discards, which the decoder still decodes
+  first, ``FrameIndex.primed``). Decoding from the start, frames the decoder gives before a keyframe are skipped
   (MPEG-4 part 2 / MPEG-2 build them on gray references; H.264 drops them), unless a non-key intra (I) frame
   comes out first. Without timestamps the count starts at the keyframe after the frames before it: HEVC's
-  leading pictures the scan counts by NAL type, H.264's (no NAL type says) the decoder gives, told to show
+  leading pictures the scan counts by NAL type (MPEG-1 / 2's, the B pictures after the I picture), H.264's (no NAL type says) the decoder gives, told to show
   all frames, and the reader counts them. A frame the decoder drops later without an error (HEVC, a corrupt slice
   header) would shift that count: each packet is tagged, a counted frame is handed out once every packet fed before
   it came out has given its frame, and one that gives none is a ``VideoDecodeError`` for the frames from there on
