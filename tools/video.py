@@ -45,8 +45,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   first, ``FrameIndex.primed``). Decoding from the start, frames the decoder gives before a keyframe are skipped
   (MPEG-4 part 2 / MPEG-2 build them on gray references; H.264 drops them), unless a non-key intra (I) frame
   comes out first. Without timestamps the count starts at the keyframe after the frames before it: HEVC's
-  leading pictures the scan counts by NAL type (MPEG-1 / 2's: the B pictures after the I picture), H.264's (no NAL
-  type says) the decoder gives, told to show all frames, and the reader counts them. A frame the decoder drops later without an error (HEVC, a corrupt slice
+  and MPEG-1 / 2's leading pictures the scan counts, H.264's (no NAL type says) the decoder gives, told to show
+  all frames, and the reader counts them. A frame the decoder drops later without an error (HEVC, a corrupt slice
   header) would shift that count: each packet is tagged, a counted frame is handed out once every packet fed before
   it came out has given its frame, and one that gives none is a ``VideoDecodeError`` for the frames from there on
   (``tools.video_decode.CountCheck``). An H.264 frame coded as two field pictures (PAFF) is two packets and one

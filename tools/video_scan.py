@@ -248,7 +248,7 @@ def scan(container: av.container.InputContainer, name: str,
     # an edit list discards included: the decoder starts on it all the same, `FrameIndex.primed`)
     leading, radl, after_key = 0, 0, False  # HEVC / MPEG-1 / 2 pictures right after the first keyframe shown before it
     # (those of them it alone references: radl; MPEG's B pictures of a closed GOP); counting them
-    first_key_pts, primed = None, False  # of the first keyframe in decode order, one an edit list drops (discard) included
+    first_key_pts, primed = None, False  # of the first keyframe in decode order, one an edit list drops included
     closed = False  # its GOP header says closed GOP (MPEG-1 / 2)
     codec = stream.codec_context.name
     fields: list[int] = []  # second fields
