@@ -271,8 +271,8 @@ def test_sampler_skips_gops(gop_clip, monkeypatch):
     decoded = []
     original = VideoReader._packets_to_frames
 
-    def counting(self, container, stream):
-        for frame in original(self, container, stream):
+    def counting(self, container, stream, failed):
+        for frame in original(self, container, stream, failed):
             decoded.append(frame.pts)
             yield frame
 

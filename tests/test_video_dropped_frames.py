@@ -10,6 +10,7 @@ import av
 import pytest
 from av.codec.context import Flags
 
+import tools.video_decode
 import tools.video_reader
 from tests.test_video import id_frames, read_ids, write_raw
 from tests.test_video_containers import _write
@@ -120,8 +121,8 @@ def _drop_frame(monkeypatch, frame_id: int = 20, decoded: list | None = None) ->
     """The decoder gives no frame for the packet of frame ``frame_id`` (every frame it did give in ``decoded``)."""
     original = VideoReader._frames_fed
 
-    def dropping(self, container, stream, *, tag):  # noqa: ANN001, ANN202
-        for frame, fed in original(self, container, stream, tag=tag):
+    def dropping(self, container, stream, *, failed):  # noqa: ANN001, ANN202
+        for frame, fed in original(self, container, stream, failed=failed):
             if decoded is not None:
                 decoded.append(frame)
             if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != frame_id:
@@ -165,6 +166,24 @@ def test_a_dropped_frame_fails_without_decoding_the_rest(tmp_path, monkeypatch):
         with pytest.raises(VideoDecodeError, match="frame 21 of 200 could not be decoded: .*dropped"):
             reader.read([21])
     assert len(decoded) <= 20 + DROP_HORIZON + MAX_REORDER_DEPTH
+
+
+def test_a_read_holds_only_the_frames_it_wants_while_the_count_waits(tmp_path, monkeypatch):
+    """Waiting on a dropped frame, the count check held every frame counted since (up to `DROP_HORIZON`, 48: 1.2 GB
+    of 4K frames) where a read wants one: it holds the frames wanted, and only the count of the others."""
+    path = write_raw(tmp_path / "long.avi", id_frames(200), gop=12)
+    _drop_frame(monkeypatch)
+    held: list[int] = []
+    original = tools.video_decode.CountCheck.hold
+
+    def hold(self, index, item):  # noqa: ANN001, ANN202
+        original(self, index, item)
+        held.append(sum(frame is not None for _, (frame, _), _, _ in self._held))
+
+    monkeypatch.setattr(tools.video_decode.CountCheck, "hold", hold)
+    with VideoReader(path) as reader, pytest.raises(VideoDecodeError, match="frame 21 of 200"):
+        reader.read([3, 21])
+    assert len(held) > DROP_HORIZON and max(held) == 1
 
 
 def test_two_counts_at_once_keep_their_own_tags(tmp_path):

@@ -10,12 +10,16 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 import av
 from av.video.frame import PictureType
 
-from tools.video_scan import MAX_REORDER_DEPTH, FrameIndex, Source, VideoDecodeError, mid_gop_error
+from tools.video_damage import DROP_HORIZON, DamageWatch, frame_tag
+from tools.video_scan import FrameIndex, Source, VideoDecodeError, mid_gop_error
 from tools.video_seek import SeekFailed, SeekMissed, seek_keyframe, seek_landed
+
+T = TypeVar("T")
 
 
 class OutOfOrder(Exception):
@@ -27,27 +31,51 @@ def ended_early(name: str, target: int, total: int) -> VideoDecodeError:
     return VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (stream ended early)")
 
 
+Packets = Callable[[av.container.InputContainer, av.video.stream.VideoStream, Callable[[int, str], None]],
+                   Iterator[av.VideoFrame]]
+"""Decodes a container's stream from where it stands, each packet tagged (``tag_packet``), telling the callback of a
+packet whose decode fails on corrupt data (its tag, the error) and going on."""
+
+
+def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int]) -> None:
+    """Decode on until no frame handed out waits on a frame decoded before it (``DamageWatch.check`` fails one the
+    damage shows in)."""
+    while watch.waiting:
+        frame = next(frames, None)
+        if frame is None:
+            watch.end()
+            return
+        watch.came_out(frame, mapping.get(frame.pts) if frame.pts is not None else None)
+        watch.check()
+
+
 def frames_by_pts(container: av.container.InputContainer, stream: av.video.stream.VideoStream, wanted: list[int],
                   index: FrameIndex, mapping: dict[int, int], *, allow_seek: bool, name: str, src: Source, total: int,
-                  packets: Callable[[av.container.InputContainer, av.video.stream.VideoStream], Iterator[av.VideoFrame]],
-                  ) -> Iterator[tuple[int, av.VideoFrame]]:
+                  packets: Packets, window: int = 0) -> Iterator[tuple[int, av.VideoFrame]]:
     """Yield ``(index, frame)`` for each sorted ``wanted`` index of a clip of ``total`` frames from ``container``
     (positioned at its start), ``mapping`` giving each pts its frame index; ``packets`` decodes the container's
-    stream from where it stands (the reader's, so that a test can stand in for it)."""
+    stream from where it stands (the reader's, so that a test can stand in for it). A frame the decoder damaged (a
+    ``DamageWatch``, ``window`` its frame threads' reach) is a ``VideoDecodeError``, raised once it shows: before the
+    generator ends, which decodes on (at most ``DROP_HORIZON`` frames) until every frame decoded before one it yielded
+    came out."""
     pts, keys, lead = index.pts, index.keyframes, index.lead
     assert pts is not None  # `mapping` is built from them (VideoReader._decode)
     frames: Iterator[av.VideoFrame] | None = None
+    watch = DamageWatch(name, total, window=window)  # (a new one with each `frames`: the tags start again)
     last = -1  # index of the last frame produced by `frames`
     lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
     landed: int | None = None  # the keyframe a seek went to, until its frame has come out intra-coded
     for target in wanted:
         k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
         if frames is None or (allow_seek and k > last + 1):
+            if frames is not None:  # the decoder's frames are gone after a seek: settle the ones handed out
+                _drain(frames, watch, mapping)
             if allow_seek and k > 0:
                 if not seek_keyframe(container, stream, pts[k], name, src):
                     raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
                 landed = k
-            frames, last, lost = packets(container, stream), -1, lead > 0 and k == 0
+            watch = DamageWatch(name, total, window=window)
+            frames, last, lost = packets(container, stream, watch.failed), -1, lead > 0 and k == 0
         while last < target:
             frame = next(frames, None)
             if frame is None:
@@ -59,8 +87,12 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
             i = mapping.get(frame.pts) if frame.pts is not None else None
             if lost:
                 if i is not None and i < lead and not (frame.key_frame or frame.pict_type == PictureType.I):
+                    watch.came_out(frame, i, lost=True)
                     continue  # decoded on lost references (MPEG-4 part 2: gray ones): not that frame
                 lost = False
+            # (a frame before the keyframe a seek landed on: its references were before the seek, whatever its flags)
+            watch.came_out(frame, i, lost=landed is not None and (i is None or i < landed))
+            watch.check()
             if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                 if allow_seek:
                     raise SeekMissed
@@ -72,23 +104,28 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     raise mid_gop_error(name, target, total, lead)
                 if allow_seek:
                     raise SeekMissed
-                raise VideoDecodeError(f"{name}: frame {target} of {total} "
-                                       f"could not be decoded (got pts {frame.pts} instead)")
+                met = watch.failures()  # (the decoder gives no frame for a packet it fails on)
+                raise VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (got pts {frame.pts} "
+                                       "instead)" + (f": the decoder met corrupt data {met}" if met else ""))
             if landed is not None and i >= landed:
                 if not seek_landed(frame, i, landed):
                     raise SeekMissed
                 landed = None
             last = i
             if i == target:
+                watch.handed(i)
+                watch.check()
                 yield i, frame
+    if frames is not None:
+        _drain(frames, watch, mapping)
 
 
 class FrameDropped(VideoDecodeError):
     """Counting the decoder's output, frame ``index`` could not be had: the decoder gave no frame for ``packet``
-    (decode order), fed before that frame came out."""
+    (decode order), fed before that frame came out; ``error``, the decoder's error for that packet, if it gave one."""
 
-    def __init__(self, name: str, index: int, total: int, packet: int) -> None:
-        self.name, self.index, self.total, self.packet = name, index, total, packet
+    def __init__(self, name: str, index: int, total: int, packet: int, error: str | None = None) -> None:
+        self.name, self.index, self.total, self.packet, self.error = name, index, total, packet, error
         super().__init__(self._message(index))
 
     def at(self, index: int) -> VideoDecodeError:
@@ -98,35 +135,13 @@ class FrameDropped(VideoDecodeError):
         return VideoDecodeError(self._message(index))
 
     def _message(self, index: int) -> str:
-        return (f"{self.name}: frame {index} of {self.total} could not be decoded: the decoder dropped the frame of "
-                f"packet {self.packet} (in decode order; corrupt data?), decoded before it came out, and without "
-                "timestamps the frames from there on cannot be counted")
+        why = (f"failed on packet {self.packet} (in decode order; {self.error})" if self.error else
+               f"dropped the frame of packet {self.packet} (in decode order; corrupt data?)")
+        return (f"{self.name}: frame {index} of {self.total} could not be decoded: the decoder {why}, decoded before it "
+                "came out, and without timestamps the frames from there on cannot be counted")
 
 
-FRAME_THREADS = 16
-"""The most frame threads FFmpeg's automatic thread count takes (``MAX_AUTO_THREADS``; 16 from 15 cores on): each
-one past the first holds a frame back after the decoder's own reorder delay."""
-
-DROP_HORIZON = 2 * MAX_REORDER_DEPTH + FRAME_THREADS
-"""Frames out after one that waits on a packet fed before it came out: a frame the decoder still holds back comes out
-within the frames its buffer holds (MAX_REORDER_DEPTH), those it reorders past them and those the frame threads hold
-back (x264 with 16 B-frames, a reorder depth of 16 and 16 frame threads: 47); later, it was dropped."""
-
-
-def tag_packet(packet: av.Packet, index: int) -> None:
-    """Tag ``packet`` with its ``index`` in decode order, which its frame gives back (``CountCheck``) where the decoder
-    copies it (``Flags.copy_opaque``). A new object for each: PyAV keeps an opaque value under its id() and forgets
-    it when any packet or frame holding it is freed, so a shared one (a cached small int) in two decodes at once was
-    lost to the one that freed it first."""
-    packet.opaque = (index,)
-
-
-def _frame_tag(frame: av.VideoFrame) -> int | None:
-    value = frame.opaque
-    return value[0] if isinstance(value, tuple) else None  # (None: not tagged)
-
-
-class CountCheck:
+class CountCheck(Generic[T]):
     """Checks a count of the decoder's output (the reader's order without usable timestamps) against the packets fed:
     a frame the decoder drops without an error (FFmpeg's HEVC decoder, a picture whose slice header is corrupt) put
     every later frame under the index of the one before it. Each packet is tagged with its index in decode order
@@ -142,34 +157,41 @@ class CountCheck:
         self._start: int | None = None  # the first keyframe's tag, once it came out after a lead
         self._fed = 0  # packets fed whose tags are in `_pending` (or were)
         self._pending: set[int] = set()  # tags fed that have given no frame
+        self._errors: dict[int, str] = {}  # tag -> the decoder's error for its packet (`failed`)
         self._out = 0  # frames out
-        self._held: deque[tuple[int, av.VideoFrame, set[int], int]] = deque()  # (index, frame, waited on, out then)
+        self._held: deque[tuple[int, T, set[int], int]] = deque()  # (index, what is handed out, waited on, out then)
 
     def came_out(self, frame: av.VideoFrame, fed: int) -> None:
         """``frame`` came out of the decoder after ``fed`` packets were fed."""
         self._pending.update(t for t in range(self._fed, fed) if t not in self._second and not self._lost(t))
         self._fed, self._out = fed, self._out + 1
-        tag = _frame_tag(frame)  # (None: none is taken off, so what waits fails, never shifts)
+        tag = frame_tag(frame)  # (None: none is taken off, so what waits fails, never shifts)
         self._pending.discard(tag)
         for _, _, waiting, _ in self._held:
             waiting.discard(tag)
         if self._held and self._held[0][2] and self._out - self._held[0][3] > DROP_HORIZON:
             raise self._dropped()
 
+    def failed(self, tag: int, error: str) -> None:
+        """The decoder failed the packet of ``tag`` with ``error``: it still waits (whether it was a frame, only the
+        frames' count after it could tell), and a frame that waits on it names the error."""
+        self._errors[tag] = error
+
     def started(self, frame: av.VideoFrame) -> None:
         """``frame`` is the first keyframe, after a lead: the packets before it and its leading pictures (tags up to
         the lead) may give no frame."""
-        self._start = _frame_tag(frame)
+        self._start = frame_tag(frame)
         self._pending = {t for t in self._pending if not self._lost(t)}
 
-    def hold(self, index: int, frame: av.VideoFrame) -> None:
-        """Hand out ``frame`` as frame ``index`` once the packets fed before it came out have given their frames."""
-        self._held.append((index, frame, set(self._pending), self._out))
+    def hold(self, index: int, item: T) -> None:
+        """Hand out ``item`` (the frame just out, or what stands for it) as frame ``index`` once the packets fed
+        before the frame came out have given their frames."""
+        self._held.append((index, item, set(self._pending), self._out))
 
-    def ready(self) -> Iterator[tuple[int, av.VideoFrame]]:
+    def ready(self) -> Iterator[tuple[int, T]]:
         while self._held and not self._held[0][2]:
-            index, frame, _, _ = self._held.popleft()
-            yield index, frame
+            index, item, _, _ = self._held.popleft()
+            yield index, item
 
     @property
     def holding(self) -> bool:
@@ -186,4 +208,5 @@ class CountCheck:
 
     def _dropped(self) -> FrameDropped:
         index, _, waiting, _ = self._held[0]
-        return FrameDropped(self._name, index, self._total, min(waiting))
+        packet = min(waiting)
+        return FrameDropped(self._name, index, self._total, packet, self._errors.get(packet))

@@ -10,10 +10,11 @@ from dataclasses import replace
 
 import av
 import numpy as np
-from av.codec.context import Flags, Flags2
+from av.codec.context import Flags, Flags2, ThreadType
 from av.video.reformatter import Interpolation
 
-from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts, tag_packet
+from tools.video_damage import FRAME_THREADS, DamageWatch, Place, tag_packet
+from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
 from tools.video_reformat import reformatter
@@ -22,6 +23,7 @@ from tools.video_scan import (
     FrameIndex,
     Probe,
     Source,
+    VideoDecodeError,
     VideoError,
     check_indices,
     demux,
@@ -182,7 +184,19 @@ class VideoReader:
         some of them (HEVC; the scan counts those) or builds them on lost references (MPEG-4 part 2; H.264, told to
         show them all), and a count that missed one shifted every later frame. So did a frame the decoder drops later
         (corrupt data): each frame is yielded once the packets fed before it came out have given theirs, and one that
-        cannot be is a ``VideoDecodeError`` (``tools.video_decode.CountCheck``)."""
+        cannot be is a ``VideoDecodeError`` (``tools.video_decode.CountCheck``). So is a frame the decoder damaged
+        (``tools.video_damage.DamageWatch``): the iteration ends there."""
+        for i, frame, damage in self._counted(limit):
+            if damage is not None:
+                raise damage
+            assert frame is not None  # (every frame is kept)
+            yield i, frame
+
+    def _counted(self, limit: int | None = None, keep: Callable[[int], bool] | None = None,
+                 ) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
+        """``iter_frames``' count, a frame the decoder damaged given with its error (the count goes on past it): each
+        ``(index, frame, error)``, the frame None where ``keep`` (else every one) does not want it, so that the count
+        check holds no frame it need not (``CountCheck``: up to ``DROP_HORIZON`` of them)."""
         index = self._order[0]
         known = index.reorder is not None  # else FFmpeg's probe guesses the reorder depth
         container, stream = self._decoder(index, probe="headers" if known else "decode")
@@ -190,26 +204,48 @@ class VideoReader:
             # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones (not
             # after a keyframe an edit list discards: `FrameIndex.primed`)
             i, lost = 0, index.lead > 0 or (stream.codec_context.name == "h264" and not index.primed)
-            stream.codec_context.flags |= Flags.copy_opaque  # each frame names its packet's tag (`CountCheck`)
-            check = CountCheck(self._name, self.meta.frames, index.lead, index.fields)  # a frame the decoder drops shifts the count
-            for frame, fed in self._frames_fed(container, stream, tag=True):
+            # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage)
+            check: CountCheck[tuple[av.VideoFrame | None, Place]] = CountCheck(self._name, self.meta.frames, index.lead,
+                                                                               index.fields)
+            watch = DamageWatch(self._name, self.meta.frames, window=self._window(stream))
+
+            def failed(tag: int, error: str) -> None:
+                watch.failed(tag, error)
+                check.failed(tag, error)
+
+            for frame, fed in self._frames_fed(container, stream, failed=failed):
                 check.came_out(frame, fed)
                 if lost:
                     if not frame.key_frame:  # (an intra frame too: the lead, counted to the keyframe, would misplace it)
+                        watch.came_out(frame, lost=True)
                         i += 1
                         continue  # decoded on lost references, or not the frame its count would name
                     i, lost = max(i, index.lead), False
                     check.started(frame)
+                place = watch.came_out(frame, i)
                 if limit is None or i < limit:
-                    check.hold(i, frame)
+                    check.hold(i, (frame if keep is None or keep(i) else None, place))
                 i += 1
-                yield from check.ready()
+                yield from self._settled(check, watch)
                 if limit is not None and i >= limit and not check.holding:
                     return
-            yield from check.ready()
+            yield from self._settled(check, watch)
             check.end()
         finally:
             container.close()
+
+    @staticmethod
+    def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place]], watch: DamageWatch,
+                 ) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
+        for i, (frame, place) in check.ready():  # every packet decoded before it came out: its damage is known
+            what = watch.damage(place)
+            yield i, frame, watch.error(i, what) if what is not None else None
+
+    @staticmethod
+    def _window(stream: av.video.stream.VideoStream) -> int:
+        """Packets before the one whose decode raised that may have failed (with frame threads an error comes back
+        on a later packet)."""
+        return FRAME_THREADS - 1 if ThreadType.FRAME in stream.codec_context.thread_type else 0
 
     def _decoder(self, index: FrameIndex, container: av.container.InputContainer | None = None, *,
                  probe: Probe = "headers") -> tuple[av.container.InputContainer, av.video.stream.VideoStream]:
@@ -219,6 +255,7 @@ class VideoReader:
         try:
             stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
+            stream.codec_context.flags |= Flags.copy_opaque  # each frame names its packet's tag (`tag_packet`)
             # the reader counts its output: H.264 then gives the frames it has no references for (an open GOP's leading
             # ones), not dropping them; HEVC's decoder, told so, puts out every picture after a cut on lost references
             if index.pts is None and stream.codec_context.name == "h264":
@@ -248,23 +285,30 @@ class VideoReader:
             out = rgb.to_ndarray()
         return np.ascontiguousarray(np.rot90(out, turns)) if turns else out
 
-    def _packets_to_frames(self, container: av.container.InputContainer,
-                           stream: av.video.stream.VideoStream) -> Iterator[av.VideoFrame]:
-        return (frame for frame, _ in self._frames_fed(container, stream, tag=False))
+    def _packets_to_frames(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
+                           failed: Callable[[int, str], None]) -> Iterator[av.VideoFrame]:
+        return (frame for frame, _ in self._frames_fed(container, stream, failed=failed))
 
     def _frames_fed(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream, *,
-                    tag: bool) -> Iterator[tuple[av.VideoFrame, int]]:
-        """Decode the stream from where it stands: each frame with the count of packets fed when it came out; ``tag``
-        tags each packet with its index in decode order (``CountCheck``). Packets marked discard (an MP4 edit list's
-        trimmed frames, which the decoder drops) are neither counted nor tagged, as in the scan's count."""
+                    failed: Callable[[int, str], None]) -> Iterator[tuple[av.VideoFrame, int]]:
+        """Decode the stream from where it stands: each frame with the count of packets fed when it came out, each
+        packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
+        trimmed frames, which the decoder drops) are neither counted nor tagged, as in the scan's count. A packet whose
+        decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes on) is told
+        to ``failed`` (its tag, the error), and the decode goes on: that one failure failed the whole read, the frames
+        before it and those past the next keyframe included (``tools.video_damage`` fails the frames it reaches)."""
         fed = 0
         with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
             for packet in demux(container, stream):
                 if packet.size and not packet.is_discard:  # (not the end-of-stream flush packet)
-                    if tag:
-                        tag_packet(packet, fed)
+                    tag_packet(packet, fed)
                     fed += 1
-                for frame in packet.decode():
+                try:
+                    frames = packet.decode()
+                except av.error.InvalidDataError as exc:
+                    failed(max(fed - 1, 0), f"{type(exc).__name__}: {exc}")
+                    continue
+                for frame in frames:
                     yield frame, fed
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
@@ -288,18 +332,22 @@ class VideoReader:
                 container, stream = self._decoder(index)
             yield from frames_by_pts(container, stream, wanted, index, mapping, allow_seek=allow_seek,
                                      name=self._name, src=self._src, total=self.meta.frames,
-                                     packets=self._packets_to_frames)
+                                     packets=self._packets_to_frames, window=self._window(stream))
         finally:
             container.close()
 
     def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, av.VideoFrame]]:
         pending = iter(wanted)
         target = next(pending)
+        keep = set(wanted).__contains__
         try:
-            for i, frame in self.iter_frames():  # no limit: the first keyframe's count may pass the last target
+            for i, frame, damage in self._counted(keep=keep):  # no limit: the first keyframe's count may pass the last
                 if i > target:  # the first keyframe's count passed it: shown before the keyframe (lead: a lower bound)
                     raise mid_gop_error(self._name, target, self.meta.frames, i)
                 if i == target:
+                    if damage is not None:
+                        raise damage
+                    assert frame is not None  # (kept)
                     yield i, frame
                     following = next(pending, None)
                     if following is None:

@@ -1,0 +1,143 @@
+"""Frames the decoder damaged and still gave: ``DamageWatch``.
+
+A decoder that meets corrupt data in a picture conceals it (FFmpeg's error resilience: the damaged macroblocks
+copied from a reference) and flags that one frame corrupt (``frame.is_corrupt``); or it fails the packet
+(``InvalidDataError``) and gives no frame for it. Either way every frame decoded after it up to the next keyframe
+may reference the damage, and the decoder flags none of them: a reader that handed them out gave a wrong picture
+under the frame's index, with no error. The watch tags each packet with its place in decode order
+(``tools.video_decode.tag_packet``) and calls a frame damaged when a flagged frame or a failed packet lies between the
+last keyframe that came out before it and its own packet: its references (a frame shown before a keyframe but decoded
+after it, an open GOP's leading picture, may reference the GOP before: it counts from the keyframe before).
+
+Damage the decoder neither flags nor fails on (most bit flips in CABAC data decode as valid, wrong pictures) cannot
+be seen here: nothing in an H.264 / HEVC stream checks its pictures' data."""
+
+from __future__ import annotations
+
+import bisect
+
+import av
+
+from tools.video_scan import MAX_REORDER_DEPTH, VideoDecodeError
+
+FRAME_THREADS = 16
+"""The most frame threads FFmpeg's automatic thread count takes (``MAX_AUTO_THREADS``; 16 from 15 cores on): each
+one past the first holds a frame back after the decoder's own reorder delay."""
+
+DROP_HORIZON = 2 * MAX_REORDER_DEPTH + FRAME_THREADS
+"""Frames out after one that waits on a packet fed before it came out: a frame the decoder still holds back comes out
+within the frames its buffer holds (MAX_REORDER_DEPTH), those it reorders past them and those the frame threads hold
+back (x264 with 16 B-frames, a reorder depth of 16 and 16 frame threads: 47); later, it was dropped."""
+
+
+def tag_packet(packet: av.Packet, index: int) -> None:
+    """Tag ``packet`` with its ``index`` in decode order, which its frame gives back (``frame_tag``) where the decoder
+    copies it (``Flags.copy_opaque``). A new object for each: PyAV keeps an opaque value under its id() and forgets
+    it when any packet or frame holding it is freed, so a shared one (a cached small int) in two decodes at once was
+    lost to the one that freed it first."""
+    packet.opaque = (index,)
+
+
+def frame_tag(frame: av.VideoFrame) -> int | None:
+    """The tag ``tag_packet`` gave the packet of ``frame`` (None: not tagged)."""
+    value = frame.opaque
+    return value[0] if isinstance(value, tuple) else None
+
+
+Place = tuple[int, int]
+"""Where a frame that came out lies in decode order: its tag and that of the last keyframe out by then (-1: none),
+from which its references run."""
+
+_UNPLACED = (1 << 62, -1)  # (a frame without a tag: every damage so far is before it)
+
+
+class DamageWatch:
+    """Damage the decoder flagged or failed on, by decode-order tag, for one decode from where it started (a seek
+    starts another). ``came_out`` for each frame out (not those a decode from a cut discards before its first
+    keyframe) gives its ``Place``; ``failed`` for a packet whose decode raised. ``damage`` names what damaged a frame
+    that came out, once every packet decoded before it came out (the count check, ``CountCheck``, waits for that);
+    ``handed`` records the frame just out, handed out before then, which ``check`` fails once the damage shows
+    (``waiting`` while some frame decoded before it has yet to come out)."""
+
+    def __init__(self, name: str, total: int, *, window: int = 0) -> None:
+        self._name, self._total = name, total
+        self._window = window  # packets before the one whose decode raised that may be the failed one (frame threads)
+        self._keys: list[int] = []  # tags of the keyframes out
+        self._out: set[int] = set()  # tags out, or failed (those before the last keyframe forgotten while none waits)
+        self._bad: list[tuple[int, int, str]] = []  # (lowest tag, highest tag, what): a flagged frame or failed packet
+        self._last = _UNPLACED  # the place of the frame just out
+        self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
+        self._count = 0  # frames out
+
+    def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False) -> Place:
+        """``frame`` came out of the decoder (frame ``index`` of the clip, where known): its place. ``lost``: one the
+        reader discards (decoded before the first keyframe of a decode from a cut), whose flags say nothing of later
+        ones."""
+        self._count += 1
+        tag = frame_tag(frame)
+        if tag is None:  # (every packet fed is tagged: a frame without one is no frame the watch can place)
+            if frame.is_corrupt and not lost:
+                self._bad.append((-1, _UNPLACED[0], self._what(index)))
+            self._last = _UNPLACED
+            return self._last
+        self._out.add(tag)
+        if frame.key_frame and not lost:
+            bisect.insort(self._keys, tag)
+            if not self._handed:
+                self._out = {t for t in self._out if t >= tag}
+        at = bisect.bisect_right(self._keys, tag)
+        self._last = (tag, self._keys[at - 1] if at else -1)
+        if frame.is_corrupt and not lost:
+            self._bad.append((tag, tag, self._what(index)))
+        return self._last
+
+    def failed(self, tag: int, error: str) -> None:
+        """The decode of the packet tagged ``tag`` raised ``error`` (corrupt data); with frame threads the error may
+        be a packet's up to ``window`` before it."""
+        self._bad.append((tag - self._window, tag, f"in packet {tag} of the decode (decode order), which it failed on "
+                                                   f"({error}): the frames decoded after it up to the next keyframe "
+                                                   "may reference its frame"))
+        self._out.add(tag)
+
+    def damage(self, place: Place) -> str | None:
+        """What damaged the frame at ``place`` (every packet decoded before it out too), else None."""
+        tag, floor = place
+        return next((what for lo, hi, what in self._bad if lo <= tag and hi >= floor), None)
+
+    def handed(self, index: int) -> None:
+        """The frame just out goes out as frame ``index``; ``check`` fails it if damage before it shows later."""
+        self._handed.append((index, self._last, self._count))
+
+    def failures(self) -> str | None:
+        """What the decoder failed on or flagged so far, if anything (for an error that has another cause in sight)."""
+        return self._bad[0][2] if self._bad else None
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._handed)
+
+    def check(self) -> None:
+        """Fail the first frame handed out whose damage shows; forget those that can no longer be damaged."""
+        keep = []
+        for index, place, then in self._handed:
+            what = self.damage(place)
+            if what is not None:
+                raise self.error(index, what)
+            tag, floor = place
+            if self._count - then <= DROP_HORIZON and any(t not in self._out for t in range(max(floor, 0), tag)):
+                keep.append((index, place, then))
+        self._handed = keep
+
+    def end(self) -> None:
+        """The decoder gave its last frame: a frame handed out is resolved."""
+        self._count += DROP_HORIZON + 1
+        self.check()
+
+    def error(self, index: int, what: str) -> VideoDecodeError:
+        return VideoDecodeError(f"{self._name}: frame {index} of {self._total} could not be decoded: the decoder met "
+                                f"corrupt data {what}")
+
+    @staticmethod
+    def _what(index: int | None) -> str:
+        return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged: the frames "
+                "decoded after it up to the next keyframe reference it, not flagged")
