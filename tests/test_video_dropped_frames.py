@@ -230,6 +230,19 @@ def test_a_dropped_frame_s_error_is_a_decode_error_the_tool_service_serves_alike
     assert str(pickle.loads(pickle.dumps(local.value))) == str(local.value)
 
 
+def test_iter_frames_fails_with_a_plain_decode_error_that_pickles(tmp_path, monkeypatch):
+    """`iter_frames` raised its count check's FrameDropped as it was: unlike a read's error it did not pickle (a
+    worker process's error) and the tool service's client did not know its class. It is a plain VideoDecodeError
+    naming the frame now, after the frames before it."""
+    path = write_raw(tmp_path / "b.avi", id_frames(40), gop=12)
+    _drop_frame(monkeypatch)
+    got = []
+    with VideoReader(path) as reader, pytest.raises(VideoDecodeError, match="frame 15 of 40 .*dropped") as err:
+        got.extend(i for i, _ in reader.iter_frames())
+    assert got == list(range(15)) and type(err.value) is VideoDecodeError
+    assert str(pickle.loads(pickle.dumps(err.value))) == str(err.value)
+
+
 def test_a_deep_reorder_on_many_frame_threads_is_no_drop(tmp_path, monkeypatch):
     """Frame threads hold back up to 15 more frames (FFmpeg's auto thread count, 16 from 15 cores on), after the
     decoder's own reorder delay (16 for H.264 whose SPS declares no reorder: FFmpeg derives 15-16 from the level):

@@ -185,12 +185,16 @@ class VideoReader:
         show them all), and a count that missed one shifted every later frame. So did a frame the decoder drops later
         (corrupt data): each frame is yielded once the packets fed before it came out have given theirs, and one that
         cannot be is a ``VideoDecodeError`` (``tools.video_decode.CountCheck``). So is a frame the decoder damaged
-        (``tools.video_damage.DamageWatch``): the iteration ends there."""
-        for i, frame, damage in self._counted(limit):
-            if damage is not None:
-                raise damage
-            assert frame is not None  # (every frame is kept)
-            yield i, frame
+        (``tools.video_damage.DamageWatch``): the iteration ends there, with a plain ``VideoDecodeError`` (which
+        pickles, and whose class the tool service's client knows)."""
+        try:
+            for i, frame, damage in self._counted(limit):
+                if damage is not None:
+                    raise damage
+                assert frame is not None  # (every frame is kept)
+                yield i, frame
+        except FrameDropped as e:
+            raise e.at(e.index) from None
 
     def _counted(self, limit: int | None = None, keep: Callable[[int], bool] | None = None,
                  ) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
