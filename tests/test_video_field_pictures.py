@@ -15,6 +15,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+import pytest
 
 from tests.h264_fields import field_coded
 from tools.video import VideoReader, probe
@@ -117,3 +118,49 @@ def test_second_fields_after_discarded_packets_are_not_waited_on(tmp_path: Path)
         reader._order = (replace(index, pts=None, keyframes=(), reorder=None), None)  # as `OutOfOrder` leaves it
         got = reader.read([3, 9]).mean(axis=(1, 2, 3))  # (from the first keyframe: frame 8)
     assert [round(float(g)) for g in got] == [round(float(w)) for w in want]
+
+
+def _fields(frames: int, gop: int) -> tuple[bytes, list[bytes]]:
+    """The SPS and PPS of `field_coded`, and its field pictures' NAL units, in decode order (Annex B)."""
+    sps, pps, *fields = (b"\x00\x00\x00\x01" + u for u in field_coded(frames, gop=gop).split(b"\x00\x00\x00\x01")[1:])
+    return sps + pps, fields
+
+
+def _mpegts(path: Path, per_pes: int, drop: tuple[int, ...] = (), frames: int = N) -> Path:
+    """The field pictures of `frames` frames (an IDR frame every 4) in MPEG-TS, as 1080i broadcast carries them: one
+    field (`per_pes` 1) or a frame's two fields (2) to a PES packet, each with its pts (50 fields a second); the
+    fields at `drop` (decode order) lost."""
+    headers, fields = _fields(frames, 4)
+    with av.open(str(path), "w", format="mpegts") as c:
+        s = c.add_stream("h264")
+        s.width = s.height = 64
+        s.time_base = tb = Fraction(1, 90000)
+        kept = [(k, f) for k, f in enumerate(fields) if k not in drop]
+        for n in range(0, len(kept), per_pes):
+            k = kept[n][0]
+            p = av.Packet((headers if n == 0 or k % 8 == 0 else b"") + b"".join(f for _, f in kept[n:n + per_pes]))
+            p.stream, p.time_base, p.pts, p.dts, p.is_keyframe = s, tb, 3600 + k * 1800, 3600 + k * 1800, k % 8 == 0
+            c.mux(p)
+    return path
+
+
+def _decoded(path: Path) -> list[float]:
+    with av.open(str(path)) as c:
+        return [round(float(f.to_ndarray(format="rgb24").mean()), 1) for f in c.decode(video=0)]
+
+
+def _read_all(path: Path) -> list[float]:
+    with VideoReader(path) as r:
+        return [round(float(m), 1) for m in r.read(list(range(r.meta.frames))).mean(axis=(1, 2, 3))]
+
+
+@pytest.mark.parametrize("per_pes", [1, 2])
+def test_field_coded_mpegts_counts_its_frames(tmp_path: Path, per_pes: int) -> None:
+    # 1080i broadcast: FFmpeg's MPEG-TS demuxer parses the stream, so a PES of two fields gives two packets (the
+    # second without a pts) as one of a field does; 20 frames at 25 fps, each read as itself
+    path = _mpegts(tmp_path / "i.ts", per_pes)
+    meta = probe(path)
+    assert (meta.frames, meta.fps, round(meta.duration, 3)) == (N, 25.0, 0.8)
+    assert meta.times is not None and [round(t, 3) for t in meta.times] == [round(k * 0.04, 3) for k in range(N)]
+    assert _read_all(path) == _decoded(path)
+
