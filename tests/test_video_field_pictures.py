@@ -164,3 +164,19 @@ def test_field_coded_mpegts_counts_its_frames(tmp_path: Path, per_pes: int) -> N
     assert meta.times is not None and [round(t, 3) for t in meta.times] == [round(k * 0.04, 3) for k in range(N)]
     assert _read_all(path) == _decoded(path)
 
+
+def test_a_matroska_block_per_field_holds_its_last_frame(tmp_path: Path) -> None:
+    # a 1080i MPEG-TS remuxed to Matroska keeps a block per field; its last frame held 1 s (the second field's
+    # block lasts it): the scan took the frame's hold from its first field only (20 ms), and the complete file was
+    # called truncated ("header says 1.78 s, but its frames end at 0.80 s") where the same frame in one block passes
+    path = tmp_path / "held.mkv"
+    with av.open(str(_clip(tmp_path))) as raw, av.open(str(path), "w", format="matroska") as c:
+        s = c.add_stream_from_template(raw.streams.video[0])  # (its SPS and PPS as the track's)
+        s.codec_context.framerate = 50  # (a DefaultDuration, so that the muxer writes the last block's duration)
+        s.time_base = tb = Fraction(1, 1000)
+        for k, p in enumerate(p for p in raw.demux(video=0) if p.size):
+            p.stream, p.time_base, p.pts, p.dts, p.is_keyframe = s, tb, 20 * k, 20 * k, k == 0
+            p.duration = 1000 if k == 2 * N - 1 else 20
+            c.mux(p)
+    meta = probe(path)
+    assert (meta.frames, round(meta.duration, 3)) == (N, 1.78)

@@ -271,6 +271,8 @@ def scan(container: av.container.InputContainer, name: str,
                 continue
             if pairs is not None and pairs.second(packet):
                 fields.append(len(pts) + len(fields))  # (among the packets not discarded, as the reader tags them)
+                if pts[-1] == max_pts and packet.pts is not None and packet.duration:  # the last frame lasts to the
+                    last_hold = max(last_hold, packet.pts + packet.duration - max_pts)  # end of its second field
                 continue
             pts.append(packet.pts)
             if types is not None and (not types or types[-1] not in (None, B_PICTURE)):  # until a B picture (or none found)
