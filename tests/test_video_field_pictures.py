@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.h264_fields import field_coded
-from tools.video import VideoReader, probe
+from tools.video import VideoDecodeError, VideoReader, probe
 from tools.video_slices import FieldPairs
 
 N = 20
@@ -73,8 +73,8 @@ def test_second_fields_of_length_prefixed_packets() -> None:
     sps, pps, *fields = field_coded(3).split(b"\x00\x00\x00\x01")[1:]
     avcc = bytes([1, 77, 0, 30, 0xFF, 0xE1]) + len(sps).to_bytes(2, "big") + sps + b"\x01" + \
         len(pps).to_bytes(2, "big") + pps
-    pairs = FieldPairs(avcc)
-    assert [pairs.second(av.Packet(len(f).to_bytes(4, "big") + f)) for f in fields] == [False, True] * 3
+    packets = [av.Packet(len(f).to_bytes(4, "big") + f) for f in fields]
+    assert [no_frame for _, no_frame in FieldPairs(avcc).frames(packets)] == [False, True] * 3
 
 
 def test_packets_without_start_codes_are_no_fields() -> None:
@@ -82,9 +82,8 @@ def test_packets_without_start_codes_are_no_fields() -> None:
     # start code (length-prefixed after all, or garbage) raised zip()'s ValueError from the NAL unit split, an internal
     # fault out of the scan (tools.video_errors.wrapped lets this project's ValueErrors through) for a clip whose
     # packets the decoder may well read
-    pairs = FieldPairs(None)
-    assert not pairs.second(av.Packet(b"\x00\x00\x00\x05\x65\x88\x84\x00\x10"))
-    assert not FieldPairs(b"\x67\x4d\x00\x1e").second(av.Packet(b"\x12\x34"))
+    assert [n for _, n in FieldPairs(None).frames([av.Packet(b"\x00\x00\x00\x05\x65\x88\x84\x00\x10")])] == [False]
+    assert [n for _, n in FieldPairs(b"\x67\x4d\x00\x1e").frames([av.Packet(b"\x12\x34")])] == [False]
 
 
 def _start_trimmed(tmp_path: Path) -> Path:
@@ -163,6 +162,33 @@ def test_field_coded_mpegts_counts_its_frames(tmp_path: Path, per_pes: int) -> N
     assert (meta.frames, meta.fps, round(meta.duration, 3)) == (N, 25.0, 0.8)
     assert meta.times is not None and [round(t, 3) for t in meta.times] == [round(k * 0.04, 3) for k in range(N)]
     assert _read_all(path) == _decoded(path)
+
+
+@pytest.mark.parametrize("drop", [(0,), (4,), (5,), (15,)], ids=["lone-second-first", "first-lost", "second-lost",
+                                                                 "last-second-lost"])
+@pytest.mark.parametrize("timed", [True, False], ids=["mpegts", "raw"])
+def test_a_field_without_its_pair_is_no_frame(tmp_path: Path, drop: tuple[int, ...], timed: bool) -> None:
+    # a field whose pair was lost (a broadcast capture that starts or ends between a frame's two fields, a lost TS
+    # packet): FFmpeg's decoder shows no frame for it (h264_field_start: "Previous field is unmatched. Don't display
+    # it"). The scan counted it: with timestamps an 8-frame clip whose unmatched field's frame failed every read of
+    # it ("got pts ... instead"), without them every read past it failed as FrameDropped
+    if timed:
+        path = _mpegts(tmp_path / "gap.ts", 1, drop, frames=8)
+    else:
+        path = tmp_path / "gap.h264"
+        headers, fields = _fields(8, 4)
+        path.write_bytes(headers + b"".join(f for k, f in enumerate(fields) if k not in drop))
+    want = _decoded(path)
+    # (without timestamps the frames before the first keyframe the decoder flags, frame 3 of the clip that starts on
+    # the IDR frame's second field, are unread)
+    lead = 3 if drop == (0,) and not timed else 0
+    with VideoReader(path) as r:
+        assert r.meta.frames == len(want) == 7
+        got = [round(float(m), 1) for m in r.read(list(range(lead, 7))).mean(axis=(1, 2, 3))]
+        if lead:
+            with pytest.raises(VideoDecodeError, match="starts mid-GOP"):
+                r.read([0])
+    assert got == want[lead:]
 
 
 def test_a_matroska_block_per_field_holds_its_last_frame(tmp_path: Path) -> None:

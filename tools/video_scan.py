@@ -99,8 +99,8 @@ class FrameIndex:
     2 closed GOP's B pictures."""
     fields: tuple[int, ...] = ()
     """The packets (decode order, from 0, those an edit list discards not counted) that code the second field of an
-    H.264 field pair: the decoder gives one frame for the pair, on the first field's packet, and none of their own;
-    they are no frames."""
+    H.264 field pair (the decoder gives one frame for the pair, on the first field's packet) or a field without its
+    pair, which it shows by no frame (``tools.video_slices.FieldPairs``): they are no frames."""
     primed: bool = False
     """The decode from the start begins on a keyframe an MP4 / MOV edit list discards (a clip trimmed mid-GOP): the
     decoder decodes it and drops its frame, so the frames it gives after it have their references (the keyframe's own
@@ -255,7 +255,8 @@ def scan(container: av.container.InputContainer, name: str,
     pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
-        for packet in demux(container, stream):
+        packets_of = demux(container, stream)
+        for packet, no_frame in pairs.frames(packets_of) if pairs else ((p, False) for p in packets_of):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
@@ -269,10 +270,10 @@ def scan(container: av.container.InputContainer, name: str,
                 first_key_pts, key_at, primed = packet.pts, len(pts), packet.is_discard and not pts
             if packet.is_discard:
                 continue
-            if pairs is not None and pairs.second(packet):
+            if no_frame:  # a second field, or one without its pair
                 fields.append(len(pts) + len(fields))  # (among the packets not discarded, as the reader tags them)
-                if pts[-1] == max_pts and packet.pts is not None and packet.duration:  # the last frame lasts to the
-                    last_hold = max(last_hold, packet.pts + packet.duration - max_pts)  # end of its second field
+                if pts and pts[-1] == max_pts and packet.pts is not None and packet.duration:  # the last frame lasts
+                    last_hold = max(last_hold, packet.pts + packet.duration - max_pts)  # to the end of its fields
                 continue
             pts.append(packet.pts)
             if types is not None and (not types or types[-1] not in (None, B_PICTURE)):  # until a B picture (or none found)

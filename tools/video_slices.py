@@ -22,7 +22,9 @@ not H.264 / HEVC), the codec rule above applies with one slice assumed for H.264
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import av
 
@@ -219,29 +221,74 @@ def _first_slice(data: bytes, extradata: bytes | None) -> bytes | None:
 
 
 class FieldPairs:
-    """Finds, packet by packet in decode order, the H.264 packets that code the second field of a pair (PAFF: FFmpeg's
-    parser gives each field picture its own packet, its decoder one frame for the two): the field after an unpaired
-    one of the other parity with the same frame_num, as FFmpeg's decoder pairs them. Only where the SPS allows
-    fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's avcC record or, Annex B,
-    in the packets until one is found, then in keyframes."""
+    """Finds, in decode order, the H.264 packets that code a field picture the decoder gives no frame of its own for
+    (PAFF: FFmpeg's parser gives each field picture its own packet, its decoder one frame for the two), as FFmpeg's
+    decoder pairs them (``h264_field_start``): the field after an unpaired one of the other parity with the same
+    frame_num is the pair's second; a field whose pair never comes (the next picture a frame, a field of its parity, or
+    one of another frame_num: a capture that starts or ends between two fields, a lost packet) is shown by no frame,
+    unless the field before it went unmatched as well (then each such field is a frame of its own). Only where the SPS
+    allows fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's avcC record or,
+    Annex B, in the packets until one is found, then in keyframes. Packets that code no picture leave the pairing
+    as it is."""
 
     def __init__(self, extradata: bytes | None) -> None:
         self._extradata = extradata
         self._sps = h264_sps(extradata, None) if extradata else None
         self._in_band = not (extradata or b"").startswith(b"\x01")  # Annex B: parameter sets come in the packets
         self._first: tuple[int, bool] | None = None  # the last picture, while it is a field without its pair
+        self._shown = False  # whether that field was shown alone (FFmpeg: after more than one unmatched field)
+        self._unmatched = 0  # fields left unmatched in a row (FFmpeg's missing_fields)
 
-    def second(self, packet: av.Packet) -> bool:
-        """Whether `packet`, the next one, is a second field (it gives no frame of its own)."""
+    def frames(self, packets: Iterable[av.Packet]) -> Iterator[tuple[av.Packet, bool]]:
+        """Each of `packets` (decode order, empty ones included) with whether it codes a field that gives no frame of
+        its own (the second of a pair: its frame comes on the first's packet; or one without its pair). A field's pair
+        is known at the next picture: until then it, and the packets after it, are held back."""
+        held: list[av.Packet] = []
+        for packet in packets:
+            field = self._picture(packet) if packet.size else False
+            if field is False:  # no picture
+                if held:
+                    held.append(packet)
+                else:
+                    yield packet, False
+                continue
+            before, alone = self._next(field)
+            if held:
+                yield held[0], bool(before)
+                yield from ((p, False) for p in held[1:])
+            held = [packet] if alone is None else []
+            if alone is not None:
+                yield packet, alone
+        if held:  # the last field, never paired
+            yield held[0], not self._shown
+            yield from ((p, False) for p in held[1:])
+
+    def _next(self, field: tuple[int, bool] | None) -> tuple[bool | None, bool | None]:
+        """The next picture, `field` (None: a frame): whether the field before it, unpaired till now, gives no frame
+        (None: there is none), and whether this one gives none (None: a field whose pair may follow)."""
+        first, shown = self._first, self._shown
+        self._first, before = None, None
+        if first is not None:
+            paired = field is not None and field[1] != first[1]
+            self._unmatched = 0 if paired else self._unmatched + 1
+            if paired and field[0] == first[0]:
+                return False, True  # its pair (FFmpeg pairs a field shown alone too, once it gave its frame)
+            before = not shown  # unmatched: shown by no frame unless it was shown alone
+        if field is None:
+            return before, False
+        self._first, self._shown = field, self._unmatched > 1
+        return before, None
+
+    def _picture(self, packet: av.Packet) -> tuple[int, bool] | None | Literal[False]:
+        """``(frame_num, bottom_field_flag)`` of the field picture `packet` codes; None for a frame picture (or a field
+        where fields are not parsed); False where it codes no picture."""
         data = None
         if self._in_band and (self._sps is None or packet.is_keyframe):
             data = bytes(packet)
             self._sps = h264_sps(data, self._extradata) or self._sps
         if self._sps is None or self._sps.frame_mbs_only:
+            return None
+        data = bytes(packet) if data is None else data
+        if _first_slice(data, self._extradata) is None:
             return False
-        field = h264_field(bytes(packet) if data is None else data, self._extradata, self._sps)
-        first, self._first = self._first, field
-        if field is None or first is None or first[0] != field[0] or first[1] == field[1]:
-            return False
-        self._first = None
-        return True
+        return h264_field(data, self._extradata, self._sps)
