@@ -206,3 +206,29 @@ def test_a_matroska_block_per_field_holds_its_last_frame(tmp_path: Path) -> None
             c.mux(p)
     meta = probe(path)
     assert (meta.frames, round(meta.duration, 3)) == (N, 1.78)
+
+
+@pytest.mark.parametrize("drop", [(5, 7), (1, 3), (9, 11, 13, 15)])
+def test_fields_unmatched_in_a_row_without_timestamps_are_an_error(tmp_path: Path, drop: tuple[int, ...]) -> None:
+    # two or more fields in a row without their pairs: FFmpeg's decoder then shows a field alone, and may show its
+    # frame twice (a field decoded into a new picture after the one shown): 8 frames that lost frame 2's and 3's
+    # bottom fields came out as 7 (frame 4 twice) where the scan counted 6, and the reader's count gave 6 frames, the
+    # last one never, with no error. With timestamps each frame is found by its own; without them the frames cannot
+    # be counted, and the read says so
+    path = tmp_path / "gaps.h264"
+    headers, fields = _fields(8, 4)
+    path.write_bytes(headers + b"".join(f for k, f in enumerate(fields) if k not in drop))
+    with pytest.raises(VideoDecodeError, match="fields without their pairs"):
+        probe(path)
+    timed = _mpegts(tmp_path / "gaps.ts", 1, drop, frames=8)
+    with av.open(str(timed)) as c:
+        want = {f.pts: round(float(f.to_ndarray(format="rgb24").mean()), 1) for f in c.decode(video=0)}
+    with VideoReader(timed) as r:
+        index = r._order[0]
+        assert index.pts is not None
+        for i, pts in enumerate(index.pts):  # each frame the decoder shows read as itself; one it does not, an error
+            if pts in want:
+                assert round(float(r.read([i]).mean()), 1) == want[pts]
+            else:
+                with pytest.raises(VideoDecodeError, match=f"frame {i} of"):
+                    r.read([i])

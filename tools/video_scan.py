@@ -332,6 +332,9 @@ def scan(container: av.container.InputContainer, name: str,
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
             index = unordered
+    if index.pts is None and pairs is not None and pairs.unsure:  # (with timestamps each frame is found by its own)
+        raise VideoDecodeError(f"{name}: H.264 fields without their pairs, two or more in a row: the decoder shows "
+                               "some alone and some twice, and without timestamps its frames cannot be counted")
     time_base = stream.time_base or Fraction(0)
     start = max(0.0, float(index.pts[0] * time_base)) if index.pts is not None and time_base else 0.0
     duration = 0.0

@@ -238,6 +238,9 @@ class FieldPairs:
         self._first: tuple[int, bool] | None = None  # the last picture, while it is a field without its pair
         self._shown = False  # whether that field was shown alone (FFmpeg: after more than one unmatched field)
         self._unmatched = 0  # fields left unmatched in a row (FFmpeg's missing_fields)
+        self.unsure = False
+        """Whether fields went unmatched two or more in a row: FFmpeg then shows a field alone, and may show a frame
+        twice (a field decoded into a new picture after the one shown): the frames it gives are not counted here."""
 
     def frames(self, packets: Iterable[av.Packet]) -> Iterator[tuple[av.Packet, bool]]:
         """Each of `packets` (decode order, empty ones included) with whether it codes a field that gives no frame of
@@ -277,6 +280,7 @@ class FieldPairs:
         if field is None:
             return before, False
         self._first, self._shown = field, self._unmatched > 1
+        self.unsure = self.unsure or self._shown
         return before, None
 
     def _picture(self, packet: av.Packet) -> tuple[int, bool] | None | Literal[False]:
