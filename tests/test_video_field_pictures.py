@@ -232,3 +232,24 @@ def test_fields_unmatched_in_a_row_without_timestamps_are_an_error(tmp_path: Pat
             else:
                 with pytest.raises(VideoDecodeError, match=f"frame {i} of"):
                     r.read([i])
+
+
+@pytest.mark.parametrize(("gop", "swap"), [(4, False), (1, True)], ids=["top-first", "same-frame-num-swapped"])
+def test_the_two_fields_of_a_packet_are_one_frame(tmp_path: Path, gop: int, swap: bool) -> None:
+    # a frame's two fields in one packet (an MP4 or Matroska sample of a frame: the demuxer parses no fields apart):
+    # the decoder gives a frame a packet. The pairing read only a packet's first slice: a packet starting with the
+    # other parity than the last one's first field, with the same frame_num (here every frame IDR, frame_num 0, every
+    # other frame bottom field first), was taken for that field's pair, and 20 frames counted as 10; the unmatched
+    # fields' rule (a field of the same parity next) would have dropped every packet's frame
+    headers, fields = _fields(N, gop)
+    path = tmp_path / "frames.mkv"
+    with av.open(str(_clip(tmp_path))) as raw, av.open(str(path), "w", format="matroska") as c:
+        s = c.add_stream_from_template(raw.streams.video[0])
+        s.time_base = tb = Fraction(1, 1000)
+        for k in range(N):
+            top, bottom = fields[2 * k], fields[2 * k + 1]
+            p = av.Packet((headers if k == 0 else b"") + (bottom + top if swap and k % 2 else top + bottom))
+            p.stream, p.time_base, p.pts, p.dts, p.is_keyframe = s, tb, 40 * k, 40 * k, k % gop == 0
+            c.mux(p)
+    want = _decoded(path)
+    assert len(want) == N and probe(path).frames == N and _read_all(path) == want

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
 
 import av
 
@@ -189,35 +188,37 @@ def h264_sps(data: bytes, extradata: bytes | None) -> H264Sps | None:
     return None
 
 
-def h264_field(data: bytes, extradata: bytes | None, sps: H264Sps) -> tuple[int, bool] | None:
-    """``(frame_num, bottom_field_flag)`` of the H.264 access unit `data` when its first slice codes a field picture;
-    None for a frame picture or a packet that does not parse."""
-    unit = _first_slice(data, extradata)
-    if unit is None:
-        return None
-    b = _Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
-    try:
-        b.ue(), b.ue(), b.ue()  # first_mb_in_slice, slice_type, pic_parameter_set_id
-        if sps.separate_colour_plane:
-            b.u(2)
-        frame_num = b.u(sps.log2_max_frame_num)
-        if sps.frame_mbs_only or not b.u(1):  # field_pic_flag
-            return None
-        return frame_num, bool(b.u(1))
-    except IndexError:
-        return None
+def h264_pictures(data: bytes, extradata: bytes | None, sps: H264Sps) -> list[tuple[int, bool] | None]:
+    """The pictures the H.264 access unit(s) `data` codes, in order, each ``(frame_num, bottom_field_flag)`` for a field
+    or None for a frame picture (or a slice that does not parse): a slice whose first_mb_in_slice is 0 starts one.
+    Both fields of a frame may share a packet (an MP4 sample of a frame); empty: no slice."""
+    pictures: list[tuple[int, bool] | None] = []
+    for unit in _slices(data, extradata):
+        b = _Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
+        try:
+            first_mb = b.ue()
+            b.ue(), b.ue()  # slice_type, pic_parameter_set_id
+            if sps.separate_colour_plane:
+                b.u(2)
+            frame_num = b.u(sps.log2_max_frame_num)
+            field = (frame_num, bool(b.u(1))) if not sps.frame_mbs_only and b.u(1) else None  # (field_pic_flag)
+        except IndexError:
+            first_mb, field = 0, None
+        if first_mb == 0 or not pictures:
+            pictures.append(field)
+    return pictures
 
 
-def _first_slice(data: bytes, extradata: bytes | None) -> bytes | None:
-    """The first slice NAL unit of the H.264 packet `data` (Annex B: its start only, the packet not split)."""
+def _slices(data: bytes, extradata: bytes | None) -> list[bytes]:
+    """The slice NAL units of the H.264 packet `data` (Annex B: the first 32 bytes of each, the packet not split)."""
     if (extradata or b"")[:1] == b"\x01":
-        return next((u for u in _units(data, "h264", extradata) or [] if 1 <= u[0] & 0x1F <= 5), None)
-    i = data.find(b"\x00\x00\x01")
+        return [u for u in _units(data, "h264", extradata) or [] if 1 <= u[0] & 0x1F <= 5]
+    slices, i = [], data.find(b"\x00\x00\x01")
     while 0 <= i < len(data) - 3:
         if 1 <= data[i + 3] & 0x1F <= 5:
-            return data[i + 3:i + 35]
+            slices.append(data[i + 3:i + 35])
         i = data.find(b"\x00\x00\x01", i + 3)
-    return None
+    return slices
 
 
 class FieldPairs:
@@ -243,27 +244,35 @@ class FieldPairs:
         twice (a field decoded into a new picture after the one shown): the frames it gives are not counted here."""
 
     def frames(self, packets: Iterable[av.Packet]) -> Iterator[tuple[av.Packet, bool]]:
-        """Each of `packets` (decode order, empty ones included) with whether it codes a field that gives no frame of
-        its own (the second of a pair: its frame comes on the first's packet; or one without its pair). A field's pair
-        is known at the next picture: until then it, and the packets after it, are held back."""
+        """Each of `packets` (decode order, empty ones included) with whether it codes only fields that give no frame
+        of their own (the second of a pair: its frame comes on the first's packet; or one without its pair). A field's
+        pair is known at the next picture: until then its packet, and the packets after it, are held back."""
         held: list[av.Packet] = []
+        shows = False  # whether the held packet shows a frame, by its pictures before its last
         for packet in packets:
-            field = self._picture(packet) if packet.size else False
-            if field is False:  # no picture
+            pictures = self._pictures(packet) if packet.size else []
+            if not pictures:
                 if held:
                     held.append(packet)
                 else:
                     yield packet, False
                 continue
-            before, alone = self._next(field)
-            if held:
-                yield held[0], bool(before)
-                yield from ((p, False) for p in held[1:])
-            held = [packet] if alone is None else []
-            if alone is not None:
-                yield packet, alone
-        if held:  # the last field, never paired
-            yield held[0], not self._shown
+            frame = False  # whether this packet shows a frame
+            for picture in pictures:
+                before, alone = self._next(picture)
+                if before is not None and held:  # (the held packet's last field)
+                    yield held[0], not (shows or not before)
+                    yield from ((p, False) for p in held[1:])
+                    held = []
+                elif before is not None:  # (a field earlier in this packet)
+                    frame = frame or not before
+                frame = frame or alone is False
+            if self._first is None:
+                yield packet, not frame
+            else:
+                held, shows = [packet], frame
+        if held:  # its last field never paired
+            yield held[0], not (shows or self._shown)
             yield from ((p, False) for p in held[1:])
 
     def _next(self, field: tuple[int, bool] | None) -> tuple[bool | None, bool | None]:
@@ -283,16 +292,13 @@ class FieldPairs:
         self.unsure = self.unsure or self._shown
         return before, None
 
-    def _picture(self, packet: av.Packet) -> tuple[int, bool] | None | Literal[False]:
-        """``(frame_num, bottom_field_flag)`` of the field picture `packet` codes; None for a frame picture (or a field
-        where fields are not parsed); False where it codes no picture."""
+    def _pictures(self, packet: av.Packet) -> list[tuple[int, bool] | None]:
+        """The pictures `packet` codes (`h264_pictures`); one frame picture where fields are not parsed, none where it
+        codes no picture."""
         data = None
         if self._in_band and (self._sps is None or packet.is_keyframe):
             data = bytes(packet)
             self._sps = h264_sps(data, self._extradata) or self._sps
         if self._sps is None or self._sps.frame_mbs_only:
-            return None
-        data = bytes(packet) if data is None else data
-        if _first_slice(data, self._extradata) is None:
-            return False
-        return h264_field(data, self._extradata, self._sps)
+            return [None]
+        return h264_pictures(bytes(packet) if data is None else data, self._extradata, self._sps)
