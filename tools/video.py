@@ -50,12 +50,13 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   header) would shift that count: each packet is tagged, a counted frame is handed out once every packet fed before
   it came out has given its frame, and one that gives none is a ``VideoDecodeError`` for the frames from there on
   (``tools.video_decode.CountCheck``). An H.264 frame coded as two field pictures (PAFF) is two packets and one
-  frame: the scan counts the pair once and the check does not wait on its second field (``FrameIndex.fields``,
-  ``tools.video_slices.FieldPairs``). Any demuxer error is a ``VideoDecodeError``; there is no silent partial
-  decode. Corrupt data the decoder conceals (flagging that one frame) or fails a packet on (H.264's InvalidDataError,
-  after which it decodes on) fails the frames decoded after it up to the next keyframe, which reference it: a read
-  that asks for one fails naming it, and the frames before it and past that keyframe still read
-  (``tools.video_damage``; without timestamps a failed packet fails every frame the count has after it).
+  frame: the scan counts the pair once and the check does not wait on its second field; a field whose pair was lost
+  the decoder shows by no frame, nor does the scan count it (``FrameIndex.fields``, ``tools.video_slices.FieldPairs``).
+  Any demuxer error is a ``VideoDecodeError``; there is no silent partial decode. Corrupt data the decoder conceals
+  (flagging that one frame) or fails a packet on (H.264's InvalidDataError, after which it decodes on) fails the
+  frames decoded after it up to the next keyframe, which reference it: a read that asks for one fails naming it, and
+  the frames before it and past that keyframe still read (``tools.video_damage``; without timestamps a failed packet
+  fails every frame the count has after it).
 - ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several
   threads), except that the first one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe
   to seek back to).
