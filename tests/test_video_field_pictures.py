@@ -253,3 +253,13 @@ def test_the_two_fields_of_a_packet_are_one_frame(tmp_path: Path, gop: int, swap
             c.mux(p)
     want = _decoded(path)
     assert len(want) == N and probe(path).frames == N and _read_all(path) == want
+
+
+def test_second_fields_where_the_avcc_record_has_no_sps() -> None:
+    # an 'avc3' MP4 sample entry (its avcC record without parameter sets: they come in the samples, as broadcast
+    # remuxes write them): the SPS was looked for only in the record, never found, and every field counted a frame
+    sps, pps, *fields = field_coded(3).split(b"\x00\x00\x00\x01")[1:]
+    avcc = bytes([1, 77, 0, 30, 0xFF, 0xE0, 0])  # no SPS, no PPS
+    units = [[sps, pps, fields[0]], *([f] for f in fields[1:])]
+    packets = [av.Packet(b"".join(len(u).to_bytes(4, "big") + u for u in us)) for us in units]
+    assert [no_frame for _, no_frame in FieldPairs(avcc).frames(packets)] == [False, True] * 3

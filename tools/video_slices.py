@@ -188,6 +188,11 @@ def h264_sps(data: bytes, extradata: bytes | None) -> H264Sps | None:
     return None
 
 
+SLICE_HEADERS = (1, 2, 5)
+"""H.264 NAL unit types that open with a slice header: a slice (non-IDR, IDR) or data partition A (B and C open with a
+slice_id instead)."""
+
+
 def h264_pictures(data: bytes, extradata: bytes | None, sps: H264Sps) -> list[tuple[int, bool] | None]:
     """The pictures the H.264 access unit(s) `data` codes, in order, each ``(frame_num, bottom_field_flag)`` for a field
     or None for a frame picture (or a slice that does not parse): a slice whose first_mb_in_slice is 0 starts one.
@@ -212,10 +217,10 @@ def h264_pictures(data: bytes, extradata: bytes | None, sps: H264Sps) -> list[tu
 def _slices(data: bytes, extradata: bytes | None) -> list[bytes]:
     """The slice NAL units of the H.264 packet `data` (Annex B: the first 32 bytes of each, the packet not split)."""
     if (extradata or b"")[:1] == b"\x01":
-        return [u for u in _units(data, "h264", extradata) or [] if 1 <= u[0] & 0x1F <= 5]
+        return [u for u in _units(data, "h264", extradata) or [] if u[0] & 0x1F in SLICE_HEADERS]
     slices, i = [], data.find(b"\x00\x00\x01")
     while 0 <= i < len(data) - 3:
-        if 1 <= data[i + 3] & 0x1F <= 5:
+        if data[i + 3] & 0x1F in SLICE_HEADERS:
             slices.append(data[i + 3:i + 35])
         i = data.find(b"\x00\x00\x01", i + 3)
     return slices
@@ -229,13 +234,14 @@ class FieldPairs:
     one of another frame_num: a capture that starts or ends between two fields, a lost packet) is shown by no frame,
     unless the field before it went unmatched as well (then each such field is a frame of its own). Only where the SPS
     allows fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's avcC record or,
-    Annex B, in the packets until one is found, then in keyframes. Packets that code no picture leave the pairing
+    Annex B (or an avcC record without one), in the packets until one is found, then in keyframes. Packets that code no picture leave the pairing
     as it is."""
 
     def __init__(self, extradata: bytes | None) -> None:
         self._extradata = extradata
         self._sps = h264_sps(extradata, None) if extradata else None
-        self._in_band = not (extradata or b"").startswith(b"\x01")  # Annex B: parameter sets come in the packets
+        # Annex B, or an avcC record without an SPS ('avc3'): the parameter sets come in the packets
+        self._in_band = self._sps is None or not (extradata or b"").startswith(b"\x01")
         self._first: tuple[int, bool] | None = None  # the last picture, while it is a field without its pair
         self._shown = False  # whether that field was shown alone (FFmpeg: after more than one unmatched field)
         self._unmatched = 0  # fields left unmatched in a row (FFmpeg's missing_fields)
