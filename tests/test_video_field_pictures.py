@@ -95,9 +95,9 @@ def _start_trimmed(tmp_path: Path) -> Path:
     path = tmp_path / "late.mp4"
     with av.open(str(raw)) as i, av.open(str(path), "w") as o:
         so = o.add_stream_from_template(i.streams.video[0])
-        so.time_base = Fraction(1, 50)
+        so.time_base = tb = Fraction(1, 50)  # (the muxer sets its own once it starts: 1/12800)
         for k, p in enumerate(p for p in i.demux(video=0) if p.size):
-            p.stream, p.time_base, p.pts, p.dts = so, so.time_base, k - 10, k - 10
+            p.stream, p.time_base, p.pts, p.dts, p.duration = so, tb, k - 10, k - 10, 1
             p.is_keyframe = k % 8 == 0  # the IDR frames' first fields (FFmpeg's parser marks every I picture)
             o.mux(p)
     return path
@@ -112,7 +112,7 @@ def test_second_fields_after_discarded_packets_are_not_waited_on(tmp_path: Path)
         assert [p.is_discard for p in c.demux(video=0) if p.size][:3] == [True, True, False]
     with VideoReader(path) as reader:
         index = reader._order[0]
-        assert reader.meta.frames == N - 5 and index.fields[:3] == (1, 3, 5)
+        assert reader.meta.frames == N - 5 and index.fields[:3] == (1, 3, 5) and round(reader.meta.duration, 3) == 0.6
         want = reader.read([3, 9]).mean(axis=(1, 2, 3))
         reader._order = (replace(index, pts=None, keyframes=(), reorder=None), None)  # as `OutOfOrder` leaves it
         got = reader.read([3, 9]).mean(axis=(1, 2, 3))  # (from the first keyframe: frame 8)
