@@ -232,10 +232,10 @@ class FieldPairs:
     decoder pairs them (``h264_field_start``): the field after an unpaired one of the other parity with the same
     frame_num is the pair's second; a field whose pair never comes (the next picture a frame, a field of its parity, or
     one of another frame_num: a capture that starts or ends between two fields, a lost packet) is shown by no frame,
-    unless the field before it went unmatched as well (then each such field is a frame of its own). Only where the SPS
-    allows fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's avcC record or,
-    Annex B (or an avcC record without one), in the packets until one is found, then in keyframes. Packets that code no picture leave the pairing
-    as it is."""
+    unless the field before it went unmatched as well (then FFmpeg shows it alone: `unsure`). Only where the SPS allows
+    fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's avcC record or, Annex B (or
+    an avcC record without one), in the packets until one is found, then in keyframes. Packets that code no picture
+    leave the pairing as it is."""
 
     def __init__(self, extradata: bytes | None) -> None:
         self._extradata = extradata
@@ -267,7 +267,7 @@ class FieldPairs:
             for picture in pictures:
                 before, alone = self._next(picture)
                 if before is not None and held:  # (the held packet's last field)
-                    yield held[0], not (shows or not before)
+                    yield held[0], before and not shows
                     yield from ((p, False) for p in held[1:])
                     held = []
                 elif before is not None:  # (a field earlier in this packet)
@@ -289,8 +289,8 @@ class FieldPairs:
         if first is not None:
             paired = field is not None and field[1] != first[1]
             self._unmatched = 0 if paired else self._unmatched + 1
-            if paired and field[0] == first[0]:
-                return False, True  # its pair (FFmpeg pairs a field shown alone too, once it gave its frame)
+            if field is not None and paired and field[0] == first[0]:
+                return False, True  # its pair (after a field shown alone FFmpeg may start a new picture: `unsure`)
             before = not shown  # unmatched: shown by no frame unless it was shown alone
         if field is None:
             return before, False
