@@ -198,7 +198,7 @@ def test_a_matroska_block_per_field_holds_its_last_frame(tmp_path: Path) -> None
     path = tmp_path / "held.mkv"
     with av.open(str(_clip(tmp_path))) as raw, av.open(str(path), "w", format="matroska") as c:
         s = c.add_stream_from_template(raw.streams.video[0])  # (its SPS and PPS as the track's)
-        s.codec_context.framerate = 50  # (a DefaultDuration, so that the muxer writes the last block's duration)
+        s.codec_context.framerate = Fraction(50)  # (a DefaultDuration, so that the muxer writes the last block's duration)
         s.time_base = tb = Fraction(1, 1000)
         for k, p in enumerate(p for p in raw.demux(video=0) if p.size):
             p.stream, p.time_base, p.pts, p.dts, p.is_keyframe = s, tb, 20 * k, 20 * k, k == 0
