@@ -61,11 +61,12 @@ def unfinished_run(out: Path) -> dict[str, Any] | None:
     return None if summary.get("run") == started["run"] else started
 
 
-def _manifest(record: dict[str, Any]) -> str | None:
-    """The manifest a run record names; None when it names none or one that is not a string (a hand edit: 5 made
-    `unfinished_note`'s command a TypeError that ended `raa eval report`)."""
+def run_manifest(record: dict[str, Any]) -> str | None:
+    """The manifest a run record names; None when it names none, or one that is not a string or is empty (a hand
+    edit: 5 made `unfinished_note`'s command a TypeError that ended `raa eval report`, and "" a command with an empty
+    ``-m``). Every reader of a record's manifest goes through here (the page's header and its notes agree)."""
     manifest = record.get("manifest")
-    return manifest if isinstance(manifest, str) else None
+    return manifest if isinstance(manifest, str) and manifest else None
 
 
 def _scope_text(record: dict[str, Any]) -> str:
@@ -85,7 +86,7 @@ def shown_run(summary: dict[str, Any] | None) -> str:
     if summary is None:
         return "no finished `raa eval reward` run names its clips (no summary.json, or one written before it " \
                "named them): the table counts every row of results.jsonl"
-    manifest = _manifest(summary)
+    manifest = run_manifest(summary)
     text = "the last finished `raa eval reward` run" + (f": manifest {manifest}" if manifest else " (summary.json)")
     if summary.get("finished"):
         text += f", finished {summary['finished']}"
@@ -105,7 +106,7 @@ def finish_command(manifest: str, out: Path, presets: Any) -> str:
 
 def unfinished_note(record: dict[str, Any], out: Path) -> str:
     """The warning for a run started in `out` that has not finished."""
-    manifest = _manifest(record)
+    manifest = run_manifest(record)
     scope = _scope_text(record)
     again = f"`{finish_command(manifest, out, record.get('presets'))}`" if manifest else \
         "`raa eval reward` with its manifest"

@@ -221,7 +221,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written; a newer run
     that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both).
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
-    from evals.eval_runs import finish_command, shown_run, unfinished_note, unfinished_run
+    from evals.eval_runs import finish_command, run_manifest, shown_run, unfinished_note, unfinished_run
     from evals.result_rows import results_lines
     from evals.table_rows import check_row
 
@@ -237,8 +237,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     scope = read_scope(out / "summary.json")
     last = scope.summary if scope is not None else None
     run_line = shown_run(last)
-    rerun = finish_command(last["manifest"], out, last.get("presets")) \
-        if last is not None and isinstance(last.get("manifest"), str) else None  # the table's run, to fill its rows
+    manifest = run_manifest(last) if last is not None else None
+    rerun = finish_command(manifest, out, last.get("presets")) \
+        if last is not None and manifest is not None else None  # the table's run, to fill its rows
     unfinished = unfinished_run(out)
     warning = "" if unfinished is None else unfinished_note(unfinished, out)
     if warning and on_unfinished is not None:

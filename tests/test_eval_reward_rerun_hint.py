@@ -33,3 +33,20 @@ def test_without_a_recorded_manifest_the_note_says_what_the_command_needs():
                                  "faults": [OUTAGE]}])
     (note,) = incomplete_notes([m])
     assert "`raa eval reward --retry-ineligible` with the run's --manifest, --out and --presets" in note, note
+
+
+def test_a_summary_whose_manifest_is_empty_names_no_command_with_an_empty_manifest(tmp_path):
+    """summary.json's manifest as the page's header reads it (`evals.eval_runs.run_manifest`): a hand-edited "" is no
+    manifest there ("(summary.json)"), but the outage note built `raa eval reward -m '' ...` from it, a command that
+    fails."""
+    import json
+
+    out = tmp_path / "ev"
+    asyncio.run(run_reward_eval(_clips(tmp_path), ["full"], out, FaultScorer(), _judge(), concurrency=1,
+                                manifest=str(tmp_path / "m.jsonl")))
+    summary = out / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "manifest": ""}))
+    page = write_eval_index(out).read_text()
+    assert "run (summary.json)" in page
+    assert "-m &#x27;&#x27;" not in page and "-m ''" not in page
+    assert "with the run&#x27;s --manifest" in page or "with the run's --manifest" in page
