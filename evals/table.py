@@ -62,9 +62,9 @@ Definitions (decisions where the issue was silent are marked *):
   (a stage output served from the cache is a hit, not a call) and attempts (requests sent, a reply or not: a
   timed-out or refused request is an attempt, not a call; rows written before attempts were counted leave it
   out of its mean, `evals.table_means.LATE_USAGE_KEYS`), over the rows that recorded their usage: a
-  row whose usage is null (its scorer chunk crashed, `evals.reliability`) or absent (another tool's row) is
-  counted in `usage_unknown` ("Usage unknown" / ``usage_unknown`` in table.md / table.csv) and left out of
-  the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV). An
+  row whose usage is null (its scorer chunk crashed, `evals.reward_scorer.score_chunk`) or absent (another
+  tool's row) is counted in `usage_unknown` ("Usage unknown" / ``usage_unknown`` in table.md / table.csv) and
+  left out of the mean, which it lowered as a free run; with no row recorded the cells are "-" (empty in the CSV). An
   outage row is left out of the mean too (`usage_outage`, in table.csv, named by `raa eval reward`), as from
   N: a run the endpoint's outage stopped made few calls or none, so a preset that lost clips read as a
   cheaper one, and once `--retry-ineligible` fills the row its usage is gone from the table anyway. The

@@ -1,5 +1,5 @@
 """ISO base media (MP4 / MOV) box reading shared by `tools.video_rotation`, `tools.video_edits` and the
-scan's truncation check (`tools.video_scan`).
+scan's truncation check (`tools.video_complete`).
 
 Only what those need: the boxes at one level of a buffer, the top-level ``moov`` box of a file, read
 without loading the media data, a fragmented file's media box that its end cuts (`cut_fragment`), and

@@ -1,5 +1,5 @@
 """Whether an MPEG program stream (``.mpg``, ``.vob``) ends inside a pack or a PES packet (the truncation check of
-`tools.video_scan`).
+`tools.video_complete`).
 
 MPEG-PS declares neither a frame count nor a duration, and FFmpeg flags no packet of a file cut short: the video
 parser hands on the last picture with the data that is there, and it decodes as a damaged picture (or another

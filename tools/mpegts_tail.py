@@ -1,4 +1,4 @@
-"""Whether an MPEG-TS file ends inside a transport packet (the truncation check of `tools.video_scan`).
+"""Whether an MPEG-TS file ends inside a transport packet (the truncation check of `tools.video_complete`).
 
 MPEG-TS declares neither a frame count nor a duration, and FFmpeg flags no packet of a file cut short: the
 last video frame's PES simply ends early (its length field is 0, "unbounded", for video), and its frame
