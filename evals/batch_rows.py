@@ -1,7 +1,8 @@
 """Rows of a `raa score-batch` output as the evaluation readers take them (`evals.compare`, `evals.draws`): which
 line is a usable row (`score_batch_row`: a ``result`` whose status and reward agree, `checked_reward`; an integer
 draw, `row_draw`; a string path and instruction), a file that is none (`results_file_problem`), a row's preset
-(`row_preset`, `shown_preset`) and its reward (`eligible_reward`). The rules are argued in `evals.compare`'s module docstring. Split from evals/compare.py (its size)."""
+(`row_preset`, `shown_preset`) and its reward (`eligible_reward`). The rules are argued in `evals.compare`'s module
+docstring. Split from evals/compare.py (its size)."""
 
 from __future__ import annotations
 
