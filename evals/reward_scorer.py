@@ -122,7 +122,7 @@ class AgentScorer:
 
 
 async def score_chunk(scorer: PresetScorer, preset: str,
-                       clips: Sequence[EvalClip]) -> tuple[list[RewardResult], str | None]:
+                      clips: Sequence[EvalClip]) -> tuple[list[RewardResult], str | None]:
     """Scorer results for a chunk and, when the scorer crashed (or returned a wrong count), why its usage is
     unknown; then every result is ineligible with the reason."""
     try:
