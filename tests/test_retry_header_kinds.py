@@ -53,3 +53,12 @@ def test_a_503_the_server_says_not_to_retry_is_an_outage_after_one_attempt() -> 
 def test_an_exhausted_503_counts_its_attempts() -> None:
     fault, sent = _fault([StubReply(status=503, content="overloaded")] * 3)
     assert sent == 3 and fault.kind == "transport" and "after 3 attempts:" in fault.message, fault
+
+
+def test_a_500_saying_the_request_s_part_is_not_taken_is_not_retried_whatever_the_header() -> None:
+    """llama.cpp answers a part it does not take with a 500 (graph/setup_rejections.py); with `x-should-retry: true`
+    the same request was sent `max_retries` more times, each answered alike, before the "settings" fault."""
+    old_llama_cpp = 'response_format type must be one of "text" or "json_object", but got: json_schema'
+    fault, sent = _fault([StubReply(status=500, content=old_llama_cpp, headers=RETRY)] * 3)
+    assert sent == 1, "the same request gets the same answer: not retried"
+    assert fault.kind == "settings" and "RAA_STRUCTURED_METHOD=json_mode" in fault.message, fault
