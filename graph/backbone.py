@@ -245,7 +245,7 @@ class Backbone:
                 if hint := connection_hint(exc, self.setting_names):  # one sentence: "Connection error; the ..."
                     detail = f"{detail.rstrip('. ')}; {hint}"
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts}: {detail}") from exc
-            if (fix := settings_problem(exc, self.setting_names, sent)) is not None:
+            if (fix := settings_problem(exc, self.setting_names, sent, self.method)) is not None:
                 raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {str(exc)[:_ERR_CHARS]}; "
                                     f"{fix}") from exc
             if isinstance(exc, openai.APIStatusError | ModelError):

@@ -155,7 +155,8 @@ _SCHEMA_COMPILER = re.compile(r"not supported by xgrammar")
 xgrammar.", vllm-project/vllm vllm/v1/structured_output/backend_xgrammar.py, and its tool parsers' structural tags
 for a tool's parameters): a json_schema `response_format` and a forced tool call's arguments (function_calling) are
 compiled alike, so only json_mode, which sends no schema, avoids it; a tool round's tools (not forced) are no
-structured method's: "tools", whose way out is inspecting without them (`INSPECT_PLAN`)."""
+structured method's: "tools", whose way out is inspecting without them (`INSPECT_PLAN`), with json_mode where the
+method compiles the plan's schema too (it named the plan alone: a second run, a second fault, to learn json_mode)."""
 _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 """The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
 
@@ -188,9 +189,11 @@ def unsupported_part(exc: BaseException, sent: Sent | None = None) -> Part | Non
     return found[0] if found is not None else None
 
 
-def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None = None) -> str | None:
+def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
+                    method: str | None = None) -> str | None:
     """What to change when the server rejected a part of the request it does not take (`unsupported_part`), naming
-    the settings `names`; None for any other error."""
+    the settings `names`; None for any other error. `method`: the client's structured method, which the plan a
+    tool round's compiler rejection names would use (`_SCHEMA_COMPILER`)."""
     found = _rejected_part(exc, sent)
     if found is None:
         return None
@@ -206,8 +209,10 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
         return (f"the server does not serve tool calls for this model: set {names.method}=json_schema or json_mode "
                 f"(structured output without a tool call), or {SERVE_TOOLS}")
     if part == "tools" and _SCHEMA_COMPILER.search(str(exc).lower()):
+        # the plan is a structured call: json_schema and function_calling send its schema to the same compiler
+        plain = f", with {names.method}=json_mode (which sends no schema)" if method not in (None, "json_mode") else ""
         return ("the server's guided decoding cannot compile the tools' parameter schema of a tool round" +
-                (f": {names.no_tools}" if names.no_tools else ""))
+                (f": {names.no_tools}{plain}" if names.no_tools else ""))
     if part == "tools":
         return f"the server does not serve tool calls for this model: {SERVE_TOOLS}" + \
             (f", or {names.no_tools}" if names.no_tools else "")
@@ -223,10 +228,11 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
             f"{names.method}={' or '.join(others)}")
 
 
-def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None = None) -> str | None:
-    """What to change when the server rejected a request for its setup: a part it does not take (`unsupported_fix`),
-    or a limit the request exceeds (`server_limit`); None for any other error."""
-    return unsupported_fix(exc, names, sent) or server_limit(exc, names)
+def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
+                    method: str | None = None) -> str | None:
+    """What to change when the server rejected a request for its setup: a part it does not take (`unsupported_fix`,
+    `method` as there), or a limit the request exceeds (`server_limit`); None for any other error."""
+    return unsupported_fix(exc, names, sent, method) or server_limit(exc, names)
 
 
 def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] | None:

@@ -20,8 +20,8 @@ completion; re-asking does not help), its body shown in the message.
 The server's say on retrying (as the openai SDK reads it; ours are the retries, the SDK's are off):
 - `x-should-retry: true` / `false` on an error reply decides whether it is retried, whatever its status (but
   `true` on a reply saying the server does not take a part of the request, which the same request meets again:
-  `is_transient`); it does not say what the failure is: once the tries end, the fault's kind is read from the error itself
-  (`transient_error`, `settings_problem`), so a 401 the server said to retry is still "settings" (it was
+  `is_transient`); it does not say what the failure is: once the tries end, the fault's kind is read from the
+  error itself (`transient_error`, `settings_problem`), so a 401 the server said to retry is still "settings" (it was
   "transport"), a 503 it said not to retry still "transport" (it was "refused", the model's answer about the
   clip, so not counted as an outage);
 - without it, 408, 409 (OpenAI's lock timeout), 429 and 5xx but 501 and 505 are retried;
@@ -254,7 +254,8 @@ UNSERVED_STATUSES = (501, 505)
 setup, not the clip (`settings_problem`), as the tool client reads a tool service's 501 (tools/client.py)."""
 
 
-def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None = None) -> str | None:
+def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
+                     method: str | None = None) -> str | None:
     """What to fix when a model call failed with an error the client's or the server's settings cause, naming
     the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
     the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
@@ -263,7 +264,8 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
     take (`graph.setup_rejections.unsupported_fix`: structured output, tool calls, images); or a 501 or 505
     (`UNSERVED_STATUSES`: the server does not implement the request, every clip's). Any other 400 or 422
     (a content policy, a request the server rejects) is no such problem: the same settings serve other requests.
-    `sent`: the request as sent, read where `exc` has none attached (another chat model's `ModelError`)."""
+    `sent`: the request as sent, read where `exc` has none attached (another chat model's `ModelError`); `method`:
+    the client's structured method (`graph.setup_rejections.unsupported_fix`)."""
     status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
     if status not in SETTINGS_STATUSES:
         status = next((code for code, kind in zip(SETTINGS_STATUSES, _SETTINGS_ERRORS, strict=True)
@@ -280,7 +282,7 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
                 f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "
                 "structured output, tool calls), which some servers serve only when started with an option for it")
-    return setup_rejection(exc, names, sent)
+    return setup_rejection(exc, names, sent, method)
 
 
 def connection_hint(exc: BaseException, names: EndpointNames) -> str:

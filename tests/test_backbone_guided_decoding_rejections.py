@@ -72,11 +72,19 @@ def test_a_schema_vllm_s_xgrammar_cannot_compile_names_json_mode(method: str) ->
     assert "function_calling" not in fault.message and "RAA_STRUCTURED_METHOD=json_schema" not in fault.message
 
 
-def test_a_tool_round_s_schema_vllm_s_xgrammar_cannot_compile_names_the_inspect_mode() -> None:
+@pytest.mark.parametrize("method, also", [("json_schema", "RAA_STRUCTURED_METHOD=json_mode"),
+                                          ("function_calling", "RAA_STRUCTURED_METHOD=json_mode"),
+                                          ("json_mode", None)])
+def test_a_tool_round_s_schema_vllm_s_xgrammar_cannot_compile_names_the_inspect_mode(method: str,
+                                                                                    also: str | None) -> None:
     """vLLM compiles a tool round's tool parameters (its tool parsers' structural tags) with xgrammar too: its
     rejection was "refused" for every clip, though no structured method is sent there; inspecting with one plan
-    sends no tools."""
-    with OpenAIStub([StubReply(status=400, content=XGRAMMAR), good("json_schema")]) as stub:
-        fault = _fault(stub, "json_schema", tool_round=True)
-    _settings(fault, stub, "RAA_INSPECT_MODE=plan")
-    assert "RAA_STRUCTURED_METHOD" not in fault.message and "--enable-auto-tool-choice" not in fault.message
+    sends no tools. The plan is a structured call, whose schema the same compiler reads under json_schema or
+    function_calling: the fix named only the inspect mode, so its run could meet the compiler's refusal again, a
+    second fault naming json_mode; both are named at once, json_mode only where the method compiles a schema."""
+    with OpenAIStub([StubReply(status=400, content=XGRAMMAR), good(method)]) as stub:
+        fault = _fault(stub, method, tool_round=True)
+    _settings(fault, stub, "RAA_INSPECT_MODE=plan", *([also] if also else []))
+    assert "--enable-auto-tool-choice" not in fault.message
+    if also is None:
+        assert "RAA_STRUCTURED_METHOD" not in fault.message, fault.message
