@@ -35,11 +35,14 @@ Decisions where the issues were silent:
   a limit of the server's setup (its body size, a reverse proxy's included, a 413; its images per request; the
   model's context: `graph.transport.limit_kind`) is such a fault naming what to change; the check adds what it
   sent (how many images, of what size; for a 413 how many MiB). Any other
-  request the server rejects (a "refused" 400 / 422) asks whether the model takes images and the server the
-  structured-output method: it guessed the image limit, which the server's words name when it is that.
+  request the server rejects (a "refused" 400 / 422, in words `graph.setup_rejections` does not read) is sent
+  again without images (`_rejected_part`): answered, the hint names the images (a vision model); rejected again,
+  the structured method (or the parameter the server's words name). It guessed the image limit, which the
+  server's words name when it is that, then asked about both the model and the method.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
-  sends two requests (the first a real request's size); without it no model is called.
+  sends two requests (the first a real request's size), a third after such a rejection; without it no model is
+  called.
 - A path the OS refuses to look at (e.g. a name longer than the filesystem allows) is a problem line naming
   its setting, not a crash; `:memory:` stores are reported as in memory, not as files a first run creates.
 """
@@ -61,6 +64,7 @@ from graph.doctor_tools import service_check, tracker_check, vjepa_check
 from graph.settings import BackboneSettings, SettingsError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from graph.backbone import Backbone
     from tools.settings import ToolSettings
 
 
@@ -177,8 +181,7 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
         elif exc.kind != "refused":
             hint = "RAA_STRUCTURED_METHOD: json_schema, function_calling or json_mode"
         elif cause is not None and rejected_request(cause):  # a limit would have been named above (limit_kind)
-            hint = ("the server rejected the request: is RAA_MODEL a vision model, and does the server take "
-                    f"RAA_STRUCTURED_METHOD={settings.method} (json_schema, function_calling or json_mode)?")
+            hint = await _rejected_part(backbone, settings.method, n)
         else:  # the model declined: its refusal is the message
             hint = ""
         out.append(Check(name, "problem", f"{exc} ({hint})" if hint else str(exc)))
@@ -197,6 +200,30 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
     except BackboneFault as exc:
         out.append(Check("tool calling", "problem", str(exc)))
     return out
+
+
+async def _rejected_part(backbone: Backbone, method: str, n: int) -> str:
+    """What the server rejected in the image request it refused in words no fault reads (`graph.setup_rejections`
+    names a model without images and an unserved method by the servers' own words): the structured request is sent
+    again without images, and what it meets says which part to change."""
+    from langchain_core.messages import HumanMessage
+
+    from graph.backbone import BackboneFault, Usage
+    from graph.setup_rejections import other_methods, rejected_request
+
+    try:
+        await backbone.astructured("doctor", ColourProbe, [HumanMessage(
+            content="Answer with the requested JSON: the colour of a ripe tomato, in one word.")], Usage())
+    except BackboneFault as exc:
+        if exc.kind != "refused" or not rejected_request(exc.__cause__ or exc):  # no rejection to compare
+            # (another fault, or the model's own refusal): both parts stay in question
+            return (f"is RAA_MODEL a vision model, and does the server take RAA_STRUCTURED_METHOD={method}? (the "
+                    f"request without images failed too: {exc.kind})")
+        return (f"the same structured request without images was rejected too: the server's words say which "
+                f"parameter it refuses; set RAA_STRUCTURED_METHOD={other_methods(method)} (it is {method})")
+    return (f"the same structured request without images was answered: the server rejects the {n} images; is "
+            "RAA_MODEL a vision model served with image input (vLLM: a multimodal model, --limit-mm-per-prompt; "
+            "llama.cpp: --mmproj), and do the server's words name the images' size or format?")
 
 
 def _traces(settings: BackboneSettings) -> Check:

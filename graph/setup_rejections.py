@@ -223,9 +223,13 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if method != "json_mode" and _SCHEMA_COMPILER.search(str(exc).lower()):
         return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
                 f"{names.method}=json_mode (which sends no schema)")
-    others = [m for m in ("json_mode", "function_calling", "json_schema") if m != method][:2]
     return (f"the server does not serve structured output as {kind} for this model: set "
-            f"{names.method}={' or '.join(others)}")
+            f"{names.method}={other_methods(method)}")
+
+
+def other_methods(method: str | None) -> str:
+    """The two structured methods to try instead of `method` ("json_mode or function_calling" for json_schema)."""
+    return " or ".join([m for m in ("json_mode", "function_calling", "json_schema") if m != method][:2])
 
 
 def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None = None,

@@ -17,7 +17,7 @@ from graph.doctor import run_checks
 from graph.settings import BackboneSettings
 from graph.testing import ScriptedChatModel
 from graph.transport import no_answer
-from tests.openai_stub import OpenAIStub, StubReply, tool_reply
+from tests.openai_stub import OpenAIStub, StubReply, json_reply, tool_reply
 from tools.settings import ToolSettings
 
 IMAGES = "48 images + structured output"
@@ -83,18 +83,41 @@ def test_a_key_or_model_the_server_refuses_names_that_setting_not_images_or_the_
     assert "limit-mm-per-prompt" not in detail and "RAA_STRUCTURED_METHOD" not in detail, detail
 
 
+REJECTED = "Request failed validation: could not process the conversation"
+
+
 def test_a_request_the_server_rejects_for_another_reason_is_not_blamed_on_its_image_limit(tmp_path):
     """A 400 the doctor cannot place (not an image or context limit: those are named by the server's words) was
     told "the server may take fewer than 48 images", also when the model takes no images at all or the server
-    rejects the structured-output method: the hint now names what a rejected image + structured request can be.
-    (A server's own words for a model that takes no images are a "settings" fault naming RAA_MODEL:
-    tests/test_backbone_unsupported_requests.py.)"""
-    rejected = "Request failed validation: could not process the conversation"
-    with OpenAIStub([StubReply(status=400, content=rejected)] * 2, models=["stub-model"]) as stub:
+    rejects the structured-output method. (A server's own words for a model that takes no images are a "settings"
+    fault naming RAA_MODEL: tests/test_backbone_unsupported_requests.py.)"""
+    with OpenAIStub([StubReply(status=400, content=REJECTED)] * 2, models=["stub-model"]) as stub:
         status, detail = _images_check(stub, tmp_path)
-    assert status == "problem" and "refused" in detail and rejected in detail, detail
+    assert status == "problem" and "refused" in detail and REJECTED in detail, detail
     assert "fewer than" not in detail and "limit-mm-per-prompt" not in detail, detail
-    assert "vision model" in detail and "RAA_STRUCTURED_METHOD" in detail, detail
+
+
+def test_a_rejection_the_same_request_without_images_meets_too_names_the_structured_method(tmp_path):
+    """The hint asked both "is RAA_MODEL a vision model" and "does the server take the method", with the
+    recognised words of either now a "settings" fault naming its fix: the doctor sends the structured request
+    again without images, and the rejection it meets again is the method's (or another parameter's), not the
+    images'."""
+    with OpenAIStub([StubReply(status=400, content=REJECTED)] * 2 + [tool_reply("view_frames", {"frames": [0]})],
+                    models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path)
+    assert len(stub.requests) == 3 and "messages" in stub.requests[1], stub.requests
+    assert not any(part.get("type") == "image_url" for m in stub.requests[1]["messages"]
+                   if isinstance(m["content"], list) for part in m["content"]), "the second request has no image"
+    assert status == "problem" and "without images" in detail, detail
+    assert "RAA_STRUCTURED_METHOD=json_mode or function_calling" in detail and "vision model" not in detail, detail
+
+
+def test_a_rejection_the_same_request_without_images_escapes_names_the_images(tmp_path):
+    with OpenAIStub([StubReply(status=400, content=REJECTED), json_reply({"colour": "red"}),
+                     tool_reply("view_frames", {"frames": [0]})], models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path)
+    assert status == "problem" and "without images" in detail and "vision model" in detail, detail
+    assert "RAA_STRUCTURED_METHOD=" not in detail, detail
 
 
 def _status_error(status: int) -> openai.APIStatusError:
