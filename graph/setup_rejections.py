@@ -76,9 +76,18 @@ _BODY_LIMIT = ("request entity too large", "payload too large", "content too lar
 """How HTTP servers and proxies name a 413 (RFC 9110 calls it "Content Too Large"; nginx's page says "Request Entity
 Too Large"): the words another chat model's `ModelError` carries when no status is attached."""
 _CONTEXT_LIMIT = ("maximum context length", "maximum model length", "context_length_exceeded", "context window",
-                  "prompt is too long")
+                  "prompt is too long", "exceed_context_size_error", "exceeds the available context size",
+                  "exceeds context size", "longer than the model's context length",
+                  "`inputs` tokens + `max_new_tokens` must be <=", "`inputs` must have less than")
 """How OpenAI-compatible servers say a request is longer than the model's context (vLLM: "This model's maximum
-context length is ...", "The decoder prompt (length N) is longer than the maximum model length of M")."""
+context length is ...", "The decoder prompt (length N) is longer than the maximum model length of M"; llama.cpp's
+server: its error type `exceed_context_size_error`, with "request (N tokens) exceeds the available context size (M
+tokens), try increasing it" or, in other builds, "... exceeds context size ..." (quoted from its
+tools/server/server-context.cpp by third parties: not read in llama.cpp's own source here); SGLang: "The input (N
+tokens) is longer than the model's context length (M tokens)." (sgl-project/sglang
+test/srt/test_request_length_validation.py); TGI: "`inputs` tokens + `max_new_tokens` must be <= N. Given: ...",
+"`inputs` must have less than N tokens. Given: ..." (huggingface/text-generation-inference router/src/validation.rs)).
+Those three were "refused", every clip's answer, and the doctor asked whether the model takes images."""
 
 
 def rejected_request(exc: BaseException) -> bool:
@@ -119,8 +128,9 @@ def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
         return ("the server takes fewer images per request than were sent: raise its limit (vLLM: "
                 f"--limit-mm-per-prompt '{{\"image\": 64}}') or send fewer ({names.images})")
     if kind == "context":
-        return ("the request is longer than the model's context: raise it on the server (vLLM: --max-model-len) "
-                f"or send a shorter one: {names.request_size}")
+        return ("the request is longer than the model's context: raise it on the server (vLLM: --max-model-len; "
+                "SGLang: --context-length; llama.cpp: --ctx-size; TGI: --max-input-tokens, --max-total-tokens) or "
+                f"send a shorter one: {names.request_size}")
     return None
 
 

@@ -10,6 +10,7 @@ message names what to change on the server and in the client's own settings (`gr
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from langchain_core.exceptions import ContextOverflowError, ModelError
@@ -101,3 +102,28 @@ def test_another_chat_model_s_413_in_words_is_a_settings_fault() -> None:
     with pytest.raises(BackboneFault) as info:
         asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
     assert info.value.kind == "settings" and len(model.calls) == 1 and "client_max_body_size" in info.value.message
+
+
+LLAMA_CPP_BODY = json.dumps({"error": {"code": 400, "message": "request (70123 tokens) exceeds context size (4096 tokens)",
+                                       "type": "exceed_context_size_error", "n_prompt_tokens": 70123, "n_ctx": 4096}})
+
+
+@pytest.mark.parametrize("reply", [
+    StubReply(status=400, content="request (70123 tokens) exceeds the available context size (4096 tokens), try "
+                                  "increasing it"),
+    StubReply(status=400, body=LLAMA_CPP_BODY),
+    StubReply(status=400, content="The input (70123 tokens) is longer than the model's context length (32768 tokens)."),
+    StubReply(status=422, content="Input validation error: `inputs` tokens + `max_new_tokens` must be <= 32768. Given: "
+                                  "70123 `inputs` tokens and 1024 `max_new_tokens`"),
+    StubReply(status=422, content="Input validation error: `inputs` must have less than 32767 tokens. Given: 70123")],
+    ids=["llama_cpp", "llama_cpp_type", "sglang", "tgi_total", "tgi_input"])
+def test_other_servers_words_for_a_request_longer_than_the_context_name_the_context(reply: StubReply) -> None:
+    """llama.cpp's server (its error type `exceed_context_size_error`; the message's wording moved between builds),
+    SGLang (sgl-project/sglang test/srt/test_request_length_validation.py) and TGI (router/src/validation.rs,
+    `MaxTotalTokens`, `InputLength`) say a request is longer than the model's context in words only vLLM's were read
+    in: "refused" for every clip, the model's answer about it, and the doctor asked whether the model takes images."""
+    with OpenAIStub([reply, good("json_schema")]) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, "json_schema"), Usage())
+    fault = info.value
+    assert fault.kind == "settings" and len(stub.requests) == 1, fault
+    assert "model's context" in fault.message and "RAA_IMAGE_LONG_SIDE" in fault.message, fault.message
