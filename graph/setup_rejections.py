@@ -26,6 +26,9 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   "... is not a multimodal model", llama.cpp's "image input is not supported", DeepSeek's "unknown variant
   `image_url`, expected `text`", Ollama's "this model is missing data required for image input" (a 500), TGI's
   "image modality is not supported". Fix: a vision-language model.
+- "temperature": a model that samples only at its default temperature: OpenAI's reasoning models' "Unsupported
+  value: 'temperature' does not support 0 with this model. Only the default (1) value is supported." (`_TEMPERATURE`).
+  Fix: its temperature setting, or (a client without one: the judge's) another model.
 - "guided": a server whose guided decoding is off, for a request with `response_format` or tools (TGI's "grammar is
   not supported" with --disable-grammar-support, SGLang's "... --grammar-backend none": `_NO_GUIDED`). Fix: its
   grammar backend (every structured method asks for guided decoding).
@@ -57,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from graph.transport import EndpointNames
 
-Part = Literal["structured", "tools", "images", "guided"]
+Part = Literal["structured", "tools", "images", "guided", "temperature"]
 
 SERVE_TOOLS = ("serve the model with tool calling (vLLM: --enable-auto-tool-choice --tool-call-parser NAME, the "
                "parser of the model's format; llama.cpp: --jinja; Ollama: a model with tool support)")
@@ -167,6 +170,12 @@ for a tool's parameters): a json_schema `response_format` and a forced tool call
 compiled alike, so only json_mode, which sends no schema, avoids it; a tool round's tools (not forced) are no
 structured method's: "tools", whose way out is inspecting without them (`INSPECT_PLAN`), with json_mode where the
 method compiles the plan's schema too (it named the plan alone: a second run, a second fault, to learn json_mode)."""
+_TEMPERATURE = re.compile(r"unsupported value: 'temperature' does not support|unsupported parameter: 'temperature'")
+"""OpenAI's words for a temperature the model does not take (its reasoning models sample only at 1): "Unsupported
+value: 'temperature' does not support 0 with this model. Only the default (1) value is supported." (code
+`unsupported_value`) and "Unsupported parameter: 'temperature' is not supported with this model." (as its API's
+users quote them, e.g. in their tests; not read in an OpenAI source). langchain-openai leaves the temperature out
+for gpt-5 models only, so o3 or o4-mini at the agent's temperature 0 was "refused" for every clip."""
 _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 """The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
 
@@ -212,6 +221,12 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
         return ("the server runs without guided decoding, which structured output and tool calls need: start it with "
                 "a grammar backend (TGI: without --disable-grammar-support; SGLang: a --grammar-backend other than "
                 "none)")
+    if part == "temperature":
+        if names.temperature:
+            return (f"the model takes no temperature but its default: set {names.temperature}=1 (OpenAI's reasoning "
+                    "models sample only at 1: the runs are then not greedy)")
+        return f"the model takes no temperature but its default, and this client samples at 0: set {names.model} to " \
+               "a model that takes temperature 0"
     if part == "images":
         return (f"the server or model takes no images: set {names.model} to a vision-language model and serve it with "
                 "image input (vLLM: a multimodal model, --limit-mm-per-prompt above 0; llama.cpp: --mmproj)")
@@ -272,6 +287,8 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     if (structured and _STRUCTURED.search(text)) or \
             (isinstance(sent.get("tool_choice"), dict) and _SCHEMA_COMPILER.search(text)):
         return "structured", sent
+    if sent.get("temperature") is not None and _TEMPERATURE.search(text):
+        return "temperature", sent
     if _NO_IMAGES.search(text) or (_carries_images(sent) and _IMAGES.search(text)):
         return "images", sent
     return None

@@ -206,6 +206,8 @@ class EndpointNames:
     (`graph.setup_rejections.unsupported_fix`)."""
     no_tools: str = ""
     """What avoids tool rounds, named when the server does not serve tool calls ("": the client asks for none)."""
+    temperature: str = ""
+    """The sampling temperature's setting, named when the model takes only its default ("": the client has none)."""
 
     def url_fix(self) -> str:
         """What to check when the URL answers with something other than the API."""
@@ -218,7 +220,7 @@ BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_A
                                "frame_budget) or a lower RAA_MAX_TOKENS",
                                "fewer images per request (AgentConfig.max_images_per_call) or smaller ones "
                                "(RAA_IMAGE_LONG_SIDE, RAA_JPEG_QUALITY)", method="RAA_STRUCTURED_METHOD",
-                               no_tools=INSPECT_PLAN)
+                               no_tools=INSPECT_PLAN, temperature="RAA_TEMPERATURE")
 """The agent backbone's settings (`graph.settings.BackboneSettings`)."""
 
 
@@ -261,8 +263,8 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
     the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
     server does not serve); or a request over a limit of the server's setup (`server_limit`: a 413 for its body's
     size, too many images, a request longer than the model's context) or with a part the server or model does not
-    take (`graph.setup_rejections.unsupported_fix`: structured output, tool calls, images); or a 501 or 505
-    (`UNSERVED_STATUSES`: the server does not implement the request, every clip's). Any other 400 or 422
+    take (`graph.setup_rejections.unsupported_fix`: structured output, tool calls, images, a temperature); or a
+    501 or 505 (`UNSERVED_STATUSES`: the server does not implement the request, every clip's). Any other 400 or 422
     (a content policy, a request the server rejects) is no such problem: the same settings serve other requests.
     `sent`: the request as sent, read where `exc` has none attached (another chat model's `ModelError`); `method`:
     the client's structured method (`graph.setup_rejections.unsupported_fix`)."""
