@@ -24,7 +24,8 @@ The server's say on retrying (as the openai SDK reads it; ours are the retries, 
   error itself (`transient_error`, `settings_problem`), so a 401 the server said to retry is still "settings" (it was
   "transport"), a 503 it said not to retry still "transport" (it was "refused", the model's answer about the
   clip, so not counted as an outage);
-- without it, 408, 409 (OpenAI's lock timeout), 429 and 5xx but 501 and 505 are retried;
+- without it, 408, 409 (OpenAI's lock timeout), 429 (but OpenAI's for an account without credit: `no_credit`)
+  and 5xx but 501 and 505 are retried;
 - the wait before the next try (`PacedWait`) is the one the reply asks for (`retry-after-ms`, else
   `Retry-After` in seconds or as an HTTP date) when it is above 0, else exponential backoff with jitter;
   either way at most the policy's max wait (`Backbone.retry_wait`). Decided where the issue was silent: a
@@ -85,15 +86,15 @@ def is_transient(exc: BaseException, sent: Sent | None = None) -> bool:
 
 def transient_error(exc: BaseException, sent: Sent | None = None) -> bool:
     """True for a transport error, by the error alone (timeouts, connection errors, Python's own `ConnectionError`
-    too: refused or reset, from a chat model that does not wrap it; 408, 409, 429, 5xx but 501 and 505, which
-    say the server cannot serve such a request at all, and a 500 saying the server or model does not take a part of
+    too: refused or reset, from a chat model that does not wrap it; 408, 409, 429 but an account without credit's
+    (`no_credit`), 5xx but 501 and 505, which say the server cannot serve such a request at all, and a 500 saying the server or model does not take a part of
     the request, `graph.setup_rejections.unsupported_part`, read against `sent` where the error has no request body
     to read, as another chat model's retryable `ModelError`; a stale pooled connection): what the fault of a call that
     failed with it is (kind "transport"), whatever the server's `x-should-retry` said about trying again."""
     if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
         return (code >= 500 and code not in UNSERVED_STATUSES and unsupported_part(exc, sent) is None) or \
-            code in (408, 409, 429)
+            code in (408, 409) or (code == 429 and not no_credit(exc))
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | TimeoutError | ConnectionError):
         return True
     if isinstance(exc, _http_errors()[0] + _http_errors()[1]):
@@ -101,6 +102,16 @@ def transient_error(exc: BaseException, sent: Sent | None = None) -> bool:
     if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _STALE_LOOP):
         return True
     return isinstance(exc, ModelError) and type(exc).is_retryable and unsupported_part(exc, sent) is None
+
+
+def no_credit(exc: BaseException) -> bool:
+    """True for an answer saying the API key's account has no credit left: HTTP 402 Payment Required (DeepSeek's
+    "Insufficient Balance", api-docs.deepseek.com/quick_start/error_codes; OpenRouter's, Mistral's), or OpenAI's
+    429 whose code is `insufficient_quota` ("You exceeded your current quota, please check your plan and billing
+    details."): no wait tops the account up, so not retried (a 429 was, as a rate limit, then "transport"; a 402
+    was "refused", the model's answer about every clip), and "settings" (`settings_problem`)."""
+    return isinstance(exc, openai.APIStatusError) and (
+        exc.status_code == 402 or (exc.status_code == 429 and "insufficient_quota" in (exc.code, exc.type)))
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -280,6 +291,9 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
     if status == 404:
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
+    if isinstance(exc, openai.APIStatusError) and no_credit(exc):
+        return (f"HTTP {exc.status_code}: the API key's account has no credit left (its balance or quota): top it "
+                f"up, or check {names.api_key}")
     if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
                 f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "

@@ -10,6 +10,7 @@ content policy, a request the server rejects) stays "refused".
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import openai
@@ -92,3 +93,28 @@ def test_a_request_the_server_does_not_implement_is_its_setup_not_the_clip(statu
     assert fault.kind == "settings" and len(stub.requests) == 1, fault
     assert str(status) in fault.message and "RAA_BASE_URL" in fault.message, fault.message
     assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
+
+
+OPENAI_QUOTA = json.dumps({"error": {"message": "You exceeded your current quota, please check your plan and billing "
+                                                "details.", "type": "insufficient_quota", "param": None,
+                                     "code": "insufficient_quota"}})
+
+
+@pytest.mark.parametrize("reply", [StubReply(status=402, content="Insufficient Balance"),
+                                   StubReply(status=429, body=OPENAI_QUOTA)], ids=["402", "openai_quota"])
+def test_an_account_without_credit_is_a_settings_fault_naming_the_key(reply: StubReply) -> None:
+    """DeepSeek answers 402 "Insufficient Balance" (api-docs.deepseek.com/quick_start/error_codes; OpenRouter, Mistral
+    and others document a 402 for it too): it was "refused", every clip the model's answer. OpenAI answers a 429 whose
+    code is `insufficient_quota`: it was retried as a rate limit, then "transport", with no word on the account."""
+    with OpenAIStub([reply] * 3 + [good("json_schema")]) as stub, pytest.raises(BackboneFault) as info:
+        run(make(stub, "json_schema"), Usage())
+    fault = info.value
+    assert fault.kind == "settings" and len(stub.requests) == 1, fault  # waiting does not top an account up
+    assert "credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
+    assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
+
+
+def test_a_rate_limit_429_is_still_retried() -> None:
+    with OpenAIStub([StubReply(status=429, content="Rate limit reached for requests"), good("json_schema")]) as stub:
+        run(make(stub, "json_schema"), Usage())
+    assert len(stub.requests) == 2
