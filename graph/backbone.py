@@ -16,7 +16,8 @@ Decisions where the issue was silent:
 - Every attempt is also bounded by `asyncio.wait_for(timeout_s)` so a model without its own timeout
   (e.g. a scripted one) cannot hang a run; a timeout is retried like other transport errors and, once
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
-- Retryable: openai.APITimeoutError, APIConnectionError, any APIStatusError with status 408, 409, 429
+- Retryable: openai.APITimeoutError, APIConnectionError, any APIStatusError with status 408, 409, 429 (but
+  OpenAI's for an account without credit, "settings" as a 402 is: `graph.transport.no_credit`)
   or >= 500 but 501, 505 and a 500 saying a part of the request is not taken (`graph.setup_rejections`) (or
   the server's `x-should-retry` header, which decides the retry only: the kind once the tries end is the error's,
   `graph.transport.transient_error`; `Retry-After` paces the wait: graph/transport.py), httpx or httpx2
