@@ -1,6 +1,6 @@
 """What a server's rejection of a request says about its setup (graph.transport.settings_problem; DESIGN.md §3
 "Faults"): a limit the request exceeds (`server_limit`), or a part of the request the server or model does not take at
-all (`unsupported_part`). Either way every clip of a run sends the same kind of request and is refused the same way:
+all (`unsupported_part`), or a model served without a chat template (`_NO_TEMPLATE`). Either way every clip of a run sends the same kind of request and is refused the same way:
 kind "settings", an outage, naming what to change, not the model's answer about the clip ("refused"), as it was (a
 misconfigured server turned every clip ineligible and the trainer counted them as clips it could not judge).
 
@@ -260,8 +260,21 @@ def other_methods(method: str | None) -> str:
 def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
                     method: str | None = None) -> str | None:
     """What to change when the server rejected a request for its setup: a part it does not take (`unsupported_fix`,
-    `method` as there), or a limit the request exceeds (`server_limit`); None for any other error."""
+    `method` as there), a limit the request exceeds (`server_limit`), or a model it serves without a chat template
+    (`_NO_TEMPLATE`); None for any other error."""
+    if rejected_request(exc) and _NO_TEMPLATE.search(str(exc).lower()):
+        return (f"the server has no chat template for the model (a base model, or a tokenizer without one): set "
+                f"{names.model} to a chat (instruct) model, or give the server its template (vLLM, SGLang: "
+                "--chat-template FILE)")
     return unsupported_fix(exc, names, sent, method) or server_limit(exc, names)
+
+
+_NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set")
+"""A model served without a chat template, which every chat request needs: vLLM's "As of transformers v4.44, default
+chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one." (a
+400, as its users report it), transformers' "Cannot use chat template functions because tokenizer.chat_template is not
+set and no template argument was passed!" (`PreTrainedTokenizerBase.get_chat_template`, relayed by a server: SGLang,
+sgl-project/sglang#3385). Was "refused" for every clip."""
 
 
 def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] | None:
