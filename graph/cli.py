@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
 from evals.cli import make_clips_command
 from evals.eval_cli import eval_app, report_command
@@ -21,21 +23,23 @@ from graph.trace_commands import runs_command, trace_command
 from tools.cli import serve_tools_command
 
 
-class _App(typer.Typer):
-    """The typer app; a StoreError ends the command with its message instead of a traceback."""
+class _Commands(TyperGroup):
+    """The app's command group: a StoreError ends the command with its message instead of a traceback, caught in
+    Click's own invocation (what `raa` and Click's CliRunner both go through: caught in `Typer.__call__`, which
+    the runner does not call, the tests saw exit 1 and the exception where the CLI gives exit 2)."""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def invoke(self, ctx: click.Context) -> Any:
         from graph.stores import StoreError
 
         try:
-            return super().__call__(*args, **kwargs)
+            return super().invoke(ctx)
         except StoreError as exc:
             typer.echo(f"error: {exc}", err=True)
-            raise SystemExit(2) from None
+            raise typer.Exit(2) from None
 
 
-app = _App(no_args_is_help=True, add_completion=False,
-           help="Reward as an Agent: score robot videos with an evidence-grounded reward agent.")
+app = typer.Typer(cls=_Commands, no_args_is_help=True, add_completion=False,
+                  help="Reward as an Agent: score robot videos with an evidence-grounded reward agent.")
 app.command("demo", help="Generate sample clips and run the project's main job on them.")(demo_command)
 app.command("doctor", help="Check the endpoint, model, trace/cache files, video I/O and tools before scoring.")(
     doctor_command)
