@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graph.batch_manifest import is_bad_line_row
 from tools.jsonl import decode_text, mend_tail, strict_dumps, text_lines, written_file
 
 
@@ -173,12 +172,15 @@ class RowWriter:
         """Backbone usage summed over the rows given to `write` (calls, images, tokens, cache hits), written or not:
         what the runs cost (module docstring)."""
         self.unwritten = 0
-        """Rows of runs given to `write` that were not written (the one whose append failed, and every one after it)."""
+        """Rows of runs (as `runs`) given to `write` that were not written (the one whose append failed, and every one
+        after it): finished runs the resume scores again."""
         self.failed: OutputWriteError | None = None
         """The failure of an append; no row is appended after it (module docstring)."""
         self.runs = 0
-        """Rows written of runs (not of bad manifest lines, nor repeats: `write_repeat`): the rows that have a trace,
-        or should have."""
+        """Rows written of runs, those whose result has a run id: the rows that have a trace, or should have. Not those
+        of bad manifest lines, of a clip whose worker process died on each attempt (`graph.batch_deaths`: counted
+        as runs, though no run of it finished and none has a trace), of a call refused for its run id, nor repeats
+        (`write_repeat`)."""
         self.faults: dict[str, tuple[int, str]] = {}
         """Per `fault_kind` of the ineligible rows ("observe: transport", "input"): how many rows and the first
         one's reason."""
@@ -198,7 +200,7 @@ class RowWriter:
         """Append one row (`result_line` output) whose result has `status`, then the rows that `follow` it."""
         row = json.loads(line)
         row = {**row, "scorer": self.scorer} if self.scorer is not None else row
-        run = not is_bad_line_row(row)
+        run = bool((row.get("result") or {}).get("run_id"))  # a row with no run id had no run (`runs`)
         for k, v in (row.get("result") or {}).get("usage", {}).items():  # first: the calls were made, row or not
             self.usage[k] = self.usage.get(k, 0) + int(v)
         try:

@@ -152,3 +152,27 @@ def test_traces_not_saved_counts_among_the_rows_of_runs(tmp_path, capsys):
     writer.write_repeat(json.loads(_line("k0", trace_saved=False)), {"key": "k9", "line": 9, "repeat_of": "k0"})
     _closing_lines(writer, tmp_path / "o.jsonl")
     assert "traces not saved: 1 of 1 run(s)" in capsys.readouterr().err
+
+
+def test_the_row_of_a_clip_whose_worker_died_is_no_run(monkeypatch, tmp_path, capsys):
+    """The ineligible row `graph.batch_procs` writes for a clip whose worker died on each attempt has no run id and
+    no trace: it counted in "traces not saved: N of M run(s)", and, unwritten on a full disk, among the "finished
+    run(s) whose row could not be written", though no run of it finished."""
+    from graph.batch_command import _closing_lines
+    from graph.batch_deaths import death_fault
+    from graph.run_results import fault_result
+
+    def died(key: str) -> str:
+        return result_line({**ITEM, "key": key}, fault_result("direct", death_fault(["died (signal 9)"] * 2)))
+
+    out = tmp_path / "o.jsonl"
+    writer = RowWriter(out)
+    writer.write(died("d0"), "ineligible")
+    writer.write(_line("k0", trace_saved=False), "scored")
+    _full_after(monkeypatch, 0)
+    with pytest.raises(batch_output.OutputWriteError):
+        writer.write(died("d1"), "ineligible")
+    _closing_lines(writer, out)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "traces not saved: 1 of 1 run(s)" in err, err
+    assert writer.unwritten == 0 and "finished run(s) whose row could not be written" not in err, err
