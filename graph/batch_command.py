@@ -231,7 +231,7 @@ def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted
     not yet scored got no row and the same command resumes the batch. Said outside the progress bar (one printed
     while it showed came before it). An error stop ended with its error line alone.
     `interrupted` with an `error`: a Ctrl-C and a row that could not be written (`RowWriter.failed`: a full disk
-    while the rows the workers had sent before the Ctrl-C were written, `graph.batch_procs._drain`): both are said,
+    while the rows the workers had sent before the Ctrl-C were written, `graph.batch_pipes.drain`): both are said,
     and the exit status is the error's, 2, not 130: the researcher knows of the Ctrl-C, not of the error, and the
     resume that 130 invites fails until the error is fixed (such a stop ended as the error alone, the Ctrl-C
     unsaid)."""

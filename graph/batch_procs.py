@@ -60,8 +60,8 @@ Decisions where the issue was silent:
   until `is_alive` says so.
 - Ctrl-C is this process's alone: workers do nothing on SIGINT (`graph.batch_worker`), and the KeyboardInterrupt
   here terminates them (`_stop`); runs in flight get no row, so the same command resumes them. Rows the workers had
-  already sent are read first (what is in the pipes, for `DRAIN_S` at most, waiting for nothing) and written: they
-  were lost with the workers, so the resume scored those clips again (and on a paid API paid for them twice).
+  already sent are read first (what is in the pipes, for `graph.batch_pipes.DRAIN_S` at most, waiting for nothing)
+  and written: they were lost with the workers, so the resume scored those clips again (and on a paid API paid for them twice).
   So are they when a row cannot be written (a full disk), for their runs' usage alone (`graph.batch_output`).
   A row that cannot be written as they are after a Ctrl-C is on `RowWriter.failed`, and the KeyboardInterrupt is
   raised: `graph.batch_command._stopped` says both (the OutputWriteError raised instead, the Ctrl-C went unsaid).
@@ -86,6 +86,7 @@ from typing import Any
 
 from graph.batch import OutputWriteError, RowWriter, result_line, write_bad_lines
 from graph.batch_deaths import HUNG, cause_text, death_fault, exit_text, no_worker_left
+from graph.batch_pipes import drain, receive
 from graph.batch_worker import run_worker, send_quietly, starting_worker, worker_main
 from graph.settings import BackboneSettings, TraceDurability
 
@@ -95,8 +96,6 @@ RUN_TIMEOUT_S = 3600.0
 """Default seconds one run may take in a worker before the worker is killed (a hang: see module docstring)."""
 STOP_TIMEOUT_S = 30.0
 """Seconds a worker may take to exit after the last item before it is terminated."""
-DRAIN_S = 2.0
-"""Seconds at most, on a Ctrl-C, to read the rows the workers had already sent before they are terminated."""
 
 
 class BatchError(RuntimeError):
@@ -132,7 +131,7 @@ class _Worker:
     it returned at once), and kills it after `STOP_TIMEOUT_S`."""
     torn: bool = False
     """A read of its pipe was interrupted (a Ctrl-C inside ``recv``): the pipe may be in the middle of a message,
-    so `_drain` reads nothing more from it."""
+    so `graph.batch_pipes.drain` reads nothing more from it."""
 
     def isolating(self) -> bool:
         return any(job.alone for job, _ in self.in_flight.values())
@@ -292,68 +291,26 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                          timeout=1.0)
             now = time.monotonic()
             for w in list(workers):
-                _receive(w, writer)
+                receive(w, writer)
                 kill_hung(w, now)
                 # its sentinel is ready once the process has closed its files, a moment before the system has
                 # it ended (is_alive is True until then): join waits out that moment instead of the loop
                 if w.process.sentinel in ready or not w.process.is_alive():
-                    _receive(w, writer)  # rows sent just before it exited
+                    receive(w, writer)  # rows sent just before it exited
                     w.process.join()  # sets its exit code
                     bury(w)
             warn_start_failures()
         finished = True
     except KeyboardInterrupt:  # rows already in the pipes are finished runs: write them, or the resume pays twice
         with contextlib.suppress(OutputWriteError):  # on `writer.failed`: said with the Ctrl-C that stopped the batch
-            _drain(workers, writer)
+            drain(workers, writer)
         raise
     except OutputWriteError:  # no row can be written now: the rows in the pipes are read for their runs' usage alone
-        _drain(workers, writer)
+        drain(workers, writer)
         raise
     finally:
         _stop(workers, graceful=finished)
     return writer.counts
-
-
-def _drain(workers: list[_Worker], writer: RowWriter) -> None:
-    """On a Ctrl-C or a row that could not be written: `_receive` from every worker for `DRAIN_S` at most, but none
-    whose read the Ctrl-C interrupted (``torn``: read on from the middle of a message, a body taken for a length blocks
-    for bytes that never come). A row that cannot be written meanwhile (a full disk) does not end the drain: the rows
-    after it are read, their usage counted (`RowWriter.write` appends nothing after a failed append), then its
-    `OutputWriteError` is raised."""
-    deadline = time.monotonic() + DRAIN_S
-    failed: OutputWriteError | None = None
-    for w in workers:
-        while not w.torn:
-            try:
-                _receive(w, writer, until=deadline)
-                break
-            except OutputWriteError as exc:  # the first failure alone: the writer raises no other
-                failed = exc
-    if failed is not None:
-        raise failed
-
-
-def _receive(w: _Worker, writer: RowWriter, until: float = math.inf) -> None:
-    """Read what `w` has sent so far, without waiting for more (until the monotonic clock reaches `until`: a worker
-    that keeps sending cannot hold the caller); its rows of runs in flight go to `writer`."""
-    while time.monotonic() < until:
-        try:
-            if w.closed_at is not None or not w.conn.poll():
-                return
-            w.torn = True  # until the message is read whole
-            message = w.conn.recv()
-            w.torn = False
-        except (EOFError, OSError):
-            w.closed_at = time.monotonic()
-            return
-        if message[0] == "ready":
-            w.ready = True
-        elif message[0] == "row":
-            _, ticket, line, status = message
-            if w.in_flight.pop(ticket, None) is not None:
-                writer.write(line, status)
-        elif message[0] == "fatal":
-            w.fatal = message[1]
 
 
 def _stop(workers: list[_Worker], *, graceful: bool) -> None:

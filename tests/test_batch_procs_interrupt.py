@@ -177,7 +177,7 @@ def test_a_ctrl_c_in_the_middle_of_reading_a_row_leaves_that_pipe_undrained(tmp_
     """A Ctrl-C that lands inside `Connection.recv` (its length read, its body not) leaves the pipe in the middle of a
     message: the drain read on from there, took body bytes for a length and blocked for bytes that never come (the
     worker idle, not yet terminated), so the Ctrl-C hung the batch instead of stopping it."""
-    from graph import batch_procs
+    from graph import batch_pipes, batch_procs
     from graph.batch import RowWriter
 
     class TornPipe:
@@ -195,6 +195,6 @@ def test_a_ctrl_c_in_the_middle_of_reading_a_row_leaves_that_pipe_undrained(tmp_
     w = batch_procs._Worker(process=None, conn=TornPipe())  # type: ignore[arg-type]
     writer = RowWriter(tmp_path / "out.jsonl")
     with pytest.raises(KeyboardInterrupt):
-        batch_procs._receive(w, writer)
-    batch_procs._drain([w], writer)
+        batch_pipes.receive(w, writer)
+    batch_pipes.drain([w], writer)
     assert w.conn.reads == 1
