@@ -238,13 +238,18 @@ async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurabili
 
 async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, concurrency: int,
                     durability: TraceDurability, claim_max_age_s: float) -> dict[str, int]:
-    """Score `items` in this process, at most `concurrency` runs at once; rows are written as runs finish."""
+    """Score `items` in this process, at most `concurrency` runs at once; rows are written as runs finish. A run
+    cancelled as the batch stops counts in `RowWriter.unfinished`."""
     sem = asyncio.Semaphore(concurrency)
 
     async def one(item: dict[str, Any]) -> None:
         async with sem:
             clip = clip_stamp(item["path"])
-            result = await score_item(agent, item, durability, claim_max_age_s)
+            result = None
+            try:
+                result = await score_item(agent, item, durability, claim_max_age_s)
+            finally:  # cancelled, or a Ctrl-C raised inside it, as the batch stops: no result (it never raises else)
+                writer.unfinished += result is None
         writer.write(result_line(item, result, clip), result.status)
 
     await asyncio.gather(*(one(item) for item in write_bad_lines(items, writer)))

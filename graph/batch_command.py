@@ -252,7 +252,8 @@ def _closing_lines(writer: Any, out: Path) -> None:
     """score-batch's closing line (this invocation's rows by status and the model usage of its runs, their rows
     written or not: what the batch cost) and, under it, one line per failing stage and fault kind, the runs whose
     trace was not saved among the rows of runs (a bad manifest line's or a repeated line's row has no trace), and the
-    finished runs whose row could not be written (a full disk)."""
+    finished runs whose row could not be written (a full disk), and the runs that ended without a result, whose
+    calls are not in the usage (`RowWriter.unfinished`)."""
     usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
     typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
                + f"  -> {out}", err=True)
@@ -261,6 +262,9 @@ def _closing_lines(writer: Any, out: Path) -> None:
     if writer.unsaved_traces:
         typer.echo(f"  traces not saved: {writer.unsaved_traces} of {writer.runs} run(s) (their results stand; "
                    "`raa trace` cannot show them, their last reason says why)", err=True)
+    if writer.unfinished:
+        typer.echo(f"  {writer.unfinished} run(s) ended without a result (in flight as the batch stopped, or in a worker "
+                   "process that died): the model calls they made are not in the usage above", err=True)
     if writer.unwritten:
         typer.echo(f"  {writer.unwritten} finished run(s) whose row could not be written are in the usage above (the "
                    "resume scores them again)", err=True)

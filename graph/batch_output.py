@@ -13,7 +13,10 @@ folder, the cut of a torn last line) or to rewrite it without the rows to score 
 No row is appended after a failed append (it would follow a torn line in the middle of the file, where the mend does
 not reach); the usage of a run whose row is not written (the failed one, and those that finish after it: rows the
 worker processes had sent, read as the batch stops) is still counted (`RowWriter.usage`): its calls were made, and
-the closing line says what the batch cost.
+the closing line says what the batch cost. A run that ends without a result (cancelled as the batch stops, or lost
+with a worker process that died) is counted apart (`RowWriter.unfinished`): its usage sits in the agent's per-node
+counters, summed into its result only as it ends, so the calls it made cannot be added; the closing lines say that
+there were such runs and that their calls are not in the usage.
 """
 
 from __future__ import annotations
@@ -174,6 +177,10 @@ class RowWriter:
         self.unwritten = 0
         """Rows of runs (as `runs`) given to `write` that were not written (the one whose append failed, and every one
         after it): finished runs the resume scores again."""
+        self.unfinished = 0
+        """Runs that ended without a result (`graph.batch.run_batch`, `graph.batch_procs`): in flight when the batch
+        stopped, or in a worker process that died or was killed. Their model calls are not in `usage`: a run's usage
+        is known only from its result (module docstring)."""
         self.failed: OutputWriteError | None = None
         """The failure of an append; no row is appended after it (module docstring)."""
         self.runs = 0

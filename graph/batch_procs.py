@@ -236,6 +236,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             elif log is not None:
                 log(f"warning: a replacement batch worker process failed to start, {len(workers)} left: "
                     f"{cause_text(startup_errors[-1])}")
+        writer.unfinished += len(w.in_flight)  # each cut short, hung or not: the calls it made went with it
         lost = {t: job for t, (job, _) in w.in_flight.items() if not w.hung or t in w.hung}
         requeue = [job for t, (job, _) in w.in_flight.items() if t not in lost]  # a neighbour hung, not them
         if w.hung:
@@ -309,6 +310,8 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
         drain(workers, writer)
         raise
     finally:
+        if not finished:  # the rows in the pipes drained: the runs left had not finished
+            writer.unfinished += sum(len(w.in_flight) for w in workers)
         _stop(workers, graceful=finished)
     return writer.counts
 

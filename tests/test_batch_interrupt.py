@@ -39,3 +39,4 @@ def test_an_interrupted_batch_prints_what_it_wrote_and_cost_and_how_to_resume(mo
     assert [r["result"]["status"] for r in rows] == ["scored"]
     assert "scored=1 zero=0 ineligible=0  usage: calls=" in res.stderr, res.stderr
     assert "interrupted" in res.stderr and "resume" in res.stderr, res.stderr
+    assert "1 run(s) ended without a result" in res.stderr, res.stderr  # the second clip's: its calls not counted

@@ -1,0 +1,70 @@
+"""Runs that end without a result (in flight when the batch stops: a Ctrl-C, no worker left, a full disk; or in a
+worker process that died or was killed for a hang) made model calls that no row reports, and the model usage of a
+run is known only from its result: the closing line's usage, "what the batch cost", left them out without saying so.
+They are counted (`RowWriter.unfinished`) and the closing lines say that their calls are not in the usage."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from graph.batch import RowWriter
+
+
+def _items(*instructions: str) -> list[dict]:
+    return [{"key": f"k{i}", "line": i, "path": f"/x/c{i}.mp4", "written": f"c{i}.mp4", "instruction": text,
+             "preset": "direct", "draw": 0, "manifest": {}, "error": None} for i, text in enumerate(instructions)]
+
+
+def test_runs_in_flight_when_the_in_process_batch_stops_are_counted(monkeypatch, tmp_path):
+    from graph import batch
+    from graph.schemas import RewardResult
+
+    async def score(agent, item, durability, claim_max_age_s):  # noqa: ANN001, ANN202
+        if item["instruction"] == "hang":
+            await asyncio.Event().wait()
+        return RewardResult(status="scored", reward=1.0, preset="direct", run_id=item["key"], usage={"calls": 1})
+
+    monkeypatch.setattr(batch, "score_item", score)
+    writer = RowWriter(tmp_path / "o.jsonl")
+
+    async def stopped() -> None:  # two slots: the fast run, then two hanging ones; the stop comes while they hang
+        await asyncio.wait_for(batch.run_batch(None, _items("fast", "hang", "hang"), writer, 2, "exit", 60.0), 0.5)
+
+    with pytest.raises(TimeoutError):
+        asyncio.run(stopped())
+    assert writer.counts["scored"] == 1 and writer.unfinished == 2
+
+
+def test_runs_of_a_dead_worker_and_in_flight_at_a_stop_are_counted(monkeypatch, tmp_path):
+    from graph import batch_procs
+    from graph.settings import BackboneSettings
+    from tests.batch_fakes import fake_worker
+
+    monkeypatch.setattr(batch_procs, "worker_main", fake_worker)
+    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0.1")
+    writer = RowWriter(tmp_path / "o.jsonl")
+    real_wait = batch_procs.wait
+
+    def wait(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a Ctrl-C once the poisoned clip has failed twice
+        if writer.counts["ineligible"]:
+            raise KeyboardInterrupt
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(batch_procs, "wait", wait)
+    with pytest.raises(KeyboardInterrupt):
+        batch_procs.run_batch_processes(_items("POISON", "HANG"), writer, settings=BackboneSettings(),
+                                        preset="direct", processes=2, concurrency=2, run_timeout_s=60)
+    # one run each: POISON's worker died twice (two runs cut short), HANG never answers (in flight at the Ctrl-C)
+    assert writer.counts == {"scored": 0, "zero": 0, "ineligible": 1} and writer.unfinished == 3, writer.unfinished
+
+
+def test_the_closing_lines_say_the_unfinished_runs_are_not_in_the_usage(tmp_path, capsys):
+    from graph.batch_command import _closing_lines
+
+    writer = RowWriter(tmp_path / "o.jsonl")
+    writer.unfinished = 2
+    _closing_lines(writer, tmp_path / "o.jsonl")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "2 run(s) ended without a result" in err and "not in the usage above" in err, err
