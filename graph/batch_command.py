@@ -152,8 +152,9 @@ def score_batch_command(
             output = read_output(out)
         if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
             _fail(problem)
-        goes = stale_repeats(output, items, stale_rows(manifest, items, preset, draw, retry_ineligible=retry_ineligible,
-                                                       scorer=scorer_of(settings)))
+        goes = stale_repeats(output, manifest, items, stale_rows(manifest, items, preset, draw,
+                                                                 retry_ineligible=retry_ineligible,
+                                                                 scorer=scorer_of(settings)))
         kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
         todo = [it for it in items if it["key"] not in kept]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)

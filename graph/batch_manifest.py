@@ -24,7 +24,7 @@ Decisions where the issue was silent:
   clip and other fields are the earlier line's too gets no row of its own (it would be the same row twice, which
   `raa eval compare` refuses as a duplicate); a line whose other fields differ (another "id"), or that names the
   clip by another name (two links to one file, as a Hugging Face cache's snapshots link into one blob: one key,
-  `item_key`), gets its own row, under its own key (`repeat_key`: its place among them), holding the earlier line's
+  `item_key`), gets its own row, under its own key (`repeat_key`: its manifest and place among them), holding the earlier line's
   result (`graph.batch.write_repeats`) and "repeat_of" its key, so no id and no name of the manifest is missing from
   the output (the second name was dropped as a repeat, and a researcher looking up its row found none). Names are
   told apart as rows give them (`_named`); two hard links are two paths that resolve apart, so two keys, each
@@ -117,10 +117,10 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
     another file than its items). A bad line becomes an item carrying an `error`; blank and comment lines are
     skipped. An item's `path` is the row's own string joined to the manifest's folder (symlinks not
     followed: what its output row names), `resolved` that path resolved (what its `key` is of), `written` the row's
-    own string. Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
+    own string, `manifest_file` the manifest's resolved path (`repeat_key`). Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
     NUL byte), is a bad line like one that is not JSON."""
     base = manifest.resolve().parent
-    items, comments = [], []
+    items, comments, source = [], [], str(manifest.resolve())
     for number, raw in _lines(manifest):
         if _comment(raw):
             comments.append(number)
@@ -159,7 +159,7 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
         extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
         items.append({"key": key, "line": number, "path": shown, "resolved": resolved, "written": path,
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra, "error": error,
-                      "object": is_object, "array": line.lstrip().startswith("[")})
+                      "object": is_object, "array": line.lstrip().startswith("["), "manifest_file": source})
     return items, comments
 
 
@@ -217,12 +217,24 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def repeat_key(key: str, n: int) -> str:
-    """Resume key of the `n`th line (1, 2, ...) repeating the clip and instruction of an earlier line of key `key`
-    under other fields (`drop_repeats`). Of its place among those lines, not of its fields: an "id" corrected since
-    reaches the row, as it does for any line (`graph.batch_resume.current_fields`); the rows of such lines all hold
-    the one result of their clip and instruction, so which of them a row is read as never changes its result."""
-    return hashlib.sha256(json.dumps(["repeat", key, n]).encode()).hexdigest()[:32]
+def repeat_key(manifest: str, key: str, n: int) -> str:
+    """Resume key of the `n`th line (1, 2, ...) of the manifest `manifest` (its resolved path, an item's
+    "manifest_file") repeating the clip and instruction of an earlier line of key `key` under other fields
+    (`drop_repeats`). Of its place among those lines, not of its fields: an "id" corrected since reaches the row, as
+    it does for any line (`graph.batch_resume.current_fields`); the rows of such lines all hold the one result of
+    their clip and instruction, so which of them a row is read as never changes its result. Per manifest, as a bad
+    line's key (`bad_line_key`): keyed by the place alone, two manifests sharing an output with repeats of one clip
+    shared keys, and each one's run deleted or overwrote the other's repeat rows (`repeat_keys`)."""
+    return hashlib.sha256(json.dumps(["repeat", manifest, key, n]).encode()).hexdigest()[:32]
+
+
+def repeat_keys(manifest: str, key: str, places: int) -> set[str]:
+    """The keys the first `places` lines of `manifest` repeating the line of key `key` have (`repeat_key`), or had
+    before they were per manifest (of the place alone): the rows of `manifest`'s repeats among those of other
+    manifests sharing the output (`graph.batch_resume.stale_repeats`)."""
+    return {k for n in range(1, places + 1)
+            for k in (repeat_key(manifest, key, n), hashlib.sha256(json.dumps(["repeat", key, n]).encode())
+                      .hexdigest()[:32])}
 
 
 def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -248,7 +260,7 @@ def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], lis
             continue
         shared.append(f"line {item['line']} = line {source['line']}")
         repeats[item["key"]] = n = repeats.get(item["key"], 0) + 1
-        kept.append({**item, "key": repeat_key(item["key"], n), "repeat_of": item["key"]})
+        kept.append({**item, "key": repeat_key(item["manifest_file"], item["key"], n), "repeat_of": item["key"]})
     return kept, dropped, shared
 
 

@@ -43,8 +43,10 @@
   `--retry-ineligible` says it removed to score again), and
   it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
   move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output).
-  Only rows repeating one of this run's items are touched; a manifest sharing the output with more repeats of one of
-  its lines gets those rows written again (no run) when it runs next.
+  Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line
+  (keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
+  more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again). Rows
+  keyed before keys were per manifest are taken as this manifest's: they go, and are written again under its keys.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
   and loads its tools before any row goes, so a tool that cannot load leaves the output as it was.
 """
@@ -52,6 +54,7 @@
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -65,6 +68,7 @@ from graph.batch import (
     kept_rows,
     scored_by_other,
 )
+from graph.batch_manifest import repeat_keys
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
@@ -118,17 +122,19 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     return goes
 
 
-def stale_repeats(output: Output, items: list[dict[str, Any]],
+def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
-    that item's row as it stays in `output` (that row goes, or holds another result) or whose line is gone (its key
-    is none of `items`'): module docstring. Such a row is judged by that item's row alone, never by `goes`: a copy
-    goes when its first line's row does, and a rerun writes it again from that row; judged on its own (its own path
-    readable, the first line's not), it went for "retry" and came back the same copy, at every --retry-ineligible.
-    The rows that stay are looked up once, at the first row asked about."""
+    that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
+    `manifest`'s (`graph.batch_manifest.repeat_keys`) whose line is gone (its key is none of `items`'): module
+    docstring. Such a row is judged by that item's row alone, never by `goes`: a copy goes when its first line's row
+    does, and a rerun writes it again from that row; judged on its own (its own path readable, the first line's not),
+    it went for "retry" and came back the same copy, at every --retry-ineligible. The rows that stay are looked up
+    once, at the first row asked about."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
+    ours: set[str] = set()  # the keys of `manifest`'s repeat rows of `sources`, now or before, among those in `output`
 
     def went(row: Any) -> str | None:
         source = row.get("repeat_of") if isinstance(row, dict) else None
@@ -136,9 +142,12 @@ def stale_repeats(output: Output, items: list[dict[str, Any]],
             return goes(row)
         if not staying:
             staying.append({key: r.get("result") for key, r in kept_rows(output, goes).items() if key in sources})
-        if row.get("key") not in repeats or source not in staying[0] or staying[0][source] != row.get("result"):
+            places = Counter(r.get("repeat_of") for r in output.values if isinstance(r, dict))
+            name = str(manifest.resolve())
+            ours.update(k for key in sources for k in repeat_keys(name, key, places[key]))
+        if source not in staying[0] or staying[0][source] != row.get("result"):
             return "repeat"
-        return None
+        return "repeat" if row.get("key") not in repeats and row.get("key") in ours else None
 
     return went
 

@@ -1,0 +1,65 @@
+"""Two manifests sharing one `--out`, each repeating one clip and instruction under other ids, a different number of
+times: repeat rows were keyed by their place among the repeats alone (`repeat_key`), so the manifests shared keys.
+Each run of the one with fewer repeats deleted the other's extra rows (no line of it had their keys), and each run of
+either overwrote the other's rows of shared places with its own ids: a manifest's ids went missing from the output
+until it ran again, and every run of one rewrote the other's rows. Repeat rows are keyed per manifest now, as the rows
+of bad lines are (`bad_line_key`)."""
+
+from __future__ import annotations
+
+from graph.cli import app
+from tests.cli_agent_helpers import _scripted, runner
+from tests.graph_scripts import square_clips
+from tests.test_batch_manifest_lines import TASK, _rows, _write
+
+
+def test_two_manifests_with_other_repeats_of_one_clip_keep_each_others_rows(monkeypatch, tmp_path):
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out = tmp_path / "out.jsonl"
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
+
+    def run(manifest):  # noqa: ANN001, ANN202
+        res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    run(a)
+    calls = len(model.calls)
+    run(b)
+    # the clip's one row (its first line's) is shared and takes the fields of the manifest run last, as any row
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a2", "a3", "b1", "b2"], _rows(out)
+    for manifest in (a, b):  # nothing more to write: neither run removes or rewrites the other's rows
+        said = run(manifest)
+        assert "to take an earlier line's result" not in said, said
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a2", "a3", "b1", "b2"], _rows(out)
+    assert len({r["result"]["run_id"] for r in _rows(out)}) == 1 and len(model.calls) == calls
+
+
+def test_repeat_rows_keyed_before_keys_were_per_manifest_are_rewritten_once(monkeypatch, tmp_path):
+    """A repeat row keyed by its place alone (an output written before) is the manifest's: it goes and comes back
+    under the manifest's key, not left beside a new one (its id twice in the output)."""
+    import hashlib
+    import json
+
+    from graph.batch import repeat_key
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, manifest = tmp_path / "out.jsonl", tmp_path / "a.jsonl"
+    _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    rows = _rows(out)
+    source = rows[0]["key"]
+    old = [r if "repeat_of" not in r else {**r, "key": hashlib.sha256(json.dumps(
+        ["repeat", source, int(r["manifest"]["id"][1:]) - 1]).encode()).hexdigest()[:32]} for r in rows]
+    out.write_text("".join(json.dumps(r) + "\n" for r in old))
+    calls = len(model.calls)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 to take an earlier line's result" in res.output, res.output
+    keys = {r["manifest"]["id"]: r["key"] for r in _rows(out)}
+    assert len(_rows(out)) == 3 and keys["a3"] == repeat_key(str(manifest.resolve()), source, 2), _rows(out)
+    assert len(model.calls) == calls
