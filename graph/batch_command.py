@@ -264,8 +264,9 @@ def _closing_lines(writer: Any, out: Path) -> None:
         typer.echo(f"  traces not saved: {writer.unsaved_traces} of {writer.runs} run(s) (their results stand; "
                    "`raa trace` cannot show them, their last reason says why)", err=True)
     if writer.unfinished:
-        typer.echo(f"  {writer.unfinished} run(s) ended without a result (in flight as the batch stopped, or in a worker "
-                   "process that died): the model calls they made are not in the usage above", err=True)
+        typer.echo(f"  {writer.unfinished} run(s) ended without a result (in flight as the batch stopped, or lost with a "
+                   "worker process that crashed or was killed): the model calls they made are not in the usage above",
+                   err=True)
     if writer.unwritten:
         typer.echo(f"  {writer.unwritten} finished run(s) whose row could not be written are in the usage above (the "
                    "resume scores them again)", err=True)

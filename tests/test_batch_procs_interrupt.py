@@ -108,6 +108,7 @@ def test_ctrl_c_with_processes_writes_no_row_for_unfinished_clips_and_exits_130(
     assert proc.returncode == 130, err
     assert "died" not in err and "KeyboardInterrupt" not in err and "Traceback" not in err, err
     assert "scored=0 zero=0 ineligible=0" in err and "the same command resumes the batch" in err, err
+    assert "2 run(s) ended without a result" in err, err  # the two in flight: their calls are not in the usage
     assert not out.exists() or out.read_text() == ""  # unfinished clips: no row, so the resume scores them
     assert _until(lambda: not _group(proc.pid), 15), f"processes left: {_group(proc.pid)}"
 
