@@ -163,7 +163,7 @@ def score_batch_command(
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {to_score} to score"
                    + (f", {copies} to take an earlier line's result" if copies else "")
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
-        if warning := edited_rows(output, items, preset, draw):
+        if warning := edited_rows(output, items, preset, draw, goes):
             typer.echo(f"warning: {warning}", err=True)
         said = say_fixable(output)  # the rows a plain resume skips, or the flag leaves
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only

@@ -126,8 +126,9 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
     that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
-    `manifest`'s (`graph.batch_manifest.repeat_keys`) whose line is gone (its key is none of `items`'): module
-    docstring. Such a row is judged by that item's row alone, never by `goes`: a copy goes when its first line's row
+    `manifest`'s (`graph.batch_manifest.repeat_keys`) whose line is gone (its key is none of `items`'), or under
+    another key a row of one of its repeat lines as it is now (line, clip path, fields: the manifest's row before
+    it was renamed or moved, which would stay beside the one this run writes): module docstring. Such a row is judged by that item's row alone, never by `goes`: a copy goes when its first line's row
     does, and a rerun writes it again from that row; judged on its own (its own path readable, the first line's not),
     it went for "retry" and came back the same copy, at every --retry-ineligible. The rows that stay are looked up
     once, at the first row asked about."""
@@ -135,6 +136,7 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
     ours: set[str] = set()  # the keys of `manifest`'s repeat rows of `sources`, now or before, among those in `output`
+    lines = {_line_fields(it) for it in items if it.get("repeat_of") is not None}  # this run writes rows of these
 
     def went(row: Any) -> str | None:
         source = row.get("repeat_of") if isinstance(row, dict) else None
@@ -147,9 +149,15 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
             ours.update(k for key in sources for k in repeat_keys(name, key, places[key]))
         if source not in staying[0] or staying[0][source] != row.get("result"):
             return "repeat"
-        return "repeat" if row.get("key") not in repeats and row.get("key") in ours else None
+        mine = row.get("key") in ours or _line_fields(row) in lines  # a renamed manifest's row of the line as it is
+        return "repeat" if row.get("key") not in repeats and mine else None
 
     return went
+
+
+def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:
+    """A repeat item's or row's line number, clip path and other fields, as its row holds them (a NaN field as null)."""
+    return row.get("line"), row.get("path"), strict_dumps(finite_json(row.get("manifest")), sort_keys=True)
 
 
 def current_fields(items: list[dict[str, Any]]) -> Callable[[Any], dict[str, Any] | None]:
@@ -169,18 +177,20 @@ def current_fields(items: list[dict[str, Any]]) -> Callable[[Any], dict[str, Any
     return fresh
 
 
-def edited_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: int) -> str | None:
+def edited_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: int,
+                leaving: Callable[[Any], Any] = lambda row: None) -> str | None:
     """A warning naming the rows of `output` (at `preset` and `draw`) that carry the line number and other fields
     (at least one) of a line among `items` but not its key: most likely that line's row from before its clip path
     or instruction was edited, which stays beside the new one (`raa eval compare` then finds its pairing field
     twice). Only named, never removed: whether such a row is stale (or another manifest's, sharing the output)
-    only the researcher knows. None when there are none."""
+    only the researcher knows. None when there are none. Rows for which `leaving` is true (`stale_repeats`: about to
+    go) are not named."""
     keys = {it["key"] for it in items}
     lines = {(it["line"], strict_dumps(it["manifest"], sort_keys=True)): it for it in items
              if it["error"] is None and it["manifest"]}
     found = [row for row in output.values if isinstance(row, dict) and row.get("key") not in keys
              and row.get("preset") == preset and row.get("draw", 0) == draw and isinstance(row.get("manifest"), dict)
-             and (row.get("line"), strict_dumps(row["manifest"], sort_keys=True)) in lines]
+             and (row.get("line"), strict_dumps(row["manifest"], sort_keys=True)) in lines and not leaving(row)]
     if not found:
         return None
     first = found[0]

@@ -63,3 +63,20 @@ def test_repeat_rows_keyed_before_keys_were_per_manifest_are_rewritten_once(monk
     keys = {r["manifest"]["id"]: r["key"] for r in _rows(out)}
     assert len(_rows(out)) == 3 and keys["a3"] == repeat_key(str(manifest.resolve()), source, 2), _rows(out)
     assert len(model.calls) == calls
+
+
+def test_a_renamed_manifest_leaves_no_second_copy_of_its_repeat_rows(monkeypatch, tmp_path):
+    """Keyed per manifest, a manifest renamed (or moved) would find its repeat rows under its old name's keys: not its
+    own, they stayed beside the new ones, each id twice in the output. A repeat row holding one of this manifest's
+    repeat lines as it is (line, clip, fields) is the row this run writes for it: it goes."""
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, manifest = tmp_path / "out.jsonl", tmp_path / "a.jsonl"
+    _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    assert runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]).exit_code == 0
+    calls = len(model.calls)
+    renamed = manifest.rename(tmp_path / "clips.jsonl")
+    res = runner.invoke(app, ["score-batch", str(renamed), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], _rows(out)
+    assert len(model.calls) == calls
