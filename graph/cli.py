@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -28,7 +27,7 @@ class _Commands(TyperGroup):
     Click's own invocation (what `raa` and Click's CliRunner both go through: caught in `Typer.__call__`, which
     the runner does not call, the tests saw exit 1 and the exception where the CLI gives exit 2)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # Any: typer's own click Context (typer vendors click)
         from graph.stores import StoreError
 
         try:
