@@ -17,7 +17,8 @@ Decision: the missing requirement ids the audit names are read as `tidy_assessme
 is R2 (the repair then shows R2's frames, not every requirement's), and an id the frozen contract does not
 hold is dropped with a note in the run's notes, since no repair can add a requirement: kept, it left every
 round unclean until the 3 repair rounds were spent. The note is added once per id per run (a later round naming
-the same id again leaves it out; its step's decision still counts it), not once per round.
+the same id again leaves it out; its step's decision still counts it), not once per round; so is each of a
+repair's notes (`graph.nodes.common.unnoted`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from graph.nodes.common import (
     pick_frames,
     shown_frames,
     system,
+    unnoted,
 )
 from graph.nodes.contract_of import need_contract
 from graph.nodes.revision import revise
@@ -60,9 +62,8 @@ async def audit(state: AgentState, ctx: RunContext, step: Step) -> dict[str, Any
                                             params={"round": rounds})
     named = [(rid, contract_id(rid, contract)) for rid in report.missing_requirements]
     unknown = list(dict.fromkeys(rid for rid, cid in named if cid is None))
-    noted = set(state.get("notes") or [])  # once per id per run: the notes reducer appends every round's
-    notes = [note for rid in unknown if (note := f"audit: missing requirement {rid!r} is not in the contract "
-                                         f"({', '.join(r.id for r in contract.requirements)}); dropped") not in noted]
+    notes = unnoted(state, [f"audit: missing requirement {rid!r} is not in the contract "  # once per id per run
+                            f"({', '.join(r.id for r in contract.requirements)}); dropped" for rid in unknown])
     missing = list(dict.fromkeys([cid for _, cid in named if cid is not None] + code_missing(assessment, contract)))
     report = AuditReport(missing_requirements=missing[:16], invented_conditions=report.invented_conditions,
                          contradictions=report.contradictions)
@@ -110,7 +111,7 @@ async def repair(state: AgentState, ctx: RunContext, step: Step) -> dict[str, An
                                          params={"round": rounds})
     out, fixes, guarded, omitted = revise(assessment, out, contract, frames_total(state),
                                           shown_frames(state) | set(frames), set(frames), "repair", "changes")
-    notes = fixes + guarded + omitted
+    notes = unnoted(state, fixes + guarded + omitted)  # a later round doing the same adds no copy
     kept = len(guarded) + len(omitted)
     step.decision = f"round {rounds + 1}: " + summarize(out) + (f"; {kept} unsupported change(s) kept" if kept else "") \
         + (f"; {len(fixes)} judgment fix(es) noted" if fixes else "")

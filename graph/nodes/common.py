@@ -359,6 +359,15 @@ def pick_frames(candidates: Sequence[int], fallback: Sequence[int], limit: int,
     return sorted(set(chosen))
 
 
+def unnoted(state: AgentState, notes: Sequence[str]) -> list[str]:
+    """`notes` without those the run's notes already hold, each once: the notes reducer appends, so a note a loop's
+    stage writes again each round (the audit's on an unknown id, a repair's on a citation dropped or a judgment kept)
+    went into the run's notes and the result's reasons once per round, word for word. The step's decision still
+    counts what its round did."""
+    held = set(state.get("notes") or [])
+    return [n for n in dict.fromkeys(notes) if n not in held]
+
+
 def frames_total(state: AgentState) -> int:
     """Number of frames of the clip (from the quality node's metadata)."""
     return int(state["meta"]["frames"])
