@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
+from tools import video_reader
 from tools.video import VideoDecodeError, VideoReader
 
 N = 40
@@ -175,3 +176,28 @@ def test_frames_counted_before_a_packet_the_decoder_fails_still_read(tmp_path):
                                                    "packet 40 .*InvalidDataError"):
             reader.read([38])
 
+
+
+def test_settling_a_read_decodes_no_packet_past_its_frames(concealed, monkeypatch):
+    """A frame handed out waits for the frames decoded before it to come out (a reference shown after it may be the
+    damaged one). The read fed the decoder more packets (up to 3 per read of these clips) until they did; it now
+    flushes the decoder, which holds them decoded, and feeds what plain decoding to its last frame does."""
+    clean = concealed[0]
+    with av.open(str(clean)) as c:  # packets plain decoding feeds until frame 7 comes out
+        needed = 0
+        for packet in c.demux(video=0):
+            needed += bool(packet.size)
+            if any(read_ids(f.to_ndarray(format="rgb24")[None])[0] == 7 for f in packet.decode()):
+                break
+    fed = []
+    real = video_reader.demux
+
+    def counting(container, stream):  # noqa: ANN001, ANN202
+        for packet in real(container, stream):
+            fed.append(packet.size)
+            yield packet
+
+    monkeypatch.setattr(video_reader, "demux", counting)
+    with VideoReader(clean) as reader:
+        assert read_ids(reader.read(range(8))) == list(range(8))
+    assert len([size for size in fed if size]) == needed

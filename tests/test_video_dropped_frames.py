@@ -121,8 +121,8 @@ def _drop_frame(monkeypatch, frame_id: int = 20, decoded: list | None = None) ->
     """The decoder gives no frame for the packet of frame ``frame_id`` (every frame it did give in ``decoded``)."""
     original = VideoReader._frames_fed
 
-    def dropping(self, container, stream, *, failed):  # noqa: ANN001, ANN202
-        for frame, fed in original(self, container, stream, failed=failed):
+    def dropping(self, container, stream, **kwargs):  # noqa: ANN001, ANN202
+        for frame, fed in original(self, container, stream, **kwargs):
             if decoded is not None:
                 decoded.append(frame)
             if read_ids(frame.to_ndarray(format="rgb24")[None])[0] != frame_id:

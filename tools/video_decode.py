@@ -31,15 +31,16 @@ def ended_early(name: str, target: int, total: int) -> VideoDecodeError:
     return VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (stream ended early)")
 
 
-Packets = Callable[[av.container.InputContainer, av.video.stream.VideoStream, Callable[[int, str], None]],
-                   Iterator[av.VideoFrame]]
-"""Decodes a container's stream from where it stands, each packet tagged (``tag_packet``), telling the callback of a
-packet whose decode fails on corrupt data (its tag, the error) and going on."""
+Packets = Callable[[av.container.InputContainer, av.video.stream.VideoStream, Callable[[int, str], None],
+                    Callable[[], bool]], Iterator[av.VideoFrame]]
+"""Decodes a container's stream from where it stands, each packet tagged (``tag_packet``), telling the first callback
+of a packet whose decode fails on corrupt data (its tag, the error) and going on; once the second one says so (checked
+after each packet's frames), it feeds no more packets: it flushes the decoder, gives the frames it held and ends."""
 
 
 def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int]) -> None:
-    """Decode on until no frame handed out waits on a frame decoded before it (``DamageWatch.check`` fails one the
-    damage shows in)."""
+    """Take the decoder's frames until no frame handed out waits on a frame decoded before it (``DamageWatch.check``
+    fails one the damage shows in); ``frames`` is settling (``Packets``): it decodes no packet past those fed."""
     while watch.waiting:
         frame = next(frames, None)
         if frame is None:
@@ -56,8 +57,8 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     (positioned at its start), ``mapping`` giving each pts its frame index; ``packets`` decodes the container's
     stream from where it stands (the reader's, so that a test can stand in for it). A frame the decoder damaged (a
     ``DamageWatch``, ``window`` its frame threads' reach) is a ``VideoDecodeError``, raised once it shows: before the
-    generator ends, which decodes on (at most ``DROP_HORIZON`` frames) until every frame decoded before one it yielded
-    came out."""
+    generator ends, which takes the decoder's frames until every frame decoded before one it yielded came out: by flushing the decoder, which gives the frames it holds back (the reorder delay, frame threads) and
+    decodes no further packet."""
     pts, keys, lead = index.pts, index.keyframes, index.lead
     assert pts is not None  # `mapping` is built from them (VideoReader._decode)
     frames: Iterator[av.VideoFrame] | None = None
@@ -65,17 +66,24 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     last = -1  # index of the last frame produced by `frames`
     lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
     landed: int | None = None  # the keyframe a seek went to, until its frame has come out intra-coded
+    settling = False  # `frames` feeds no more packets (`_drain`)
+
+    def settle() -> bool:
+        return settling
+
     for target in wanted:
         k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
         if frames is None or (allow_seek and k > last + 1):
             if frames is not None:  # the decoder's frames are gone after a seek: settle the ones handed out
+                settling = True
                 _drain(frames, watch, mapping)
+                settling = False
             if allow_seek and k > 0:
                 if not seek_keyframe(container, stream, pts[k], name, src):
                     raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
                 landed = k
             watch = DamageWatch(name, total, window=window)
-            frames, last, lost = packets(container, stream, watch.failed), -1, lead > 0 and k == 0
+            frames, last, lost = packets(container, stream, watch.failed, settle), -1, lead > 0 and k == 0
         while last < target:
             frame = next(frames, None)
             if frame is None:
@@ -117,6 +125,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 watch.check()
                 yield i, frame
     if frames is not None:
+        settling = True
         _drain(frames, watch, mapping)
 
 

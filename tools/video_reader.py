@@ -290,17 +290,22 @@ class VideoReader:
         return np.ascontiguousarray(np.rot90(out, turns)) if turns else out
 
     def _packets_to_frames(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-                           failed: Callable[[int, str], None]) -> Iterator[av.VideoFrame]:
-        return (frame for frame, _ in self._frames_fed(container, stream, failed=failed))
+                           failed: Callable[[int, str], None], settling: Callable[[], bool],
+                           ) -> Iterator[av.VideoFrame]:
+        return (frame for frame, _ in self._frames_fed(container, stream, failed=failed, settling=settling))
 
     def _frames_fed(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream, *,
-                    failed: Callable[[int, str], None]) -> Iterator[tuple[av.VideoFrame, int]]:
+                    failed: Callable[[int, str], None], settling: Callable[[], bool] | None = None,
+                    ) -> Iterator[tuple[av.VideoFrame, int]]:
         """Decode the stream from where it stands: each frame with the count of packets fed when it came out, each
         packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
         trimmed frames, which the decoder drops) are neither counted nor tagged, as in the scan's count. A packet whose
         decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes on) is told
         to ``failed`` (its tag, the error), and the decode goes on: that one failure failed the whole read, the frames
-        before it and those past the next keyframe included (``tools.video_damage`` fails the frames it reaches)."""
+        before it and those past the next keyframe included (``tools.video_damage`` fails the frames it reaches).
+        Once ``settling`` says so (after a packet's frames), the decoder is fed no more packets: flushed, it gives the
+        frames it still holds, decoded already, and the iteration ends (``tools.video_decode.frames_by_pts``: a read
+        that has its frames decodes none past them to settle them)."""
         fed = 0
         with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
             for packet in demux(container, stream):
@@ -314,6 +319,22 @@ class VideoReader:
                     continue
                 for frame in frames:
                     yield frame, fed
+                if packet.size and settling is not None and settling():  # (after the flush packet: drained)
+                    yield from ((frame, fed) for frame in self._flushed(stream, fed, failed))
+                    return
+
+    @staticmethod
+    def _flushed(stream: av.video.stream.VideoStream, fed: int,
+                 failed: Callable[[int, str], None]) -> list[av.VideoFrame]:
+        """The frames the decoder holds (end of stream, after ``fed`` packets), the decoder reset after them for a
+        seek (``InputContainer.seek`` resets the first stream's decoder only)."""
+        try:
+            return stream.codec_context.decode(None)
+        except av.error.InvalidDataError as exc:  # (the frames it held after the failed one: not had)
+            failed(max(fed - 1, 0), f"{type(exc).__name__}: {exc}")
+            return []
+        finally:
+            stream.codec_context.flush_buffers()
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
         """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""
