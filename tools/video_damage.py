@@ -5,7 +5,7 @@ copied from a reference) and flags that one frame corrupt (``frame.is_corrupt``)
 (``InvalidDataError``) and gives no frame for it. Either way every frame decoded after it up to the next keyframe
 may reference the damage, and the decoder flags none of them: a reader that handed them out gave a wrong picture
 under the frame's index, with no error. The watch tags each packet with its place in decode order
-(``tools.video_decode.tag_packet``) and calls a frame damaged when a flagged frame or a failed packet lies between the
+(``tag_packet``) and calls a frame damaged when a flagged frame or a failed packet lies between the
 last keyframe that came out before it and its own packet: its references (a frame shown before a keyframe but decoded
 after it, an open GOP's leading picture, may reference the GOP before: it counts from the keyframe before).
 

@@ -312,29 +312,24 @@ class VideoReader:
                 if packet.size and not packet.is_discard:  # (not the end-of-stream flush packet)
                     tag_packet(packet, fed)
                     fed += 1
-                try:
-                    frames = packet.decode()
-                except av.error.InvalidDataError as exc:
-                    failed(max(fed - 1, 0), f"{type(exc).__name__}: {exc}")
-                    continue
-                for frame in frames:
+                for frame in self._decoded(stream, packet, fed, failed):
                     yield frame, fed
                 if packet.size and settling is not None and settling():  # (after the flush packet: drained)
-                    yield from ((frame, fed) for frame in self._flushed(stream, fed, failed))
+                    held = self._decoded(stream, None, fed, failed)
+                    stream.codec_context.flush_buffers()  # for a seek (`InputContainer.seek` resets one stream's)
+                    yield from ((frame, fed) for frame in held)
                     return
 
     @staticmethod
-    def _flushed(stream: av.video.stream.VideoStream, fed: int,
+    def _decoded(stream: av.video.stream.VideoStream, packet: av.Packet | None, fed: int,
                  failed: Callable[[int, str], None]) -> list[av.VideoFrame]:
-        """The frames the decoder holds (end of stream, after ``fed`` packets), the decoder reset after them for a
-        seek (``InputContainer.seek`` resets the first stream's decoder only)."""
+        """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds), ``fed``
+        packets fed; none where it fails on corrupt data, told to ``failed`` (the last packet's tag, the error)."""
         try:
-            return stream.codec_context.decode(None)
-        except av.error.InvalidDataError as exc:  # (the frames it held after the failed one: not had)
+            return stream.codec_context.decode(packet)
+        except av.error.InvalidDataError as exc:
             failed(max(fed - 1, 0), f"{type(exc).__name__}: {exc}")
             return []
-        finally:
-            stream.codec_context.flush_buffers()
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
         """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""
