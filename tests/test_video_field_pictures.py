@@ -86,10 +86,10 @@ def test_packets_without_start_codes_are_no_fields() -> None:
     assert [n for _, n in FieldPairs(b"\x67\x4d\x00\x1e").frames([av.Packet(b"\x12\x34")])] == [False]
 
 
-def _start_trimmed(tmp_path: Path) -> Path:
+def _start_trimmed(tmp_path: Path, shift: int = 10) -> Path:
     """The fields of 20 frames (an IDR frame every 4) as MP4 samples, one a field (a stream copy of broadcast MPEG-TS),
-    shifted 5 frames before 0: the muxer's edit list starts at frame 5, and FFmpeg demuxes frame 4's two packets marked
-    discard (its frame dropped) before the kept ones."""
+    shifted `shift` fields before 0 (10: 5 frames, the muxer's edit list starts at frame 5, and FFmpeg demuxes frame 4's
+    two packets marked discard, its frame dropped, before the kept ones)."""
     raw = tmp_path / "fields.h264"
     raw.write_bytes(field_coded(N, gop=4))
     path = tmp_path / "late.mp4"
@@ -97,7 +97,7 @@ def _start_trimmed(tmp_path: Path) -> Path:
         so = o.add_stream_from_template(i.streams.video[0])
         so.time_base = tb = Fraction(1, 50)  # (the muxer sets its own once it starts: 1/12800)
         for k, p in enumerate(p for p in i.demux(video=0) if p.size):
-            p.stream, p.time_base, p.pts, p.dts, p.duration = so, tb, k - 10, k - 10, 1
+            p.stream, p.time_base, p.pts, p.dts, p.duration = so, tb, k - shift, k - shift, 1
             p.is_keyframe = k % 8 == 0  # the IDR frames' first fields (FFmpeg's parser marks every I picture)
             o.mux(p)
     return path
@@ -117,6 +117,23 @@ def test_second_fields_after_discarded_packets_are_not_waited_on(tmp_path: Path)
         reader._order = (replace(index, pts=None, keyframes=(), reorder=None), None)  # as `OutOfOrder` leaves it
         got = reader.read([3, 9]).mean(axis=(1, 2, 3))  # (from the first keyframe: frame 8)
     assert [round(float(g)) for g in got] == [round(float(w)) for w in want]
+
+
+def test_an_edit_list_that_discards_a_pairs_first_field(tmp_path: Path) -> None:
+    # the edit starts at frame 4's second field: its first one (the keyframe) is demuxed marked discard and decoded all
+    # the same, so the kept second field completes a frame the decoder drops; it is no frame of the clip's, the first
+    # field after it starts one
+    path = _start_trimmed(tmp_path, shift=9)
+    with av.open(str(path)) as c:
+        assert [p.is_discard for p in c.demux(video=0) if p.size][:2] == [True, False]
+    want = _decoded(path)
+    with VideoReader(path) as reader:
+        index = reader._order[0]
+        assert reader.meta.frames == len(want) == N - 5 and index.fields[:3] == (0, 2, 4) and index.primed
+        got = [round(float(m), 1) for m in reader.read(list(range(N - 5))).mean(axis=(1, 2, 3))]
+        reader._order = (replace(index, pts=None, keyframes=(), reorder=None), None)  # counting the decoder's output
+        counted = [round(float(m), 1) for m in reader.read(list(range(N - 5))).mean(axis=(1, 2, 3))]
+    assert got == counted == want
 
 
 def _fields(frames: int, gop: int) -> tuple[bytes, list[bytes]]:
@@ -263,3 +280,67 @@ def test_second_fields_where_the_avcc_record_has_no_sps() -> None:
     units = [[sps, pps, fields[0]], *([f] for f in fields[1:])]
     packets = [av.Packet(b"".join(len(u).to_bytes(4, "big") + u for u in us)) for us in units]
     assert [no_frame for _, no_frame in FieldPairs(avcc).frames(packets)] == [False, True] * 3
+
+
+def _progressive(path: Path, fmt: str) -> Path:
+    with av.open(str(path), "w", format=fmt) as c:
+        s = c.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"x264-params": "keyint=4:bframes=2"}
+        for i in range(9):
+            for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), 25 * i, np.uint8), format="rgb24")):
+                c.mux(p)
+        for p in s.encode():
+            c.mux(p)
+    return path
+
+
+@pytest.mark.parametrize(("fmt", "ext"), [("mp4", "mp4"), ("matroska", "mkv"), ("mpegts", "ts"), ("h264", "h264")])
+def test_progressive_h264_reads_no_slice_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str,
+                                               ext: str) -> None:
+    # the common clip (x264, frame_mbs_only_flag 1: no field can come) pays nothing for the field pairing: no slice
+    # header is read, and every packet, the flush one included, passes in its order, each a frame
+    path = _progressive(tmp_path / f"p.{ext}", fmt)
+
+    def no_parse(*args: object) -> list[tuple[int, bool] | None]:
+        raise AssertionError("a slice header was read")
+
+    monkeypatch.setattr("tools.video_slices.h264_pictures", no_parse)
+    assert probe(path).frames == 9
+    with av.open(str(path)) as c:
+        packets = list(c.demux(video=0))
+        pairs = list(FieldPairs(c.streams.video[0].codec_context.extradata).frames(packets))
+    assert [p for p, _ in pairs] == packets and not any(n for _, n in pairs) and packets[-1].size == 0
+
+
+def test_progressive_avc3_reads_no_slice_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an 'avc3' progressive stream (the SPS in its keyframes' samples, none in the avcC record): the SPS is looked
+    # for in the packets, and once found to forbid fields no slice header is read
+    with av.open(str(_progressive(tmp_path / "p.mp4", "mp4"))) as c:
+        extradata = c.streams.video[0].codec_context.extradata
+        packets = [(bytes(p), p.is_keyframe) for p in c.demux(video=0) if p.size]
+    n = int.from_bytes(extradata[6:8], "big")
+    sps = extradata[8:8 + n]
+    pps = extradata[8 + n + 3:8 + n + 3 + int.from_bytes(extradata[8 + n + 1:8 + n + 3], "big")]
+    in_band = b"".join(len(u).to_bytes(4, "big") + u for u in (sps, pps))
+    avc3 = extradata[:5] + b"\xe0\x00"  # no SPS, no PPS
+    samples = []
+    for data, key in packets:
+        samples.append(av.Packet(in_band + data if key else data))
+        samples[-1].is_keyframe = key
+
+    def no_parse(*args: object) -> list[tuple[int, bool] | None]:
+        raise AssertionError("a slice header was read")
+
+    monkeypatch.setattr("tools.video_slices.h264_pictures", no_parse)
+    assert [(p, n) for p, n in FieldPairs(avc3).frames(samples)] == [(p, False) for p in samples]
+
+
+@pytest.mark.parametrize("fields_first", [False, True], ids=["progressive-then-fields", "fields-then-progressive"])
+def test_an_sps_that_changes_mid_stream(tmp_path: Path, fields_first: bool) -> None:
+    # Annex B (a broadcast switching 720p and 1080i): the SPS is read again at each keyframe, so the fields after a
+    # progressive SPS pair up and the frames after a field-coded one are not parsed for fields
+    progressive = _progressive(tmp_path / "p.h264", "h264").read_bytes()
+    path = tmp_path / "switch.h264"
+    path.write_bytes(field_coded(8, gop=4) + progressive if fields_first else progressive + field_coded(8, gop=4))
+    want = _decoded(path)
+    assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
