@@ -316,7 +316,7 @@ def test_progressive_avc3_reads_no_slice_header(tmp_path: Path, monkeypatch: pyt
     # an 'avc3' progressive stream (the SPS in its keyframes' samples, none in the avcC record): the SPS is looked
     # for in the packets, and once found to forbid fields no slice header is read
     with av.open(str(_progressive(tmp_path / "p.mp4", "mp4"))) as c:
-        extradata = c.streams.video[0].codec_context.extradata
+        extradata = c.streams.video[0].codec_context.extradata or b""
         packets = [(bytes(p), p.is_keyframe) for p in c.demux(video=0) if p.size]
     n = int.from_bytes(extradata[6:8], "big")
     sps = extradata[8:8 + n]
