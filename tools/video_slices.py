@@ -1,4 +1,5 @@
-"""Decoder threading for a video stream: slice threads or frame threads (part of ``tools.video``).
+"""Decoder threading for a video stream (slice threads or frame threads), and the H.264 / HEVC NAL unit reading the scan
+needs: slices per frame, leading pictures, and H.264 field pairs (`FieldPairs`) (part of ``tools.video``).
 
 FFmpeg decodes a frame's slices in parallel with slice threads (PyAV's default) and several frames at
 once with frame threads ("AUTO" here: frame threads where the codec has them). Which one pays depends
@@ -173,8 +174,9 @@ def _sps(unit: bytes) -> H264Sps:
 
 
 def h264_sps(data: bytes, extradata: bytes | None) -> H264Sps | None:
-    """The last sequence parameter set in the H.264 packet `data` (`extradata`: the stream's avcC record or nothing),
-    or, where `extradata` is None, in the extradata `data` (avcC: its first); None: none parsed."""
+    """The last sequence parameter set in the H.264 packet `data` (`extradata`: the stream's avcC record or nothing:
+    Annex B), or, where `extradata` is None and `data` is an avcC record (its first byte 1), that record's first one
+    (Annex B extradata parses as a packet); None: none parsed."""
     if extradata is None and data[:1] == b"\x01":  # an avcC record
         units = [data[8:8 + int.from_bytes(data[6:8], "big")]] if len(data) > 8 and data[5] & 0x1F else []
     else:
