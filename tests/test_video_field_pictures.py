@@ -282,10 +282,10 @@ def test_second_fields_where_the_avcc_record_has_no_sps() -> None:
     assert [no_frame for _, no_frame in FieldPairs(avcc).frames(packets)] == [False, True] * 3
 
 
-def _progressive(path: Path, fmt: str) -> Path:
+def _progressive(path: Path, fmt: str, bframes: int = 2) -> Path:
     with av.open(str(path), "w", format=fmt) as c:
         s = c.add_stream("libx264", rate=25)
-        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"x264-params": "keyint=4:bframes=2"}
+        s.width, s.height, s.pix_fmt, s.options = 64, 64, "yuv420p", {"x264-params": f"keyint=4:bframes={bframes}"}
         for i in range(9):
             for p in s.encode(av.VideoFrame.from_ndarray(np.full((64, 64, 3), 25 * i, np.uint8), format="rgb24")):
                 c.mux(p)
@@ -342,5 +342,22 @@ def test_an_sps_that_changes_mid_stream(tmp_path: Path, fields_first: bool) -> N
     progressive = _progressive(tmp_path / "p.h264", "h264").read_bytes()
     path = tmp_path / "switch.h264"
     path.write_bytes(field_coded(8, gop=4) + progressive if fields_first else progressive + field_coded(8, gop=4))
+    want = _decoded(path)
+    assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
+
+
+def test_fields_after_an_in_band_sps_of_a_length_prefixed_stream(tmp_path: Path) -> None:
+    # a Matroska track stream-copied from such a switch: its avcC record holds the first (progressive) SPS, the
+    # field-coded one comes in band at its IDR frame. Only the record's was read: every field after it counted as a
+    # frame (25 frames for the decoder's 17), and every read of a second field's timestamp failed
+    raw = tmp_path / "switch.h264"
+    raw.write_bytes(_progressive(tmp_path / "p.h264", "h264", bframes=0).read_bytes() + field_coded(8, gop=4))
+    path = tmp_path / "switch.mkv"
+    with av.open(str(raw)) as i, av.open(str(path), "w", format="matroska") as o:
+        s = o.add_stream_from_template(i.streams.video[0])
+        s.time_base = tb = Fraction(1, 1000)
+        for k, p in enumerate(p for p in i.demux(video=0) if p.size):
+            p.stream, p.time_base, p.pts, p.dts, p.duration = s, tb, 40 * min(k, 9) + 20 * max(k - 9, 0), None, 20
+            o.mux(p)
     want = _decoded(path)
     assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want

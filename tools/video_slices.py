@@ -173,14 +173,18 @@ def _sps(unit: bytes) -> H264Sps:
     return H264Sps(log2_max_frame_num, bool(b.u(1)), separate)
 
 
-def h264_sps(data: bytes, extradata: bytes | None) -> H264Sps | None:
+def h264_sps(data: bytes | memoryview, extradata: bytes | None) -> H264Sps | None:
     """The last sequence parameter set in the H.264 packet `data` (`extradata`: the stream's avcC record or nothing:
-    Annex B), or, where `extradata` is None and `data` is an avcC record (its first byte 1), that record's first one
-    (Annex B extradata parses as a packet); None: none parsed."""
+    Annex B; length-prefixed, only the units ahead of its first slice are looked at, and none copied past them), or,
+    where `extradata` is None and `data` is an avcC record (its first byte 1), that record's first one (Annex B
+    extradata parses as a packet); None: none parsed."""
+    extra = extradata or b""
     if extradata is None and data[:1] == b"\x01":  # an avcC record
-        units = [data[8:8 + int.from_bytes(data[6:8], "big")]] if len(data) > 8 and data[5] & 0x1F else []
+        units = [bytes(data[8:8 + int.from_bytes(data[6:8], "big")])] if len(data) > 8 and data[5] & 0x1F else []
+    elif extra[:1] == b"\x01" and len(extra) > 4:
+        units = list(_ahead_of_slices(memoryview(data), (extra[4] & 3) + 1))
     else:
-        units = _units(data, "h264", extradata) or []
+        units = _units(bytes(data), "h264", extradata) or []
     for unit in reversed(units):
         if unit and unit[0] & 0x1F == 7:
             try:
@@ -188,6 +192,18 @@ def h264_sps(data: bytes, extradata: bytes | None) -> H264Sps | None:
             except IndexError:
                 return None
     return None
+
+
+def _ahead_of_slices(data: memoryview, length_size: int) -> Iterator[bytes]:
+    """The NAL units of the length-prefixed H.264 packet `data` ahead of its first slice (parameter sets, SEI)."""
+    i = 0
+    while i + length_size < len(data):
+        n = int.from_bytes(data[i:i + length_size], "big")
+        i += length_size
+        if n == 0 or i + n > len(data) or 1 <= data[i] & 0x1F <= 5:
+            return
+        yield bytes(data[i:i + n])
+        i += n
 
 
 SLICE_HEADERS = (1, 2, 5)
@@ -235,15 +251,14 @@ class FieldPairs:
     frame_num is the pair's second; a field whose pair never comes (the next picture a frame, a field of its parity, or
     one of another frame_num: a capture that starts or ends between two fields, a lost packet) is shown by no frame,
     unless the field before it went unmatched as well (then FFmpeg shows it alone: `unsure`). Only where the SPS allows
-    fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's avcC record or, Annex B (or
-    an avcC record without one), in the packets until one is found, then in keyframes. Packets that code no picture
-    leave the pairing as it is."""
+    fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's extradata (an avcC record or
+    Annex B) and in the packets until one is found, then in keyframes, where a new one may come in band whatever the
+    record holds (an 'avc3' record holds none; a stream switching between progressive and field coding, stream-copied,
+    keeps its first in the record). Packets that code no picture leave the pairing as it is."""
 
     def __init__(self, extradata: bytes | None) -> None:
         self._extradata = extradata
         self._sps = h264_sps(extradata, None) if extradata else None
-        # Annex B, or an avcC record without an SPS ('avc3'): the parameter sets come in the packets
-        self._in_band = self._sps is None or not (extradata or b"").startswith(b"\x01")
         self._first: tuple[int, bool] | None = None  # the last picture, while it is a field without its pair
         self._shown = False  # whether that field was shown alone (FFmpeg: after more than one unmatched field)
         self._unmatched = 0  # fields left unmatched in a row (FFmpeg's missing_fields)
@@ -303,10 +318,8 @@ class FieldPairs:
     def _pictures(self, packet: av.Packet) -> list[tuple[int, bool] | None]:
         """The pictures `packet` codes (`h264_pictures`); one frame picture where fields are not parsed, none where it
         codes no picture."""
-        data = None
-        if self._in_band and (self._sps is None or packet.is_keyframe):
-            data = bytes(packet)
-            self._sps = h264_sps(data, self._extradata) or self._sps
+        if self._sps is None or packet.is_keyframe:  # (a new SPS comes with an IDR picture, a keyframe)
+            self._sps = h264_sps(memoryview(packet), self._extradata) or self._sps
         if self._sps is None or self._sps.frame_mbs_only:
             return [None]
-        return h264_pictures(bytes(packet) if data is None else data, self._extradata, self._sps)
+        return h264_pictures(bytes(packet), self._extradata, self._sps)
