@@ -254,7 +254,9 @@ def _closing_lines(writer: Any, out: Path) -> None:
     written or not: what the batch cost) and, under it, one line per failing stage and fault kind, the runs whose
     trace was not saved among the rows of runs (a bad manifest line's or a repeated line's row has no trace), and the
     finished runs whose row could not be written (a full disk), and the runs that ended without a result, whose
-    calls are not in the usage (`RowWriter.unfinished`)."""
+    calls are not in the usage (`RowWriter.unfinished`), said apart as in flight when the batch stopped or lost with
+    a worker process (`RowWriter.lost`: an in-process batch has none, and a batch whose dead worker's clips were tried
+    again finished with every row)."""
     usage = " ".join(f"{k}={v}" for k, v in writer.usage.items())
     typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()) + (f"  usage: {usage}" if usage else "")
                + f"  -> {out}", err=True)
@@ -264,9 +266,12 @@ def _closing_lines(writer: Any, out: Path) -> None:
         typer.echo(f"  traces not saved: {writer.unsaved_traces} of {writer.runs} run(s) (their results stand; "
                    "`raa trace` cannot show them, their last reason says why)", err=True)
     if writer.unfinished:
-        typer.echo(f"  {writer.unfinished} run(s) ended without a result (in flight as the batch stopped, or lost with a "
-                   "worker process that crashed or was killed): the model calls they made are not in the usage above",
-                   err=True)
+        how = ([f"{n} in flight as the batch stopped"] if (n := writer.unfinished - writer.lost) else []) + (
+            [f"{writer.lost} lost with a worker process that crashed or was killed, each clip tried again up to its "
+             "last attempt"]
+            if writer.lost else [])
+        typer.echo(f"  {writer.unfinished} run(s) ended without a result ({'; '.join(how)}): the model calls they made "
+                   "are not in the usage above", err=True)
     if writer.unwritten:
         typer.echo(f"  {writer.unwritten} finished run(s) whose row could not be written are in the usage above (the "
                    "resume scores them again)", err=True)

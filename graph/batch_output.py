@@ -181,6 +181,9 @@ class RowWriter:
         """Runs that ended without a result (`graph.batch.run_batch`, `graph.batch_procs`): in flight when the batch
         stopped, or in a worker process that died or was killed. Their model calls are not in `usage`: a run's usage
         is known only from its result (module docstring)."""
+        self.lost = 0
+        """Of `unfinished`, the runs lost with a worker process that died or was killed (`graph.batch_procs`): their
+        clips are tried again, so a batch that finished can have such runs; the others were in flight as it stopped."""
         self.failed: OutputWriteError | None = None
         """The failure of an append; no row is appended after it (module docstring)."""
         self.runs = 0

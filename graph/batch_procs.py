@@ -237,6 +237,7 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 log(f"warning: a replacement batch worker process failed to start, {len(workers)} left: "
                     f"{cause_text(startup_errors[-1])}")
         writer.unfinished += len(w.in_flight)  # each cut short, hung or not: the calls it made went with it
+        writer.lost += len(w.in_flight)
         lost = {t: job for t, (job, _) in w.in_flight.items() if not w.hung or t in w.hung}
         requeue = [job for t, (job, _) in w.in_flight.items() if t not in lost]  # a neighbour hung, not them
         if w.hung:

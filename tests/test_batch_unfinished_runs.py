@@ -68,3 +68,37 @@ def test_the_closing_lines_say_the_unfinished_runs_are_not_in_the_usage(tmp_path
     _closing_lines(writer, tmp_path / "o.jsonl")
     err = " ".join(capsys.readouterr().err.split())
     assert "2 run(s) ended without a result" in err and "not in the usage above" in err, err
+
+
+def test_the_closing_lines_name_only_the_ways_this_batch_lost_runs(tmp_path, capsys):
+    """An in-process batch has no worker process: its runs cut short were in flight as it stopped, and the line named
+    a crashed or killed worker process too; a batch whose runs were lost with a dead worker alone (their clips tried
+    again, every clip with its row) read as one that stopped with runs in flight."""
+    from graph.batch_command import _closing_lines
+
+    writer = RowWriter(tmp_path / "o.jsonl")
+    writer.unfinished = 2  # in process, cancelled at a Ctrl-C
+    _closing_lines(writer, tmp_path / "o.jsonl")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "2 run(s) ended without a result" in err and "in flight as the batch stopped" in err, err
+    assert "worker" not in err, err
+    writer.unfinished = writer.lost = 1  # a worker died under it; the batch then finished
+    _closing_lines(writer, tmp_path / "o.jsonl")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 run(s) ended without a result" in err and "lost with a worker process" in err, err
+    assert "as the batch stopped" not in err, err
+
+
+def test_the_runs_lost_with_a_dead_worker_are_told_apart(monkeypatch, tmp_path):
+    from graph import batch_procs
+    from graph.settings import BackboneSettings
+    from tests.batch_fakes import fake_worker
+
+    monkeypatch.setattr(batch_procs, "worker_main", fake_worker)
+    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0.1")
+    writer = RowWriter(tmp_path / "o.jsonl")
+    batch_procs.run_batch_processes(_items("POISON", "fine"), writer, settings=BackboneSettings(),
+                                    preset="direct", processes=2, concurrency=2, run_timeout_s=60)
+    # POISON's worker died on each attempt (two runs lost); "fine" finished: no run in flight as the batch ended
+    assert writer.counts == {"scored": 1, "zero": 0, "ineligible": 1}, writer.counts
+    assert writer.unfinished == 2 and writer.lost == 2, (writer.unfinished, writer.lost)
