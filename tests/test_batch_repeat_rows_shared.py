@@ -80,3 +80,57 @@ def test_a_renamed_manifest_leaves_no_second_copy_of_its_repeat_rows(monkeypatch
     assert res.exit_code == 0 and "warning" not in res.output, res.output
     assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], _rows(out)
     assert len(model.calls) == calls
+
+
+def _run(manifest, out) -> str:  # noqa: ANN001
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_one_manifest_named_relative_absolute_or_by_a_link_keeps_its_repeat_rows(monkeypatch, tmp_path):
+    """The key holds the manifest's resolved path: named another way (relative, or by a symlink elsewhere), its repeat
+    rows are its own, not rewritten."""
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, manifest = tmp_path / "out.jsonl", tmp_path / "a.jsonl"
+    _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    _run(manifest, out)
+    calls, before = len(model.calls), out.read_text()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "link.jsonl").symlink_to(manifest)
+    for name in ("a.jsonl", tmp_path / "sub" / "link.jsonl"):
+        said = _run(name, out)
+        assert "to take an earlier line's result" not in said and "warning" not in said, said
+    assert out.read_text() == before and len(model.calls) == calls
+
+
+def test_an_output_two_manifests_wrote_with_keys_of_the_place_alone_resumes_without_a_run(monkeypatch, tmp_path):
+    """As the place-keyed version left it after manifest a then b (b's first repeat over a's, a's second beside it):
+    each manifest's next run rewrites the rows it needs without scoring, and then neither touches the other's."""
+    import hashlib
+    import json
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
+    _run(a, out)
+    rows = _rows(out)
+    source = rows[0]["key"]
+
+    def old(n: int) -> str:
+        return hashlib.sha256(json.dumps(["repeat", source, n]).encode()).hexdigest()[:32]
+
+    rows = [rows[0], {**rows[1], "key": old(1), "manifest": {"id": "b2"}}, {**rows[2], "key": old(2)}]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    calls = len(model.calls)
+    _run(a, out)
+    _run(b, out)
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a2", "a3", "b1", "b2"], _rows(out)
+    for manifest in (a, b):
+        said = _run(manifest, out)
+        assert "to take an earlier line's result" not in said, said
+    assert len(model.calls) == calls and len({r["result"]["run_id"] for r in _rows(out)}) == 1
