@@ -27,8 +27,9 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   `image_url`, expected `text`", Ollama's "this model is missing data required for image input" (a 500), TGI's
   "image modality is not supported". Fix: a vision-language model.
 - "temperature": a model that samples only at its default temperature: OpenAI's reasoning models' "Unsupported
-  value: 'temperature' does not support 0 with this model. Only the default (1) value is supported." (`_TEMPERATURE`).
-  Fix: its temperature setting, or (a client without one: the judge's) another model.
+  value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.", or that takes
+  none at all: "Unsupported parameter: 'temperature' ..." (`_TEMPERATURE`). Fix: its temperature setting, or (a
+  client without one: the judge's; a model without the parameter, which every client sends) another model.
 - "guided": a server whose guided decoding is off, for a request with `response_format` or tools (TGI's "grammar is
   not supported" with --disable-grammar-support, SGLang's "... --grammar-backend none": `_NO_GUIDED`). Fix: its
   grammar backend (every structured method asks for guided decoding).
@@ -170,12 +171,16 @@ for a tool's parameters): a json_schema `response_format` and a forced tool call
 compiled alike, so only json_mode, which sends no schema, avoids it; a tool round's tools (not forced) are no
 structured method's: "tools", whose way out is inspecting without them (`INSPECT_PLAN`), with json_mode where the
 method compiles the plan's schema too (it named the plan alone: a second run, a second fault, to learn json_mode)."""
-_TEMPERATURE = re.compile(r"unsupported value: 'temperature' does not support|unsupported parameter: 'temperature'")
+_NO_TEMPERATURE = "unsupported parameter: 'temperature'"
+"""OpenAI's words (code `unsupported_parameter`) for a model that takes no temperature at all (`_TEMPERATURE`)."""
+_TEMPERATURE = re.compile(r"unsupported value: 'temperature' does not support|" + re.escape(_NO_TEMPERATURE))
 """OpenAI's words for a temperature the model does not take (its reasoning models sample only at 1): "Unsupported
 value: 'temperature' does not support 0 with this model. Only the default (1) value is supported." (code
 `unsupported_value`) and "Unsupported parameter: 'temperature' is not supported with this model." (as its API's
 users quote them, e.g. in their tests; not read in an OpenAI source). langchain-openai leaves the temperature out
-for gpt-5 models only, so o3 or o4-mini at the agent's temperature 0 was "refused" for every clip."""
+for gpt-5 models only, so o3 or o4-mini at the agent's temperature 0 was "refused" for every clip. The second
+(`_NO_TEMPERATURE`: o1, o3-mini, gpt-5.2) refuses any value, 1 too: the client always sends its temperature, so
+only another model is a way out (it named RAA_TEMPERATURE=1, and the run after faulted alike)."""
 _METHODS = {"json_schema": "json_schema", "json_object": "json_mode"}
 """The structured method (`graph.settings.StructuredMethod`) that sends each `response_format` type."""
 
@@ -222,11 +227,11 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
                 "a grammar backend (TGI: without --disable-grammar-support; SGLang: a --grammar-backend other than "
                 "none)")
     if part == "temperature":
-        if names.temperature:
+        if names.temperature and _NO_TEMPERATURE not in str(exc).lower():  # a value the model does not take
             return (f"the model takes no temperature but its default: set {names.temperature}=1 (OpenAI's reasoning "
                     "models sample only at 1: the runs are then not greedy)")
-        return f"the model takes no temperature but its default, and this client samples at 0: set {names.model} to " \
-               "a model that takes temperature 0"
+        return (f"the model takes no temperature but its default, and this client sends one (at 0 unless set): set "
+                f"{names.model} to a model that takes temperature 0")
     if part == "images":
         return (f"the server or model takes no images: set {names.model} to a vision-language model and serve it with "
                 "image input (vLLM: a multimodal model, --limit-mm-per-prompt above 0; llama.cpp: --mmproj)")

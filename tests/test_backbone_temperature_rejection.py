@@ -59,3 +59,20 @@ def test_temperature_words_for_a_request_without_a_temperature_are_no_setup() ->
 
     assert unsupported_part(rejected({"messages": []})) is None
     assert unsupported_part(rejected({"messages": [], "temperature": 0.0})) == "temperature"
+
+
+OPENAI_NO_TEMPERATURE = {"error": {"message": "Unsupported parameter: 'temperature' is not supported with this model.",
+                                   "type": "invalid_request_error", "param": "temperature",
+                                   "code": "unsupported_parameter"}}
+
+
+def test_a_model_that_takes_no_temperature_parameter_names_the_model_not_a_value() -> None:
+    """o1, o3-mini, gpt-5.2 answer any temperature with `unsupported_parameter` (as their API's users quote it):
+    the agent sends its temperature whatever RAA_TEMPERATURE holds (1 too), so the hint to set RAA_TEMPERATURE=1 led
+    to a second run faulting alike; only another model (or a client that sends none) is a way out."""
+    with OpenAIStub([StubReply(status=400, body=json.dumps(OPENAI_NO_TEMPERATURE)), good("json_schema")]) as stub:
+        with pytest.raises(BackboneFault) as info:
+            run(make(stub, "json_schema"), Usage())
+    fault = info.value
+    assert fault.kind == "settings" and len(stub.requests) == 1, fault
+    assert "RAA_TEMPERATURE=1" not in fault.message and "RAA_MODEL" in fault.message, fault.message
