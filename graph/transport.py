@@ -19,8 +19,8 @@ completion; re-asking does not help), its body shown in the message.
 
 The server's say on retrying (as the openai SDK reads it; ours are the retries, the SDK's are off):
 - `x-should-retry: true` / `false` on an error reply decides whether it is retried, whatever its status (but
-  `true` on a reply saying the server does not take a part of the request, which the same request meets again:
-  `is_transient`); it does not say what the failure is: once the tries end, the fault's kind is read from the
+  `true` on a reply saying the server does not take a part of the request, or that the account has no credit,
+  which the same request meets again: `is_transient`); it does not say what the failure is: once the tries end, the fault's kind is read from the
   error itself (`transient_error`, `settings_problem`), so a 401 the server said to retry is still "settings" (it was
   "transport"), a 503 it said not to retry still "transport" (it was "refused", the model's answer about the
   clip, so not counted as an outage);
@@ -75,12 +75,13 @@ drops that connection, so the retry opens a new one. See graph/bridge.py."""
 def is_transient(exc: BaseException, sent: Sent | None = None) -> bool:
     """True for a failed model call worth trying again: an error reply's `x-should-retry: true|false` header when
     it has one (module docstring), else `transient_error` (`sent`: as there). Never a reply saying the request
-    carries a part the server or model does not take (`unsupported_part`), whatever the header: the same request
-    gets the same answer (llama.cpp's 500s; with `true` it was sent `max_retries` more times, then "settings")."""
+    carries a part the server or model does not take (`unsupported_part`), nor one saying the account has no credit
+    (`no_credit`), whatever the header: the same request gets the same answer (llama.cpp's 500s; with `true` it was
+    sent `max_retries` more times, then "settings")."""
     if isinstance(exc, openai.APIStatusError):
         told = exc.response.headers.get("x-should-retry")
         if told in ("true", "false"):
-            return told == "true" and unsupported_part(exc, sent) is None
+            return told == "true" and unsupported_part(exc, sent) is None and not no_credit(exc)
     return transient_error(exc, sent)
 
 

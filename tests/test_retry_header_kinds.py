@@ -62,3 +62,13 @@ def test_a_500_saying_the_request_s_part_is_not_taken_is_not_retried_whatever_th
     fault, sent = _fault([StubReply(status=500, content=old_llama_cpp, headers=RETRY)] * 3)
     assert sent == 1, "the same request gets the same answer: not retried"
     assert fault.kind == "settings" and "RAA_STRUCTURED_METHOD=json_mode" in fault.message, fault
+
+
+def test_an_account_without_credit_is_not_retried_whatever_the_header() -> None:
+    """No wait tops an account up (`graph.transport.no_credit`): with `x-should-retry: true` (a gateway's, or a
+    server's on every 429) the quota 429 was sent `max_retries` more times, with their waits, before the same fault."""
+    from tests.test_backbone_settings_status import OPENAI_QUOTA
+
+    fault, sent = _fault([StubReply(status=429, body=OPENAI_QUOTA, headers=RETRY)] * 3 + [good("json_schema")])
+    assert sent == 1, "waiting does not top an account up: not retried"
+    assert fault.kind == "settings" and "credit" in fault.message, fault
