@@ -37,7 +37,7 @@ Decisions where the issues were silent:
   sent (how many images, of what size; for a 413 how many MiB). Any other
   request the server rejects (a "refused" 400 / 422, in words `graph.setup_rejections` does not read) is sent
   again without images (`_rejected_part`): answered, the hint names the images (a vision model); rejected again,
-  the structured method (or the parameter the server's words name). It guessed the image limit, which the
+  the structured method (or the parameter the server's words name); a setup fault, that fault with its fix. It guessed the image limit, which the
   server's words name when it is that, then asked about both the model and the method.
 - Nothing loads model weights and nothing is written except what a first run would create anyway
   (no trace or cache file is created: a missing one is reported as created on first use). `--call`
@@ -215,10 +215,12 @@ async def _rejected_part(backbone: Backbone, method: str, n: int) -> str:
         await backbone.astructured("doctor", ColourProbe, [HumanMessage(
             content="Answer with the requested JSON: the colour of a ripe tomato, in one word.")], Usage())
     except BackboneFault as exc:
+        if exc.kind == "settings":  # its words name the part (the method, a temperature...) and the fix
+            return f"the same structured request without images met a setup fault: {exc}"
         if exc.kind != "refused" or not rejected_request(exc.__cause__ or exc):  # no rejection to compare
-            # (another fault, or the model's own refusal): both parts stay in question
-            return (f"is RAA_MODEL a vision model, and does the server take RAA_STRUCTURED_METHOD={method}? (the "
-                    f"request without images failed too: {exc.kind})")
+            # (a transport fault, or the model's own refusal): both parts stay in question
+            return (f"is RAA_MODEL a vision model, and does the server take RAA_STRUCTURED_METHOD={method}? The "
+                    f"same request without images could not tell: {exc}")
         return (f"the same structured request without images was rejected too: the server's words say which "
                 f"parameter it refuses; set RAA_STRUCTURED_METHOD={other_methods(method)} (it is {method})")
     return (f"the same structured request without images was answered: the server rejects the {n} images; is "

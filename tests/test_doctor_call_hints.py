@@ -146,3 +146,23 @@ def test_a_body_over_a_proxy_s_limit_names_the_size_sent_not_the_model(tmp_path)
     assert status == "problem" and "settings" in detail and "client_max_body_size" in detail, detail
     assert "48 images of 384x384 px" in detail and "MiB" in detail, detail
     assert "vision model" not in detail and NO_ANSWER not in detail, detail
+
+
+def test_a_setup_fault_the_request_without_images_meets_is_named_with_its_fix(tmp_path):
+    """A server that checks the images first and rejects them in words no fault reads, then names the method it does
+    not serve once they are gone: the second request's "settings" fault says what to change, but the hint only
+    asked about both parts again ("failed too: settings"), its fix not shown."""
+    unserved = ("Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.")
+    with OpenAIStub([StubReply(status=400, content=REJECTED), StubReply(status=400, content=unserved),
+                     tool_reply("view_frames", {"frames": [0]})], models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path)
+    assert status == "problem" and "without images" in detail, detail
+    assert "RAA_STRUCTURED_METHOD=json_mode or function_calling" in detail, detail
+
+
+def test_a_request_without_images_that_failed_for_transport_leaves_both_parts_in_question(tmp_path):
+    with OpenAIStub([StubReply(status=400, content=REJECTED), StubReply(status=503, content="upstream down"),
+                     tool_reply("view_frames", {"frames": [0]})], models=["stub-model"]) as stub:
+        status, detail = _images_check(stub, tmp_path)
+    assert status == "problem" and "vision model" in detail and "RAA_STRUCTURED_METHOD" in detail, detail
+    assert "upstream down" in detail, "what the check request met is shown, not only its kind"
