@@ -347,3 +347,26 @@ def test_eval_reward_records_its_manifest_as_an_absolute_path(env, monkeypatch):
     assert result.exit_code == 0, result.output
     for name in ("summary.json", "started.json"):
         assert json.loads((root / "ev" / name).read_text())["manifest"] == str((root / "m.jsonl").resolve())
+
+
+def test_world_model_names_the_model_when_it_takes_no_temperature_0(env, monkeypatch):
+    """`raa eval world-model` decodes greedily whatever RAA_TEMPERATURE says, so a model that takes only its default
+    temperature (OpenAI's reasoning models) must be named, not RAA_TEMPERATURE=1: that setting changes nothing here,
+    and the rerun it asked for faulted alike."""
+    import httpx
+    import openai
+
+    root, _ = env
+    body = {"error": {"message": "Unsupported value: 'temperature' does not support 0 with this model. Only the "
+                                 "default (1) value is supported.", "type": "invalid_request_error",
+                      "param": "temperature", "code": "unsupported_value"}}
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions", json={"messages": [], "temperature": 0})
+    rejected = openai.BadRequestError(body["error"]["message"], response=httpx.Response(400, request=request),
+                                      body=body["error"])
+    model = ScriptedChatModel({"vqa": [rejected] * 4})
+    monkeypatch.setattr(graph_commands, "make_chat_model", lambda settings: model)
+    (root / "vqa.jsonl").write_text(json.dumps({"path": "a.mp4", "task": "push", "questions": [
+        {"question": "Does the block move right?", "answer": "yes"}]}) + "\n")
+    runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
+    errors = [r["error"] for r in json.loads((root / "wm" / "vqa.json").read_text())["results"]]
+    assert errors and all("settings" in e and "RAA_MODEL" in e and "RAA_TEMPERATURE" not in e for e in errors), errors
