@@ -102,6 +102,19 @@ def rejected_request(exc: BaseException) -> bool:
     return isinstance(exc, ModelError)
 
 
+def server_words(exc: BaseException) -> str:
+    """The error's text with what the server said: `str(exc)`, and for an openai SDK error whose reply carries no
+    `error.message` (TGI's `{"error": "<words>", "error_type": ...}`, LM Studio's `{"error": "<words>"}`, a body that
+    is not JSON), the reply itself: the SDK's text holds only an `error.message` (openai >= 3), so those servers'
+    words were never read ("Error code: 422", every rejection "refused" whatever it said)."""
+    text = str(exc)
+    if not isinstance(exc, openai.APIStatusError) or isinstance(exc.body, Mapping) and \
+            isinstance(exc.body.get("message"), str):
+        return text
+    said = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, ensure_ascii=False)
+    return f"{text} - {said}" if exc.body and said not in text else text
+
+
 def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | None:
     """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
     another chat model raised): "body", a body of more bytes than the server or a reverse proxy before it takes
@@ -110,7 +123,7 @@ def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | Non
     for it); None for any other error."""
     if not rejected_request(exc):
         return None
-    text = str(exc).lower()
+    text = server_words(exc).lower()
     if (isinstance(exc, openai.APIStatusError) and exc.status_code == 413) or any(m in text for m in _BODY_LIMIT):
         return "body"
     if _IMAGE_LIMIT.search(text) and not _NO_IMAGES.search(text):  # none at all: `unsupported_part`
@@ -227,7 +240,7 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
                 "a grammar backend (TGI: without --disable-grammar-support; SGLang: a --grammar-backend other than "
                 "none)")
     if part == "temperature":
-        if names.temperature and _NO_TEMPERATURE not in str(exc).lower():  # a value the model does not take
+        if names.temperature and _NO_TEMPERATURE not in server_words(exc).lower():  # a value the model does not take
             return (f"the model takes no temperature but its default: set {names.temperature}=1 (OpenAI's reasoning "
                     "models sample only at 1: the runs are then not greedy)")
         return (f"the model takes no temperature but its default, and this client sends one (at 0 unless set): set "
@@ -238,7 +251,7 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if part == "tools" and isinstance(sent.get("tool_choice"), dict):  # a forced call: function_calling output
         return (f"the server does not serve tool calls for this model: set {names.method}=json_schema or json_mode "
                 f"(structured output without a tool call), or {SERVE_TOOLS}")
-    if part == "tools" and _SCHEMA_COMPILER.search(str(exc).lower()):
+    if part == "tools" and _SCHEMA_COMPILER.search(server_words(exc).lower()):
         # the plan is a structured call: json_schema and function_calling send its schema to the same compiler
         plain = f", with {names.method}=json_mode (which sends no schema)" if method not in (None, "json_mode") else ""
         return ("the server's guided decoding cannot compile the tools' parameter schema of a tool round" +
@@ -250,7 +263,7 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     rtype = "" if forced else str(sent["response_format"].get("type"))
     kind = "a forced tool call" if forced else f"response_format {rtype}"
     method = "function_calling" if forced else _METHODS.get(rtype)
-    if method != "json_mode" and _SCHEMA_COMPILER.search(str(exc).lower()):
+    if method != "json_mode" and _SCHEMA_COMPILER.search(server_words(exc).lower()):
         return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
                 f"{names.method}=json_mode (which sends no schema)")
     return (f"the server does not serve structured output as {kind} for this model: set "
@@ -267,19 +280,22 @@ def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None 
     """What to change when the server rejected a request for its setup: a part it does not take (`unsupported_fix`,
     `method` as there), a limit the request exceeds (`server_limit`), or a model it serves without a chat template
     (`_NO_TEMPLATE`); None for any other error."""
-    if rejected_request(exc) and _NO_TEMPLATE.search(str(exc).lower()):
+    if rejected_request(exc) and _NO_TEMPLATE.search(server_words(exc).lower()):
         return (f"the server has no chat template for the model (a base model, or a tokenizer without one): set "
                 f"{names.model} to a chat (instruct) model, or give the server its template (vLLM, SGLang: "
                 "--chat-template FILE)")
     return unsupported_fix(exc, names, sent, method) or server_limit(exc, names)
 
 
-_NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set")
+_NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set|"
+                          r"template error: template not found")
 """A model served without a chat template, which every chat request needs: vLLM's "As of transformers v4.44, default
 chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one." (a
 400, as its users report it), transformers' "Cannot use chat template functions because tokenizer.chat_template is not
 set and no template argument was passed!" (`PreTrainedTokenizerBase.get_chat_template`, relayed by a server: SGLang,
-sgl-project/sglang#3385). Was "refused" for every clip."""
+sgl-project/sglang#3385), TGI's "Template error: template not found" (a 422, error_type `template_error`: minijinja's
+TemplateNotFound for a tokenizer_config without one, as its users quote it, huggingface/text-generation-inference#1427).
+Was "refused" for every clip."""
 
 
 def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] | None:
@@ -295,7 +311,7 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
         sent = given or {}
     else:
         return None
-    text = str(exc).lower()
+    text = server_words(exc).lower()
     structured = isinstance(sent.get("response_format"), dict)
     if (structured or sent.get("tools")) and _NO_GUIDED.search(text):
         return "guided", sent

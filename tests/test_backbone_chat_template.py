@@ -19,12 +19,19 @@ HF_NO_TEMPLATE = ("Cannot use chat template functions because tokenizer.chat_tem
                   "https://huggingface.co/docs/transformers/main/en/chat_templating")
 
 
-@pytest.mark.parametrize("text", [VLLM_NO_TEMPLATE, HF_NO_TEMPLATE], ids=["vllm", "transformers"])
-def test_a_model_served_without_a_chat_template_names_the_model_and_the_template(text: str) -> None:
+TGI_NO_TEMPLATE = '{"error":"Template error: template not found","error_type":"template_error"}'
+"""TGI's 422 for a model whose tokenizer_config has no chat template (minijinja's TemplateNotFound, as its users
+quote it: huggingface/text-generation-inference#1427)."""
+
+
+@pytest.mark.parametrize("reply", [StubReply(status=400, content=VLLM_NO_TEMPLATE),
+                                   StubReply(status=400, content=HF_NO_TEMPLATE),
+                                   StubReply(status=422, body=TGI_NO_TEMPLATE)], ids=["vllm", "transformers", "tgi"])
+def test_a_model_served_without_a_chat_template_names_the_model_and_the_template(reply: StubReply) -> None:
     """A base model, or a tokenizer without a chat template, served by vLLM (a 400 in these words, as its users
     report them) or a server relaying transformers' own error: every chat request is rejected alike, and it was
     "refused", the model's answer about each clip."""
-    with OpenAIStub([StubReply(status=400, content=text), good("json_schema")]) as stub:
+    with OpenAIStub([reply, good("json_schema")]) as stub:
         with pytest.raises(BackboneFault) as info:
             run(make(stub, "json_schema"), Usage())
     fault = info.value

@@ -127,3 +127,19 @@ def test_other_servers_words_for_a_request_longer_than_the_context_name_the_cont
     fault = info.value
     assert fault.kind == "settings" and len(stub.requests) == 1, fault
     assert "model's context" in fault.message and "RAA_IMAGE_LONG_SIDE" in fault.message, fault.message
+
+
+TGI_TOTAL = json.dumps({"error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 32768. Given: "
+                                 "70123 `inputs` tokens and 1024 `max_new_tokens`", "error_type": "validation"})
+
+
+def test_tgi_s_own_error_body_is_read() -> None:
+    """TGI answers `{"error": "<words>", "error_type": "validation"}` (router/src/server.rs `ErrorResponse`), an
+    `error` that is a string: the openai SDK puts only an `error.message` in its exception's text, so its words were
+    never read (the test above wraps them as OpenAI does): "refused" for every clip, its message "Error code: 422"."""
+    with OpenAIStub([StubReply(status=422, body=TGI_TOTAL), good("json_schema")]) as stub, \
+            pytest.raises(BackboneFault) as info:
+        run(make(stub, "json_schema"), Usage())
+    fault = info.value
+    assert fault.kind == "settings" and "max_new_tokens" in fault.message and "--max-total-tokens" in fault.message, \
+        fault
