@@ -103,16 +103,18 @@ def rejected_request(exc: BaseException) -> bool:
 
 
 def server_words(exc: BaseException) -> str:
-    """The error's text with what the server said: `str(exc)`, and for an openai SDK error whose reply carries no
-    `error.message` (TGI's `{"error": "<words>", "error_type": ...}`, LM Studio's `{"error": "<words>"}`, a body that
-    is not JSON), the reply itself: the SDK's text holds only an `error.message` (openai >= 3), so those servers'
-    words were never read ("Error code: 422", every rejection "refused" whatever it said)."""
+    """The error's text with what the server said: `str(exc)`, and for an openai SDK error whose reply carries its
+    words as a string, not as an `error.message` (TGI's `{"error": "<words>", "error_type": ...}`, LM Studio's
+    `{"error": "<words>"}`, FastAPI's `{"detail": "<words>"}`, a body that is not JSON), those words: the SDK's text
+    holds only an `error.message` (openai >= 3), so those servers' words were never read ("Error code: 422", every
+    rejection "refused" whatever it said). Nothing else of the reply: a validation error's echo of the request (the
+    clip's instruction, the model's own earlier text) is no word of the server's."""
     text = str(exc)
-    if not isinstance(exc, openai.APIStatusError) or isinstance(exc.body, Mapping) and \
-            isinstance(exc.body.get("message"), str):
+    if not isinstance(exc, openai.APIStatusError):
         return text
-    said = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, ensure_ascii=False)
-    return f"{text} - {said}" if exc.body and said not in text else text
+    body = exc.body
+    said = body if isinstance(body, str) else body.get("detail") if isinstance(body, Mapping) else None
+    return f"{text} - {said}" if isinstance(said, str) and said and said not in text else text
 
 
 def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | None:

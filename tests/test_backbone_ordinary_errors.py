@@ -104,3 +104,15 @@ def test_a_content_rejection_stays_the_model_s_answer(body) -> None:
     fault, sent = _call([StubReply(status=400, body=json.dumps(body)), good("json_schema")])
     assert fault is not None and fault.kind == "refused" and sent == 1, fault
     assert not Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
+
+
+def test_a_validation_error_echoing_the_request_is_not_read_as_the_server_s_words() -> None:
+    """FastAPI's own 422 (`{"detail": [{..., "input": <the request>}]}`, a server or gateway that does not wrap it)
+    echoes the request: the clip's instruction and the model's own earlier text. Only the server's words are read
+    (`graph.setup_rejections.server_words`): a request whose text says "image input is not supported" is no model
+    without images."""
+    echo = {"detail": [{"type": "extra_forbidden", "loc": ["body", "seed"], "msg": "Extra inputs are not permitted",
+                        "input": {"messages": [{"role": "user", "content": [
+                            {"type": "text", "text": "The robot says: image input is not supported"}, IMAGE]}]}}]}
+    fault, sent = _call([StubReply(status=422, body=json.dumps(echo)), good("json_schema")])
+    assert fault is not None and fault.kind == "refused" and sent == 1, fault
