@@ -7,30 +7,36 @@ RewardsStalled, the unwritten logs named nowhere but in a traceback."""
 from __future__ import annotations
 
 import dataclasses
+from importlib.machinery import ModuleSpec
 
 import pytest
 
 from tests.test_trainer_closing import _cfg
+from tests.test_wandb_log import fake_wandb  # noqa: F401 (a fixture)
 
 
-def test_a_checkpoint_past_unwritten_logs_is_not_saved_and_the_run_stops_on_them(tmp_path, monkeypatch):
-    import training.checkpointing
+def test_a_checkpoint_past_unwritten_logs_is_not_saved_and_the_run_stops_on_them(tmp_path):
+    from training.checkpointing import logs_agreed
     from training.engine import latest_tag
     from training.rank_failures import RankFailed, RankFailure
-    from training.resume import StateLayout
 
-    saved: list[int] = []
-    monkeypatch.setattr(training.checkpointing.ds_engine, "save", lambda engine, ckpt_dir, iteration, *a, **k:
-                        saved.append(iteration))
     closed: list[int] = []
     unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
     with pytest.raises(RankFailed, match=r"iteration 4: writing the iteration's logs failed on rank 0 .*Last "
                                          r"checkpoint: none yet"):
-        training.checkpointing.checkpoint(None, tmp_path, 4, 0, skipped=0, rank=0, local_rank=0, world=1,
-                                          layout=StateLayout(zero_stage=0, dtype="fp32"), stamp={}, keep=None,
-                                          evals=(tmp_path / "eval.jsonl", None), close=closed.append,
-                                          unlogged=unlogged)
-    assert saved == [] and latest_tag(tmp_path) is None and closed == [1]
+        logs_agreed(unlogged, None, 4, tmp_path, closed.append)  # before the checkpoint (training/trainer.py)
+    assert latest_tag(tmp_path) is None and closed == [1]
+
+
+def test_a_wandb_failure_alone_is_handed_back_for_the_checkpoint_to_be_saved_first(tmp_path):
+    """W&B alone failing left the files --resume keeps written: no reason to refuse the checkpoint."""
+    from training.checkpointing import logs_agreed
+    from training.rank_failures import RankFailure
+
+    closed: list[int] = []
+    unsynced = RankFailure(0, "logging the iteration to W&B", "ConnectionResetError: service gone", 1)
+    assert logs_agreed(None, unsynced, 4, tmp_path, closed.append) == unsynced and closed == []
+    assert logs_agreed(None, None, 4, tmp_path, closed.append) is None
 
 
 @pytest.mark.slow  # a training iteration in process (~20 s here)
@@ -87,3 +93,67 @@ def test_a_divergence_stop_after_unwritten_logs_names_them(tmp_path, one_rank_en
     with pytest.raises(TrainingDiverged, match=r"iteration 1: 1 update loss\(es\) were NaN .*writing the "
                                                r"iteration's logs failed on rank 0 \(OSError: \[Errno 28\]"):
         training.trainer.train(_cfg(tmp_path, "--tensorboard", "false"))
+
+
+def _eval_cfg(tmp_path, *flags: str):  # noqa: ANN202
+    """Two iterations, a checkpoint and a held-out evaluation after each (and a baseline one)."""
+    return dataclasses.replace(_cfg(tmp_path, "--tensorboard", "false", "--max_iterations", "2", "--eval_every", "1",
+                                    "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]", *flags),
+                               checkpoint_every=1)
+
+
+def _iterations(path):  # noqa: ANN001, ANN202
+    import json
+
+    return [json.loads(line)["iteration"] for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+@pytest.mark.slow  # a training iteration and two evaluations in process (~30 s here)
+def test_a_wandb_failure_keeps_the_checkpoint_whose_logs_were_written(tmp_path, one_rank_env, fake_wandb,  # noqa: F811
+                                                                      monkeypatch):
+    """W&B's ``run.log`` raised (its service process gone) for iteration 1, whose metrics.jsonl row was written:
+    the iteration's checkpoint was refused as for unwritten logs, and the W&B error also cut the iteration's
+    ineligible.jsonl and rewards.jsonl lines short. metrics.jsonl, not W&B, is what ``--resume`` keeps (a W&B run
+    rewound to the checkpoint is sent its rows again): the logs are written, the checkpoint saved, the held-out
+    evaluation (whose rows go to W&B too) left to the resumed run, and the run stops on the W&B failure there."""
+    import training.run_start
+    from tests.test_wandb_log import _Run
+    from training.engine import latest_tag
+    from training.rank_failures import RankFailed
+    from training.trainer import train
+
+    def log(self, data, step=None):  # noqa: ANN001, ANN202
+        if any(key.startswith("train/") for key in data):
+            raise ConnectionResetError("the wandb service process is gone")
+        self.calls.append(("log", data, step))
+
+    monkeypatch.setattr(_Run, "log", log)
+    monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)  # the stand-in is no package,
+    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)  # which diffusers probes
+    with pytest.raises(RankFailed, match=r"iteration 1: logging the iteration to W&B failed on rank 0 "
+                                         r"\(ConnectionResetError: .*Last checkpoint: .*iter_000001"):
+        train(_eval_cfg(tmp_path, "--wandb_project", "grpo"))
+    run = tmp_path / "run"
+    assert latest_tag(run / "checkpoints") == "iter_000001"
+    assert _iterations(run / "metrics.jsonl") == [1]
+    assert set(_iterations(run / "rewards.jsonl")) == {1}
+    assert _iterations(run / "eval.jsonl") == [0]  # the resumed run evaluates iteration 1 first (pending_eval)
+
+
+@pytest.mark.slow  # a training iteration and an evaluation in process (~25 s here)
+def test_no_evaluation_is_spent_on_an_iteration_whose_logs_were_not_written(tmp_path, one_rank_env, monkeypatch):
+    """The held-out evaluation ran before the checkpoint's agreement on rank 0's unwritten logs: a whole evaluation
+    was spent, and its row written to eval.jsonl, for an iteration the run then stopped on without saving."""
+    from training.engine import latest_tag
+    from training.metrics_log import MetricsLog
+    from training.rank_failures import RankFailed
+    from training.trainer import train
+
+    def unwritable(self, row, parts):  # noqa: ANN001, ANN202
+        raise OSError("[Errno 28] No space left on device")
+
+    monkeypatch.setattr(MetricsLog, "write_iteration", unwritable)
+    with pytest.raises(RankFailed, match="iteration 1: writing the iteration's logs failed on rank 0"):
+        train(_eval_cfg(tmp_path))
+    assert latest_tag(tmp_path / "run" / "checkpoints") is None
+    assert _iterations(tmp_path / "run" / "eval.jsonl") == [0]

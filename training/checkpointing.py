@@ -11,12 +11,21 @@ the error. The pruning's own barrier is left out (`training.engine.prune` has no
 already waits for every rank.
 
 No checkpoint is saved past an iteration whose logs rank 0 could not write (``unlogged``: metrics.jsonl and the
-rest; failed_prompts.jsonl): that failure, which rank 0 keeps for the next iteration's first gather, is agreed
-first, in one more ``all_gather_object`` per checkpoint, and every rank stops on it (`RankFailed`, naming the
-checkpoint before) without saving. Saved, the checkpoint was where ``--resume`` went on, and the iteration's row
-was missing from metrics.jsonl for good; a stop signal's or a stall's checkpoint also dropped the failure itself
-(the run stopped on TrainingStopped or RewardsStalled). A run stopped so loses the iteration's training, which the
-resumed run redoes and logs; that is the price of the logs, which no later run can write.
+rest, TensorBoard; failed_prompts.jsonl): that failure, which rank 0 keeps for the next iteration's first gather,
+is agreed first (`logs_agreed`, one more ``all_gather_object`` on an iteration that evaluates or checkpoints,
+before the evaluation: one spent on an iteration then refused was wasted), and every rank stops on it
+(`RankFailed`, naming the checkpoint before) without saving. Saved, the checkpoint was where ``--resume`` went on,
+and the iteration's row was missing from metrics.jsonl for good; a stop signal's or a stall's checkpoint also
+dropped the failure itself (the run stopped on TrainingStopped or RewardsStalled). A run stopped so loses the
+iteration's training, which the resumed run redoes and logs; that is the price of the logs, which no later run
+can write.
+
+W&B alone failing (``unsynced``: its ``run.log`` raised, the service process gone) is no such hole: the files
+``--resume`` keeps were written, and the resumed run's W&B run, rewound to the checkpoint, is sent the checkpoint's
+rows again from them (training/metrics_log.py ``trim_after``). It used to refuse the checkpoint all the same, so a
+W&B hiccup cost up to ``checkpoint_every`` iterations of training. Agreed in the same gather, it now saves the
+iteration's checkpoint (the held-out evaluation, whose rows go to W&B too, is left to the resumed run:
+training/best.py ``pending_eval``), and the run stops on it after the save (training/trainer.py).
 
 Not covered: an exception inside DeepSpeed's ``save_checkpoint`` on one rank. It has barriers of its own, and
 which of them the failing rank skipped depends on where it raised, so no agreement after it can meet the
@@ -32,8 +41,9 @@ from typing import Any
 from training import engine as ds_engine
 from training.best import agreed_best_tag
 from training.lr_schedule import schedule_state
+from training.metrics import gather
 from training.prompt_stamp import write_prompt_stamp
-from training.rank_failures import RankFailure, agree, attempt, stop_on
+from training.rank_failures import RankFailure, agree, attempt, first_failure, stop_on
 from training.resume import StateLayout, write_layout
 
 
@@ -45,16 +55,25 @@ def _markers(ckpt_dir: Path, iteration: int, layout: StateLayout, world: int, st
         ds_engine.mark_latest(ckpt_dir, iteration)
 
 
+def logs_agreed(unlogged: RankFailure | None, unsynced: RankFailure | None, iteration: int, ckpt_dir: Path,
+                close: Callable[[int], None]) -> RankFailure | None:
+    """Before ``iteration``'s evaluation and checkpoint (collective: one ``all_gather_object``), rank 0's failures
+    to write its logs, not agreed yet: ``unlogged`` (the files) on any rank raises `RankFailed` on every rank, after
+    ``close()``; ``unsynced`` (W&B alone) is returned to every rank, for the checkpoint to be saved before the run
+    stops on it (module docstring). Call before every `checkpoint`."""
+    parts = gather({"unlogged": unlogged, "unsynced": unsynced})
+    stop_on([part["unlogged"] for part in parts], iteration, ckpt_dir, close)  # saved, a hole a resume never fills
+    return first_failure([part["unsynced"] for part in parts])
+
+
 def checkpoint(engine: Any, ckpt_dir: Path, iteration: int, data_position: int, *, skipped: int, rank: int,
                local_rank: int, world: int, layout: StateLayout, stamp: dict[str, Any], keep: int | None,
-               evals: tuple[Path, str | None], close: Callable[[int], None], unlogged: RankFailure | None) -> None:
-    """Save ``iteration``'s checkpoint on every rank (collective); ``latest`` moves once all have written
-    (training/engine.py); with ``keep`` (``keep_checkpoints``) the stale ones go, the best held-out one stays
-    (training/best.py), also when this launch does not evaluate but the run's eval.jsonl names one (``evals``:
-    its path and the launch's ``eval_key``). ``unlogged`` (rank 0's logs of an iteration not written, not agreed
-    yet) on any rank, or a failure of the markers or the pruning on any rank, raises `RankFailed` on every rank,
-    after ``close()``; the first with no checkpoint saved (module docstring)."""
-    stop_on([agree(unlogged)], iteration, ckpt_dir, close)  # a checkpoint past unwritten logs left a hole on resume
+               evals: tuple[Path, str | None], close: Callable[[int], None]) -> None:
+    """Save ``iteration``'s checkpoint on every rank (collective), `logs_agreed` before it; ``latest`` moves once
+    all have written (training/engine.py); with ``keep`` (``keep_checkpoints``) the stale ones go, the best
+    held-out one stays (training/best.py), also when this launch does not evaluate but the run's eval.jsonl names
+    one (``evals``: its path and the launch's ``eval_key``). A failure of the markers or the pruning on any rank
+    raises `RankFailed` on every rank, after ``close()``."""
     ds_engine.save(engine, ckpt_dir, iteration, data_position, local_rank=local_rank, skipped=skipped)
     tag = ds_engine.iteration_tag(iteration)
     _, failure = attempt(rank, f"finishing checkpoint {tag}", _markers, ckpt_dir, iteration, layout, world, stamp,

@@ -158,18 +158,25 @@ class MetricsLog:
         self._append(self.path, "train", row)
 
     def write_iteration(self, row: dict[str, float | int], parts: list[dict[str, Any]]) -> None:
-        """A training iteration's logs from its row and all ranks' parts (`gather`): metrics.jsonl,
-        ineligible.jsonl, rewards.jsonl."""
+        """A training iteration's logs from its row and all ranks' parts (`gather`): metrics.jsonl (and
+        TensorBoard), ineligible.jsonl, rewards.jsonl; not W&B (`wandb_iteration`): what ``--resume`` keeps is
+        these files, and a W&B error raised in the middle of them left the iteration's ineligible and rewards
+        lines unwritten (training/checkpointing.py)."""
         iteration = int(row["iteration"])
-        self.write(row)
+        self._append(self.path, "train", row, wandb=False)
         self.write_ineligible(iteration, [item for p in parts for item in p["ineligible_items"]])
         self.write_rewards(iteration, [item for p in parts for item in p["reward_items"]])
+
+    def wandb_iteration(self, row: dict[str, float | int]) -> None:
+        """A training iteration's row to W&B (nothing without it), after `write_iteration`."""
+        if self.enabled and self.wandb is not None:
+            self.wandb.log(section_scalars("train", row), int(row["iteration"]))
 
     def write_eval(self, row: dict[str, float | int]) -> None:
         """One held-out evaluation's row (eval.jsonl, TensorBoard eval/*)."""
         self._append(self.eval_path, "eval", row)
 
-    def _append(self, path: Path, section: str, row: dict[str, float | int]) -> None:
+    def _append(self, path: Path, section: str, row: dict[str, float | int], *, wandb: bool = True) -> None:
         if not self.enabled:
             return
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
@@ -181,7 +188,7 @@ class MetricsLog:
             for tag, value in scalars.items():
                 self.writer.add_scalar(tag, value, step)
             self.writer.flush()
-        if self.wandb is not None:
+        if wandb and self.wandb is not None:
             self.wandb.log(scalars, step)
 
     def write_ineligible(self, iteration: int, items: list[dict[str, Any]]) -> None:

@@ -70,6 +70,7 @@ from training.best import (
     pending_eval,
 )
 from training.checkpointing import checkpoint as save_checkpoint
+from training.checkpointing import logs_agreed
 from training.config import TrainConfig
 from training.decode import decode_group
 from training.evaluate import eval_key, evaluate_everywhere
@@ -79,7 +80,15 @@ from training.metrics import gather, progress_postfix, summarize
 from training.models import encode_frames
 from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
 from training.prompt_failures import PromptImagesFailed, first_frames
-from training.rank_failures import RankFailure, Tried, agreed_count, attempt, closed_before_stop, stop_on
+from training.rank_failures import (
+    RankFailure,
+    Tried,
+    agreed_count,
+    attempt,
+    closed_before_stop,
+    failed_on,
+    stop_on,
+)
 from training.reward_outcome import RewardOutcome
 from training.reward_runner import RewardRunner, merge_outcomes
 from training.rollout_log import diversity, ineligible_items, mask_means, reward_items, submit_rollout_videos
@@ -149,14 +158,15 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         stop_early(start)
         end = start
 
-    def checkpoint(iteration: int) -> None:  # every rank (training/checkpointing.py): a failure stops every rank,
+    def checkpoint(iteration: int) -> None:  # every rank (training/checkpointing.py): a failure stops every rank
         save_checkpoint(engine, ckpt_dir, iteration, stream.position, skipped=skipped, rank=rank, local_rank=local_rank,
                         world=world, layout=run.layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
-                        close=close, unlogged=unlogged)  # and rank 0's unwritten logs, before the save
+                        close=close)
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
-    # rank 0's logs of an iteration could not be written: agreed before its checkpoint (training/checkpointing.py),
-    unlogged: RankFailure | None = None  # at the next iteration's first gather or after the loop (rank_failures.py);
-    # a divergence stop (no checkpoint) names it in TrainingDiverged's message
+    # rank 0's logs of an iteration could not be written: agreed before its evaluation and checkpoint (logs_agreed:
+    unlogged: RankFailure | None = None  # training/checkpointing.py), at the next iteration's first gather or after
+    unsynced: RankFailure | None = None  # the loop (rank_failures.py); unsynced: W&B alone, which keeps the
+    # checkpoint; a divergence stop (no checkpoint) names them in TrainingDiverged's message
     done = start  # the last iteration trained
     for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
@@ -171,7 +181,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         firsts, failed = first_frames([prompts[i] for i in mine], [places[i] for i in mine], cfg, it + 1, rank)
         conds, unencoded = attempt(rank, "encoding the iteration's prompts", encode_frames, world_model, cfg, firsts,
                                    [prompts[i].text for i in mine], device)  # agreed before the first forward
-        ranks_say = gather({"failed": failed, "unlogged": unlogged, "unencoded": unencoded})  # and: did rank 0
+        ranks_say = gather({"failed": failed, "unlogged": unlogged or unsynced, "unencoded": unencoded})  # and: did rank 0
         stop_on([p["unlogged"] for p in ranks_say], it, ckpt_dir, close)  # fail to write the last logs
         stop_on([p["unencoded"] for p in ranks_say], it + 1, ckpt_dir, close)
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
@@ -250,6 +260,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         # filled); the first failure is the one agreed
         unwritten = attempt(rank, "writing the iteration's logs", log.write_iteration, row, parts)[1]
         unlogged = unlogged or unwritten
+        unsynced = attempt(rank, "logging the iteration to W&B", log.wandb_iteration, row)[1]  # after the files
         done = it + 1
         if why and row["eligible_fraction"] == 0 and rank == 0:  # nothing to learn from: say why at once
             note = (f"iteration {it + 1}: every reward was ineligible (no update); e.g. {why[0]['reason'][:300]} "
@@ -262,38 +273,46 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         diverged_count = int(row["diverged_rollouts"])  # NaN / inf latents: a diverged policy too
         if (row["nonfinite_losses"] or diverged_count) and cfg.nonfinite_loss == "stop":  # every rank sees the same
             raise closed_before_stop(close, TrainingDiverged(it + 1, int(row["nonfinite_losses"]), ckpt_dir,
-                                                             rollouts=diverged_count, unlogged=unlogged))
+                                                             rollouts=diverged_count, unlogged=unlogged or unsynced))
         signum = stops.agreed(device) if stops is not None else 0  # a signal on any rank stops them all here
         skipped = skipped + 1 if row["update_skipped"] else 0  # the same row on every rank: they stop together
         stalled = (cfg.max_skipped_iterations is not None and skipped >= cfg.max_skipped_iterations
                    and it + 1 < cfg.max_iterations)  # the last iteration ends the run as usual
-        evaluated = eval_prompts and not (signum or stalled) and on_eval_schedule(cfg, it + 1)
-        if evaluated:  # skipped for a stop: the resumed run evaluates this iteration first (pending_eval)
+        scheduled = (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations
+        due = bool(eval_prompts) and on_eval_schedule(cfg, it + 1)
+        agreed = bool(signum or stalled or scheduled or due)  # rank 0's logs, before the evaluation: none is spent
+        # on an iteration whose checkpoint is refused; W&B alone failing (wandb_down) keeps the checkpoint, then stops
+        wandb_down, unsynced = (logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close), None) if agreed \
+            else (None, unsynced)
+        evaluated = due and not (signum or stalled or wandb_down)  # skipped for a stop: the resumed run evaluates
+        if evaluated:  # this iteration first (pending_eval)
             held_out(it + 1)
-        plateau = bool(evaluated) and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
-        new_best = bool(evaluated) and is_new_best(means, it + 1)  # checkpointed: `--tag best` can export it
-        saved = signum or stalled or plateau or new_best or (it + 1) % cfg.checkpoint_every == 0 \
-            or it + 1 == cfg.max_iterations
+        plateau = evaluated and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
+        new_best = evaluated and is_new_best(means, it + 1)  # checkpointed: `--tag best` can export it
+        saved = bool(signum or stalled or wandb_down or plateau or new_best or scheduled)
         if saved:
             checkpoint(it + 1)
         if stops is not None and not (signum or stalled) and (late := stops.agreed(device)):
             signum = late  # a signal during the evaluation or the save: stop now, not after another iteration
-            if not saved:
+            if not saved:  # agreed already where the iteration evaluated
+                wandb_down, unsynced = (wandb_down, unsynced) if agreed else \
+                    (logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close), None)
                 checkpoint(it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))  # closed with the stop's exit code (W&B's)
-            if signum:
-                raise closed_before_stop(close, TrainingStopped(
-                    it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
-                    export_to=out_dir / "final" if cfg.export == "final" else None))
-            raise closed_before_stop(close, RewardsStalled(
-                it + 1, skipped, folder, why[0]["reason"] if why else "no group had 2 eligible rewards",
-                log.ineligible_path))
+            stop = TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
+                                   export_to=out_dir / "final" if cfg.export == "final" else None) if signum else \
+                RewardsStalled(it + 1, skipped, folder, why[0]["reason"] if why else "no group had 2 eligible rewards",
+                               log.ineligible_path)
+            if wandb_down is not None:  # the stop's exit code is what a scheduler's requeue reads
+                stop.add_note(f"also: {failed_on(wandb_down)}")
+            raise closed_before_stop(close, stop)
+        stop_on([wandb_down], it + 1, ckpt_dir, close)  # after its checkpoint: --resume continues from it
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             stop_early(it + 1)
             break
 
     # -- 6. the trained policy (training/export.py): rank 0, after the ranks agreed and shut down (run_end.py)
-    finish(cfg, rank=rank, done=done, unlogged=unlogged, opened=opened, ckpt_dir=ckpt_dir)
+    finish(cfg, rank=rank, done=done, unlogged=unlogged or unsynced, opened=opened, ckpt_dir=ckpt_dir)
     return out_dir
