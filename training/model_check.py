@@ -38,7 +38,8 @@ Then, for a local folder (a hub id is left as it is):
   (`policy.wan_i2v`) ``in_channels`` = ``2 z + T`` (T = the VAE's temporal factor: mask + image-latent
   channels), ``out_channels`` = ``z``; ``image_dim`` set needs ``image_encoder/config.json``, its weights and
   ``image_processor/preprocessor_config.json`` (``parts="all"``; `policy.checkpoint.clip_parts_missing`, what
-  ``from_pretrained`` checks whenever ``image_dim`` is set, whatever the VAE config says); a Wan 2.2 A14B
+  ``from_pretrained`` checks whenever ``image_dim`` is set, whatever the VAE config says; not named for a layout
+  known not to be I2V-14B, refused as it is); a Wan 2.2 A14B
   two-expert folder (``transformer_2`` / ``boundary_ratio`` in ``model_index.json``), or its expert layout
   without ``image_dim`` (one expert, no ``model_index.json``; judged from the transformer config alone, as the
   loader does), is refused (`policy.wan_i2v.two_expert_problem` / ``expert_layout_problem``), and so is a
@@ -152,13 +153,15 @@ def _layout_problems(root: Path, backend: str, parts: Literal["all", "transforme
             problems.append(two)
         elif t2v := text_to_video_problem(index, tr):
             problems.append(t2v)
+        not_i2v = not i2v and z is not None and t is not None  # known: not guessed without z_dim and the factor
         for key, what in (("image_dim", "CLIP image embeddings"), ("added_kv_proj_dim", "image cross-attention")):
-            if tr.get(key) is not None and not i2v and z is not None and t is not None:  # not guessed without them
+            if tr.get(key) is not None and not_i2v:
                 problems.append(f"transformer {key} {tr[key]} (Wan 2.1 I2V: {what}) is not supported without the "
                                 f"I2V-14B channel layout (in_channels = 2 x VAE z_dim + {t} mask channels)")
         # whenever image_dim is set, as from_pretrained checks before it loads (policy.checkpoint): with i2v's VAE
-        # check too, an unreadable z_dim passed --check and every rank's load refused the folder
-        if tr.get("image_dim") is not None and parts == "all":
+        # check too, an unreadable z_dim passed --check and every rank's load refused the folder; not for a layout
+        # refused above (its CLIP parts were one more fix that would not make it run)
+        if tr.get("image_dim") is not None and parts == "all" and not not_i2v:
             problems += [f"transformer image_dim {tr['image_dim']} (Wan 2.1 I2V's CLIP branch) needs {n}" for n in
                          clip_parts_missing(root)]
         if z is not None and c_in is not None and c_in != z and not i2v:
