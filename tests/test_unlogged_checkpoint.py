@@ -115,7 +115,8 @@ def test_a_wandb_failure_keeps_the_checkpoint_whose_logs_were_written(tmp_path, 
     the iteration's checkpoint was refused as for unwritten logs, and the W&B error also cut the iteration's
     ineligible.jsonl and rewards.jsonl lines short. metrics.jsonl, not W&B, is what ``--resume`` keeps (a W&B run
     rewound to the checkpoint is sent its rows again): the logs are written, the checkpoint saved, the held-out
-    evaluation (whose rows go to W&B too) left to the resumed run, and the run stops on the W&B failure there."""
+    evaluation (whose rows go to W&B too) left to the resumed run, and the run stops on the W&B failure there; after
+    the last iteration, saying that the resume only runs what the stop skipped."""
     import training.run_start
     from tests.test_wandb_log import _Run
     from training.engine import latest_tag
@@ -131,8 +132,9 @@ def test_a_wandb_failure_keeps_the_checkpoint_whose_logs_were_written(tmp_path, 
     monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)  # the stand-in is no package,
     monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)  # which diffusers probes
     with pytest.raises(RankFailed, match=r"iteration 1: logging the iteration to W&B failed on rank 0 "
-                                         r"\(ConnectionResetError: .*Last checkpoint: .*iter_000001"):
-        train(_eval_cfg(tmp_path, "--wandb_project", "grpo"))
+                                         r"\(ConnectionResetError: .*Last checkpoint: .*iter_000001; that was the "
+                                         r"run's last iteration: once W&B is back, finish the run with --resume"):
+        train(dataclasses.replace(_eval_cfg(tmp_path, "--wandb_project", "grpo"), max_iterations=1))
     run = tmp_path / "run"
     assert latest_tag(run / "checkpoints") == "iter_000001"
     assert _iterations(run / "metrics.jsonl") == [1]

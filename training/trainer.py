@@ -21,7 +21,8 @@ the DeepSpeed engine, then the resume position. One iteration, on every rank for
 5. metrics (training/metrics.py); with ``eval_every``, the held-out evaluation (training/evaluate.py
    -> eval.jsonl; also once before the first iteration, and first thing in a resumed run whose stop
    signal skipped it); every ``checkpoint_every`` iterations and after the last, a checkpoint on every
-   rank (a stop signal that arrives during the evaluation or the save stops the run there);
+   rank (a stop signal that arrives during the evaluation or the save stops the run there; none past logs rank 0
+   could not write, and W&B alone failing saves one, then stops: training/checkpointing.py);
 6. after the last iteration (``export: final``), rank 0 exports the last checkpoint to
    ``output_dir/final`` (training/export.py), which training/generate.py samples.
 
@@ -95,6 +96,10 @@ from training.rollout_log import diversity, ineligible_items, mask_means, reward
 from training.run_end import Opened, finish
 from training.run_start import build_engine, resume_position, start_run
 from training.update import Group, metric_parts, rollout_config, update_policy
+
+_LAST_WANDB = ("that was the run's last iteration: once W&B is back, finish the run with --resume, which trains no "
+               "further and runs what the stop skipped (the held-out evaluation, the final export)")
+"""What a W&B failure after the last iteration's checkpoint leaves to do (`training.rank_failures.RankFailed`)."""
 
 
 def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str] | None = None,
@@ -308,7 +313,8 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             if wandb_down is not None:  # the stop's exit code is what a scheduler's requeue reads
                 stop.add_note(f"also: {failed_on(wandb_down)}")
             raise closed_before_stop(close, stop)
-        stop_on([wandb_down], it + 1, ckpt_dir, close)  # after its checkpoint: --resume continues from it
+        stop_on([wandb_down], it + 1, ckpt_dir, close,  # after its checkpoint: --resume continues from it
+                todo=_LAST_WANDB if it + 1 == cfg.max_iterations else None)  # or only runs what the stop skipped
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             stop_early(it + 1)
             break
