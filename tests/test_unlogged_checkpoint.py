@@ -108,6 +108,32 @@ def _iterations(path):  # noqa: ANN001, ANN202
     return [json.loads(line)["iteration"] for line in path.read_text().splitlines()] if path.is_file() else []
 
 
+@pytest.mark.slow  # a training iteration in process (~20 s here)
+def test_a_wandb_failure_between_checkpoints_saves_its_iteration(tmp_path, one_rank_env, fake_wandb,  # noqa: F811
+                                                                 monkeypatch):
+    """W&B failed on iteration 1 of a run checkpointing every 5: the run stopped at iteration 2's first gather,
+    its last checkpoint an older one (none here), and up to ``checkpoint_every - 1`` iterations were trained
+    again after a W&B hiccup. With W&B on, rank 0's logs are agreed after every iteration (one small gather), and
+    the failing iteration is saved."""
+    import training.run_start
+    from tests.test_wandb_log import _Run
+    from training.engine import latest_tag
+    from training.rank_failures import RankFailed
+    from training.trainer import train
+
+    def log(self, data, step=None):  # noqa: ANN001, ANN202
+        raise ConnectionResetError("the wandb service process is gone")
+
+    monkeypatch.setattr(_Run, "log", log)
+    monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)
+    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)
+    cfg = dataclasses.replace(_cfg(tmp_path, "--tensorboard", "false", "--max_iterations", "2", "--wandb_project",
+                                   "grpo"), checkpoint_every=5)
+    with pytest.raises(RankFailed, match=r"iteration 1: logging the iteration to W&B failed .*iter_000001; fix"):
+        train(cfg)
+    assert latest_tag(tmp_path / "run" / "checkpoints") == "iter_000001"
+
+
 @pytest.mark.slow  # a training iteration and two evaluations in process (~30 s here)
 def test_a_wandb_failure_keeps_the_checkpoint_whose_logs_were_written(tmp_path, one_rank_env, fake_wandb,  # noqa: F811
                                                                       monkeypatch):

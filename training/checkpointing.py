@@ -23,7 +23,8 @@ can write.
 W&B alone failing (``unsynced``: its ``run.log`` raised, the service process gone) is no such hole: the files
 ``--resume`` keeps were written, and the resumed run's W&B run, rewound to the checkpoint, is sent the checkpoint's
 rows again from them (training/metrics_log.py ``trim_after``). It used to refuse the checkpoint all the same, so a
-W&B hiccup cost up to ``checkpoint_every`` iterations of training. Agreed in the same gather, it now saves the
+W&B hiccup cost up to ``checkpoint_every`` iterations of training. Agreed in the same gather, after every iteration
+of a run with W&B (one small ``all_gather_object``, next to an iteration's rollouts and update), it now saves the
 iteration's checkpoint (the held-out evaluation, whose rows go to W&B too, is left to the resumed run:
 training/best.py ``pending_eval``), and the run stops on it after the save (training/trainer.py).
 

@@ -23,9 +23,10 @@ Decisions where the issue was silent:
   is what the rank brings to the next agreement, `agree`, an ``all_gather_object`` of those small records
   (for the evaluation: the gather of the ranks' results, which it already ran, carries them; one more for the
   prompts' encodes, before its first forward; one more for the writes after it; one per checkpoint step, and
-  one before each checkpoint for rank 0's logs). An iteration's logs add no other collective: rank 0 keeps its
-  failure and brings it to the iteration's checkpoint, which is not saved past it (training/checkpointing.py),
-  to the next iteration's first gather (the prompts' failures), or to the agreement that replaced the barrier
+  one before each checkpoint or held-out evaluation for rank 0's logs, after every iteration with W&B: a W&B
+  failure alone saves the iteration's checkpoint, then stops). An iteration's logs add no other collective: rank 0
+  keeps its failure and brings it to the iteration's checkpoint, which is not saved past unwritten files
+  (training/checkpointing.py), to the next iteration's first gather (the prompts' failures), or to the agreement that replaced the barrier
   after the last iteration. The iteration's prompt encodes (the encoders and the VAE: no part of the module ZeRO partitions) are agreed in
   that first gather too, before any forward. Phases 1-3 of an iteration (rollouts, decodes,
   the reward's answers, advantages: a reward returning the wrong number of rewards on one rank) add none either:

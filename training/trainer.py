@@ -285,8 +285,10 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
                    and it + 1 < cfg.max_iterations)  # the last iteration ends the run as usual
         scheduled = (it + 1) % cfg.checkpoint_every == 0 or it + 1 == cfg.max_iterations
         due = bool(eval_prompts) and on_eval_schedule(cfg, it + 1)
-        agreed = bool(signum or stalled or scheduled or due)  # rank 0's logs, before the evaluation: none is spent
-        # on an iteration whose checkpoint is refused; W&B alone failing (wandb_down) keeps the checkpoint, then stops
+        # rank 0's logs, before the evaluation: none is spent on an iteration whose checkpoint is refused; W&B alone
+        # failing (wandb_down) saves the iteration, then stops: with W&B every iteration (one small gather), where
+        # the next iteration's gather found it with an older checkpoint (up to checkpoint_every - 1 trained again)
+        agreed = bool(signum or stalled or scheduled or due or cfg.wandb_project)
         wandb_down, unsynced = (logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close), None) if agreed \
             else (None, unsynced)
         evaluated = due and not (signum or stalled or wandb_down)  # skipped for a stop: the resumed run evaluates
