@@ -169,10 +169,10 @@ def _patch(case: str, rank: int) -> None:
     if case.startswith("metrics_write") and rank == 0:
         from training.metrics_log import MetricsLog
 
-        def no_space(self, row):
+        def no_space(self, row, parts):
             raise OSError(28, "No space left on device", str(self.path))
 
-        MetricsLog.write = no_space
+        MetricsLog.write_iteration = no_space
     if case in ("reward_length", "zero3_reward_length") and rank == 1:  # a reward that answers with one reward too few, on this rank alone
         import training.rewards as rw
 
