@@ -43,6 +43,20 @@ def id_frames(n: int, h: int = 64, w: int = 64, bits: int = 8) -> np.ndarray:
     return np.ascontiguousarray(np.broadcast_to(row[:, None, :, None], (n, h, w, 3)))
 
 
+def write_elementary(path: Path, codec: str, params: str, n: int) -> Path:
+    """A raw elementary stream (no container, so no timestamps: the reader counts the decoder's output) of `n` 64x64
+    id frames at 16 fps, encoded by `codec` ("libx264" or "libx265") with its `params` ("x264-params" /
+    "x265-params")."""
+    with av.open(str(path), "w", format={"libx264": "h264", "libx265": "hevc"}[codec]) as c:
+        s = c.add_stream(codec, rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        s.options = {f"{codec[3:]}-params": params}
+        for f in id_frames(n):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    return path
+
+
 def read_ids(frames: np.ndarray, bits: int = 8) -> list[int]:
     w = frames.shape[2]
     stripe = w // bits

@@ -10,7 +10,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.test_video import id_frames, read_ids, write_raw
+from tests.test_video import id_frames, read_ids, write_elementary, write_raw
 from tools import video_reader
 from tools.video import VideoDecodeError, VideoReader
 
@@ -150,14 +150,7 @@ def _reads(reader: VideoReader, i: int) -> bool:
 
 def _raw_h264(path: Path, n: int = N) -> Path:
     """A raw H.264 stream (no timestamps: the reader counts the decoder's output) of `n` id frames, B-frames."""
-    with av.open(str(path), "w", format="h264") as c:
-        s = c.add_stream("libx264", rate=16)
-        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
-        s.options = {"x264-params": "keyint=8:log-level=error"}
-        for f in id_frames(n):
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
-    return path
+    return write_elementary(path, "libx264", "keyint=8:log-level=error", n)
 
 
 def test_frames_counted_before_a_packet_the_decoder_fails_still_read(tmp_path):

@@ -12,7 +12,7 @@ from av.codec.context import Flags
 
 import tools.video_decode
 import tools.video_reader
-from tests.test_video import id_frames, read_ids, write_raw
+from tests.test_video import id_frames, read_ids, write_elementary, write_raw
 from tests.test_video_containers import _write
 from tests.test_video_edits import _end_trimmed
 from tests.test_video_open_gop import _drop, _open_gop
@@ -27,14 +27,7 @@ BAD = 30  # the corrupted packet, in decode order
 
 def _hevc(path: Path) -> Path:
     """A raw HEVC stream (no timestamps) of `N` id frames with B-frames."""
-    with av.open(str(path), "w", format="hevc") as c:
-        s = c.add_stream("libx265", rate=16)
-        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
-        s.options = {"x265-params": "log-level=error:keyint=12:bframes=2"}
-        for f in id_frames(N):
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
-    return path
+    return write_elementary(path, "libx265", "log-level=error:keyint=12:bframes=2", N)
 
 
 def _bad_slice_header(data: bytes) -> bytes:
