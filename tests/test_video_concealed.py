@@ -9,9 +9,10 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from av.codec.context import ThreadType
 
 from tests.test_video import id_frames, read_ids, write_elementary, write_raw
-from tools import video_reader
+from tools import video_reader, video_scan
 from tools.video import VideoDecodeError, VideoReader
 
 N = 40
@@ -194,3 +195,37 @@ def test_settling_a_read_decodes_no_packet_past_its_frames(concealed, monkeypatc
     with VideoReader(clean) as reader:
         assert read_ids(reader.read(range(8))) == list(range(8))
     assert len([size for size in fed if size]) == needed
+
+
+def test_a_settle_with_frame_threads_loses_no_flag_to_a_later_failed_packet(monkeypatch, tmp_path):
+    """Frame threads: frame 4 (a B-frame) references frame 6, decoded before it and shown after it, which the decoder
+    conceals and flags; packet 8 (decode order) fails. A read of frame 4 hands it out before frame 6 comes out and
+    settles it. Flushing the decoder then gave the frames held before packet 8's slot, PyAV dropped the error that
+    came after them (``CodecContext.decode`` keeps the frames it has and ends) and the flush reset lost frame 6's
+    flag: frame 4 came back damaged, no error. With frame threads the settle decodes on instead (frame 6 comes out,
+    or packet 8's error fails frame 4 within the threads' reach)."""
+    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
+    clean = write_raw(tmp_path / "c.mp4", _gradient_ids(), gop=12)
+    data, packets = bytearray(clean.read_bytes()), _packets(clean)
+    p6, p8 = packets[4], packets[8]  # (decode order: 0 1 3 2 6 4 5 8 7 ...)
+    at = p6.pos + p6.size // 2
+    data[at:at + p6.size // 2] = bytes(p6.size // 2)  # frame 6 concealed, flagged
+    data[p8.pos + 4] = 0x7F  # packet 8's NAL header broken: the decoder fails it
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(bytes(data))
+    with av.open(str(bad)) as c:  # the premise
+        flagged, failed = [], []
+        for n, packet in enumerate(p for p in c.demux(video=0) if p.size):
+            try:
+                flagged += [f.pts for f in packet.decode() if f.is_corrupt]
+            except av.error.InvalidDataError:
+                failed.append(n)
+    assert (flagged, failed) == ([p6.pts], [8])
+    with VideoReader(bad) as reader:
+        container, stream = reader._decoder(reader._order[0])
+        with container:
+            assert ThreadType.FRAME in stream.codec_context.thread_type
+        assert read_ids(reader.read([0, 1, 2, 3])) == [0, 1, 2, 3]
+        for wanted in ([4], [0, 1, 2, 3, 4]):
+            with pytest.raises(VideoDecodeError, match=f"frame 4 of {N} could not be decoded: .*corrupt data"):
+                reader.read(wanted)
