@@ -35,7 +35,8 @@ Packets = Callable[[av.container.InputContainer, av.video.stream.VideoStream, Ca
                     Callable[[], bool]], Iterator[av.VideoFrame]]
 """Decodes a container's stream from where it stands, each packet tagged (``tag_packet``), telling the first callback
 of a packet whose decode fails on corrupt data (its tag, the error) and going on; once the second one says so (checked
-after each packet's frames), it feeds no more packets: it flushes the decoder, gives the frames it held and ends."""
+after each packet's frames), it feeds no more packets where a flush gives every frame the decoder holds (not with frame
+threads: ``VideoReader._flushable``): it flushes the decoder, gives the frames it held and ends."""
 
 
 def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int]) -> None:
@@ -57,8 +58,9 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     (positioned at its start), ``mapping`` giving each pts its frame index; ``packets`` decodes the container's
     stream from where it stands (the reader's, so that a test can stand in for it). A frame the decoder damaged (a
     ``DamageWatch``, ``window`` its frame threads' reach) is a ``VideoDecodeError``, raised once it shows: before the
-    generator ends, which takes the decoder's frames until every frame decoded before one it yielded came out: by flushing the decoder, which gives the frames it holds back (the reorder delay, frame threads) and
-    decodes no further packet."""
+    generator ends, which takes the decoder's frames until every frame decoded before one it yielded came out: by
+    flushing the decoder, which gives the frames it holds back (its reorder delay) and decodes no further packet, or
+    with frame threads by decoding on (``Packets``)."""
     pts, keys, lead = index.pts, index.keyframes, index.lead
     assert pts is not None  # `mapping` is built from them (VideoReader._decode)
     frames: Iterator[av.VideoFrame] | None = None

@@ -251,6 +251,13 @@ class VideoReader:
         on a later packet)."""
         return FRAME_THREADS - 1 if ThreadType.FRAME in stream.codec_context.thread_type else 0
 
+    @staticmethod
+    def _flushable(stream: av.video.stream.VideoStream) -> bool:
+        """Whether flushing the decoder gives every frame it holds. Not with frame threads: a failed packet's error
+        comes back among the held frames, and PyAV's ``decode`` ends there, the error dropped when a frame came before
+        it in the same call; the flush's reset then lost the frames after it (a flagged reference among them)."""
+        return ThreadType.FRAME not in stream.codec_context.thread_type
+
     def _decoder(self, index: FrameIndex, container: av.container.InputContainer | None = None, *,
                  probe: Probe = "headers") -> tuple[av.container.InputContainer, av.video.stream.VideoStream]:
         """``container`` (else a fresh demuxer of the clip, opened with ``probe``) and its video stream, the decoder set
@@ -303,9 +310,10 @@ class VideoReader:
         decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes on) is told
         to ``failed`` (its tag, the error), and the decode goes on: that one failure failed the whole read, the frames
         before it and those past the next keyframe included (``tools.video_damage`` fails the frames it reaches).
-        Once ``settling`` says so (after a packet's frames), the decoder is fed no more packets: flushed, it gives the
-        frames it still holds, decoded already, and the iteration ends (``tools.video_decode.frames_by_pts``: a read
-        that has its frames decodes none past them to settle them)."""
+        Once ``settling`` says so (after a packet's frames), the decoder is fed no more packets where a flush gives
+        every frame it holds (``_flushable``: not with frame threads): flushed, it gives them, decoded already, and the
+        iteration ends (``tools.video_decode.frames_by_pts``: a read that has its frames decodes none past them to
+        settle them)."""
         fed = 0
         with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
             for packet in demux(container, stream):
@@ -314,7 +322,8 @@ class VideoReader:
                     fed += 1
                 for frame in self._decoded(stream, packet, fed, failed):
                     yield frame, fed
-                if packet.size and settling is not None and settling():  # (after the flush packet: drained)
+                # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
+                if packet.size and settling is not None and settling() and self._flushable(stream):
                     held = self._decoded(stream, None, fed, failed)
                     stream.codec_context.flush_buffers()  # for a seek (`InputContainer.seek` resets one stream's)
                     yield from ((frame, fed) for frame in held)
