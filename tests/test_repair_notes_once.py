@@ -28,3 +28,29 @@ def test_a_repair_note_is_added_once_per_run(clip):
     assert len(out["result"].reasons) == len(set(out["result"].reasons))
     decisions = [s["decision"] for s in out["steps"] if s["node"] == "repair"]
     assert all("unsupported change(s) kept" in d for d in decisions)  # each round's step still says what it did
+
+
+def test_a_run_resumed_between_repair_rounds_has_the_same_notes(clip):
+    """The notes a round leaves out are those the checkpointed state holds: a run stopped after each repair round and
+    resumed from its checkpoint ends with the notes and reasons of the run that went through."""
+    low = assessment(phys=2, vis=2)
+    left_out = [j for j in judgments(frames=(0, 17, 40)) if j["requirement_id"] != "R3"]
+    same = {**assessment(phys=5, vis=5), "judgments": left_out}
+    new = {**same, "judgments": [{**j, "evidence_frames": [0, 17, 41]} for j in left_out]}
+
+    def script() -> dict:
+        return full_script(assess=[low], reflect=[low], audit=[DIRTY] * 4, repair=[same, same, new])
+
+    whole = run(make_agent("full", script())[0], clip)
+    agent, _ = make_agent("full", script())
+    config = {"configurable": {"thread_id": "run-test"}}
+    agent.invoke({"video": str(clip), "instruction": "push the red block to the right", "run_id": "run-test"}, config,
+                 interrupt_after=["repair"])
+    stops = 1
+    while agent.get_state(config).next:
+        agent.invoke(None, config, interrupt_after=["repair"])
+        stops += 1
+    out = agent.get_state(config).values
+    assert stops == 4 and out["repair_rounds"] == 3  # (three rounds, each stopped after, and the rest)
+    assert out["notes"] == whole["notes"]
+    assert out["result"].reasons == whole["result"].reasons
