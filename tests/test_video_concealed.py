@@ -205,6 +205,14 @@ def test_a_settle_with_frame_threads_loses_no_flag_to_a_later_failed_packet(monk
     flag: frame 4 came back damaged, no error. With frame threads the settle decodes on instead (frame 6 comes out,
     or packet 8's error fails frame 4 within the threads' reach)."""
     monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
+    opened = video_reader.video_stream
+
+    def eight_threads(*args):  # noqa: ANN002, ANN202  (not the machine's count: 2 threads hold too few frames back)
+        stream = opened(*args)
+        stream.codec_context.thread_count = 8
+        return stream
+
+    monkeypatch.setattr(video_reader, "video_stream", eight_threads)
     clean = write_raw(tmp_path / "c.mp4", _gradient_ids(), gop=12)
     data, packets = bytearray(clean.read_bytes()), _packets(clean)
     p6, p8 = packets[4], packets[8]  # (decode order: 0 1 3 2 6 4 5 8 7 ...)
