@@ -24,9 +24,10 @@ Decisions where the issue was silent:
   clip and other fields are the earlier line's too gets no row of its own (it would be the same row twice, which
   `raa eval compare` refuses as a duplicate); a line whose other fields differ (another "id"), or that names the
   clip by another name (two links to one file, as a Hugging Face cache's snapshots link into one blob: one key,
-  `item_key`), gets its own row, under its own key (`repeat_key`: its manifest and place among them), holding the earlier line's
-  result (`graph.batch.write_repeats`) and "repeat_of" its key, so no id and no name of the manifest is missing from
-  the output (the second name was dropped as a repeat, and a researcher looking up its row found none). Names are
+  `item_key`), gets its own row, under its own key (`repeat_key`: its manifest and place among them), holding the
+  earlier line's result (`graph.batch.write_repeats`), "repeat_of" its key and "manifest_file" its manifest, so no
+  id and no name of the manifest is missing from the output (the second name was dropped as a repeat, and a
+  researcher looking up its row found none). Names are
   told apart as rows give them (`_named`); two hard links are two paths that resolve apart, so two keys, each
   scored. The earlier line's result is taken whatever it is, also a failure to open the clip by the earlier line's
   name that this line's name would not meet (not scored under its own name): names of one key reach one file through

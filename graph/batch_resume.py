@@ -47,12 +47,17 @@
   (keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
   more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again). Rows
   keyed before keys were per manifest are taken as this manifest's: they go, and are written again under its keys.
+  A row under another key holding one of this manifest's repeat lines as it is goes too when the manifest it
+  records ("manifest_file") is gone, renamed or moved (its rows stayed beside the new name's, each id twice), or
+  when it records none; while that manifest exists (a copy of this one, or an extended copy, sharing the output)
+  it stays: each run removed the other's rows and wrote its own again.
 - `raa score-batch` decides what to score from the rows that stay (`graph.batch.done_keys` with `leaving`)
   and loads its tools before any row goes, so a tool that cannot load leaves the output as it was.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections import Counter
 from collections.abc import Callable
@@ -127,16 +132,19 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
     that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
     `manifest`'s (`graph.batch_manifest.repeat_keys`) whose line is gone (its key is none of `items`'), or under
-    another key a row of one of its repeat lines as it is now (line, clip path, fields: the manifest's row before
-    it was renamed or moved, which would stay beside the one this run writes): module docstring. Such a row is judged by that item's row alone, never by `goes`: a copy goes when its first line's row
-    does, and a rerun writes it again from that row; judged on its own (its own path readable, the first line's not),
-    it went for "retry" and came back the same copy, at every --retry-ineligible. The rows that stay are looked up
-    once, at the first row asked about."""
+    another key a row of one of its repeat lines as it is now (line, clip path, fields) whose manifest is gone (its
+    "manifest_file" no longer exists, or it records none: the manifest's row before it was renamed or moved, which
+    would stay beside the one this run writes; `elsewhere`): module docstring. Such a row is judged by that item's
+    row alone, never by `goes`: a copy goes when its first line's row does, and a rerun writes it again from that
+    row; judged on its own (its own path readable, the first line's not), it went for "retry" and came back the same
+    copy, at every --retry-ineligible. The rows that stay are looked up once, at the first row asked about."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
     ours: set[str] = set()  # the keys of `manifest`'s repeat rows of `sources`, now or before, among those in `output`
     lines = {_line_fields(it) for it in items if it.get("repeat_of") is not None}  # this run writes rows of these
+    name = str(manifest.resolve())  # as the keys and the rows hold it (an item's "manifest_file")
+    elsewhere = other_manifest(name)
 
     def went(row: Any) -> str | None:
         source = row.get("repeat_of") if isinstance(row, dict) else None
@@ -145,14 +153,33 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
         if not staying:
             staying.append({key: r.get("result") for key, r in kept_rows(output, goes).items() if key in sources})
             places = Counter(r.get("repeat_of") for r in output.values if isinstance(r, dict))
-            name = str(manifest.resolve())
             ours.update(k for key in sources for k in repeat_keys(name, key, places[key]))
         if source not in staying[0] or staying[0][source] != row.get("result"):
             return "repeat"
-        mine = row.get("key") in ours or _line_fields(row) in lines  # a renamed manifest's row of the line as it is
+        # a renamed or moved manifest's row of the line as it is; a copy of the manifest, still there, keeps its own
+        mine = row.get("key") in ours or (_line_fields(row) in lines and not elsewhere(row))
         return "repeat" if row.get("key") not in repeats and mine else None
 
     return went
+
+
+def other_manifest(manifest: str) -> Callable[[dict[str, Any]], bool]:
+    """Whether a repeat row is the row of a manifest other than `manifest` (a resolved path) that still exists: the
+    "manifest_file" it records (`graph.batch.write_repeats`) is another path, there now. Such a row is that
+    manifest's (a copy of this one sharing the output, or an extended copy, holds the same repeat lines), never a
+    renamed or moved manifest's left behind; a row that records none (written before rows did) is not known to be.
+    Whether a manifest exists is looked up once per path."""
+    found: dict[str, bool] = {}
+
+    def other(row: dict[str, Any]) -> bool:
+        recorded = row.get("manifest_file")
+        if not isinstance(recorded, str) or recorded == manifest:
+            return False
+        if recorded not in found:
+            found[recorded] = os.path.exists(recorded)  # False for a name the system refuses, as for none
+        return found[recorded]
+
+    return other
 
 
 def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:
@@ -184,13 +211,19 @@ def edited_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: 
     or instruction was edited, which stays beside the new one (`raa eval compare` then finds its pairing field
     twice). Only named, never removed: whether such a row is stale (or another manifest's, sharing the output)
     only the researcher knows. None when there are none. Rows for which `leaving` is true (`stale_repeats`: about to
-    go) are not named."""
+    go) are not named, nor rows of the line's own clip and instruction (a repeat row, "repeat_of" the key the line
+    repeats or is: another manifest's row of the same line, a copy of this manifest sharing the output)."""
     keys = {it["key"] for it in items}
-    lines = {(it["line"], strict_dumps(it["manifest"], sort_keys=True)): it for it in items
-             if it["error"] is None and it["manifest"]}
+    lines = {(it["line"], strict_dumps(it["manifest"], sort_keys=True)): _clip_of(it)  # per line: its clip's key
+             for it in items if it["error"] is None and it["manifest"]}
+
+    def edited(row: dict[str, Any]) -> bool:  # a line's fields, another clip or instruction
+        clip = lines.get((row.get("line"), strict_dumps(row["manifest"], sort_keys=True)))
+        return clip is not None and clip != _clip_of(row)
+
     found = [row for row in output.values if isinstance(row, dict) and row.get("key") not in keys
              and row.get("preset") == preset and row.get("draw", 0) == draw and isinstance(row.get("manifest"), dict)
-             and (row.get("line"), strict_dumps(row["manifest"], sort_keys=True)) in lines and not leaving(row)]
+             and edited(row) and not leaving(row)]
     if not found:
         return None
     first = found[0]
@@ -198,6 +231,12 @@ def edited_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: 
             f"clip or instruction (first: line {first['line']}, {first.get('path')!r}): left from an edited line? "
             "Such a row stays beside the line's new one (`raa eval compare` finds its pairing field twice): delete "
             "it, unless it is another manifest's sharing this output")
+
+
+def _clip_of(row: dict[str, Any]) -> Any:
+    """The key of the clip and instruction an item or row holds: the key of the line it repeats ("repeat_of"), or
+    its own."""
+    return row.get("repeat_of") or row.get("key")
 
 
 def drop_rows(output: Output, goes: Callable[[Any], str | None],

@@ -79,6 +79,28 @@ def test_a_renamed_manifest_leaves_no_second_copy_of_its_repeat_rows(monkeypatch
     res = runner.invoke(app, ["score-batch", str(renamed), "--out", str(out), "--preset", "decomposed"])
     assert res.exit_code == 0 and "warning" not in res.output, res.output
     assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], _rows(out)
+    assert {r.get("manifest_file") for r in _rows(out) if "repeat_of" in r} == {str(renamed.resolve())}, _rows(out)
+    assert len(model.calls) == calls
+
+
+def test_a_renamed_manifests_repeat_rows_that_record_no_manifest_go_as_before(monkeypatch, tmp_path):
+    """Repeat rows written before they recorded their manifest ("manifest_file"): a row holding one of the renamed
+    manifest's repeat lines as it is goes, as it did, and comes back recording it."""
+    import json
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, manifest = tmp_path / "out.jsonl", tmp_path / "a.jsonl"
+    _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    _run(manifest, out)
+    out.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "manifest_file"}) + "\n"
+                           for r in _rows(out)))
+    calls = len(model.calls)
+    renamed = manifest.rename(tmp_path / "clips.jsonl")
+    said = _run(renamed, out)
+    assert "2 to take an earlier line's result" in said and "warning" not in said, said
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], _rows(out)
+    assert {r.get("manifest_file") for r in _rows(out) if "repeat_of" in r} == {str(renamed.resolve())}, _rows(out)
     assert len(model.calls) == calls
 
 
@@ -134,3 +156,30 @@ def test_an_output_two_manifests_wrote_with_keys_of_the_place_alone_resumes_with
         said = _run(manifest, out)
         assert "to take an earlier line's result" not in said, said
     assert len(model.calls) == calls and len({r["result"]["run_id"] for r in _rows(out)}) == 1
+
+
+def test_a_manifest_and_its_copy_sharing_an_output_leave_each_others_repeat_rows(monkeypatch, tmp_path):
+    """clips.jsonl and clips_v2.jsonl (its copy, extended by a line) in one folder, one --out, the same repeat lines:
+    each run removed the other's rows of those lines as a renamed manifest's (same line, clip and fields) and wrote
+    its own, so every run printed "2 to take an earlier line's result" and rewrote the file. A repeat row records its
+    manifest ("manifest_file"); one whose manifest still exists is that manifest's and stays."""
+    import json
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 2)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "clips.jsonl", tmp_path / "clips_v2.jsonl"
+    lines = [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")]
+    _write(a, lines)
+    _write(b, [*lines, {"path": "c1.mp4", "instruction": TASK, "id": "a4"}])
+    for manifest in (a, b):
+        _run(manifest, out)
+    calls, before = len(model.calls), out.read_text()
+    for manifest in (a, b, a, b):
+        said = _run(manifest, out)
+        assert "to take an earlier line's result" not in said and "warning" not in said, said
+        assert out.read_text() == before, manifest
+    assert len(model.calls) == calls
+    rows = [json.loads(line) for line in before.splitlines()]
+    assert sorted(r["manifest_file"] for r in rows if "repeat_of" in r) == sorted([str(a.resolve())] * 2
+                                                                                 + [str(b.resolve())] * 2)
+    assert all("manifest_file" not in r for r in rows if "repeat_of" not in r), rows
