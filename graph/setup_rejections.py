@@ -48,6 +48,7 @@ The words matched are the servers' own, quoted above; a reworded message falls b
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -113,8 +114,22 @@ def server_words(exc: BaseException) -> str:
     if not isinstance(exc, openai.APIStatusError):
         return text
     body = exc.body
-    said = body if isinstance(body, str) else body.get("detail") if isinstance(body, Mapping) else None
+    said = _page_title(body) if isinstance(body, str) else body.get("detail") if isinstance(body, Mapping) else None
     return f"{text} - {said}" if isinstance(said, str) and said and said not in text else text
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+
+
+def _page_title(body: str) -> str:
+    """A body that is not JSON as `server_words` reads it: a web page (a reverse proxy's 502, Cloudflare's error
+    page: kilobytes of markup) as its title alone ("" without one), any other text as it is. Whole, a proxy's page
+    filled every clip's fault message, row and trace up to its cap with markup, where the SDK's text said only
+    "Error code: 502"."""
+    if not body.lstrip().startswith("<"):
+        return body
+    title = _TITLE.search(body)
+    return " ".join(html.unescape(title.group(1)).split()) if title else ""
 
 
 def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | None:
