@@ -115,7 +115,16 @@ def server_words(exc: BaseException) -> str:
         return text
     body = exc.body
     said = _page_title(body) if isinstance(body, str) else body.get("detail") if isinstance(body, Mapping) else None
-    return f"{text} - {said}" if isinstance(said, str) and said and said not in text else text
+    if not isinstance(said, str) or not said or said in text:
+        return text
+    return f"{text} - {_CREDENTIAL.sub(lambda m: (m.group(1) or '') + '[redacted]', said)}"
+
+
+_CREDENTIAL = re.compile(r"((?:bearer|basic)\s+|(?:api[_-]?key|token|authorization)[\"']?\s*[:=]\s*[\"']?)"
+                         r"[\w.~+/=-]{8,}|\b(?:sk|hf|pk|rk)[-_][\w-]{16,}", re.IGNORECASE)
+"""A credential in a server's words (a gateway quoting the key or header it was sent: "Invalid API key: Bearer
+sk-..."): `server_words` writes them into every fault's message, row and trace, so the value is masked (the SDK
+strips the request's own headers from its errors, so the key sent cannot be matched as it is)."""
 
 
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)

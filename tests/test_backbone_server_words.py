@@ -59,3 +59,14 @@ def test_errors_without_a_reply_are_their_text() -> None:
     request = httpx.Request("POST", "http://server/v1/chat/completions")
     assert server_words(openai.APIConnectionError(request=request)) == "Connection error."
     assert server_words(httpx.ReadError("boom", request=request)) == "boom"
+
+
+@pytest.mark.parametrize("said", ["Invalid Authorization header: Bearer sk-proj-abcdef0123456789ABCDEF",
+                                  "api_key=hf_abcdefghijklmnopqrstuvwxyz012345 is not valid",
+                                  "unknown key sk-abcdef0123456789abcdef0123"])
+def test_a_credential_the_server_echoes_is_not_written(said: str) -> None:
+    """A gateway that quotes the key it was sent (`{"detail": "Invalid API key: <key>"}`): its words go into every
+    row and trace, so the key in them is masked; what the server said about it stays."""
+    for body in ({"detail": said}, said):
+        words = server_words(_status(401, body))
+        assert "0123" not in words and "[redacted]" in words and words.startswith("Error code: 401 - "), words
