@@ -210,14 +210,11 @@ def world_model_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder (vqa.json).")],
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 8,
 ) -> None:
-    from dataclasses import replace
-
     from evals.eval_views import show_vqa
-    from evals.vqa import VQAManifestError, read_vqa_manifest, run_vqa, write_vqa_report
+    from evals.vqa import VQAManifestError, read_vqa_manifest, run_vqa, vqa_setting_names, write_vqa_report
     from graph.backbone import Backbone
     from graph.cache import StageCache
     from graph.commands import make_chat_model
-    from graph.transport import BACKBONE_NAMES
 
     try:
         items, skipped = read_vqa_manifest(manifest)
@@ -226,8 +223,8 @@ def world_model_command(
     _report_skipped(skipped)
     settings = _backbone_settings().with_overrides(temperature=0.0)  # greedy decoding, whatever RAA_TEMPERATURE says
     _out_dir(out)
-    backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path))
-    backbone.setting_names = replace(BACKBONE_NAMES, temperature="")  # RAA_TEMPERATURE is not read: not named in faults
+    backbone = Backbone.from_settings(settings, model=make_chat_model(settings), cache=StageCache(settings.cache_path),
+                                      setting_names=vqa_setting_names())
     report = asyncio.run(run_vqa(items, backbone, concurrency=concurrency, long_side=settings.image_long_side,
                                  quality=settings.jpeg_quality))
     report.skipped_lines = skipped

@@ -70,9 +70,24 @@ from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows, writ
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
+    from graph.transport import EndpointNames
 
 VQA_STAGE = "vqa"
 VQA_FRAMES = 8
+
+
+def vqa_setting_names() -> EndpointNames:
+    """The settings `raa eval world-model` reads, named in its faults' fix hints: the backbone's endpoint, images
+    and tokens, but no temperature (it decodes at 0 whatever RAA_TEMPERATURE says), no tool round, and no agent
+    setting for how many frames a question sends (always `VQA_FRAMES`): the backbone's names sent a researcher to
+    AgentConfig.max_images_per_call, observe_frames and frame_budget, which change nothing here."""
+    from dataclasses import replace
+
+    from graph.transport import BACKBONE_NAMES
+
+    return replace(BACKBONE_NAMES, images=f"none to set here: each question sends {VQA_FRAMES} frames",
+                   request_size="smaller images (RAA_IMAGE_LONG_SIDE) or a lower RAA_MAX_TOKENS",
+                   body_size="smaller images (RAA_IMAGE_LONG_SIDE, RAA_JPEG_QUALITY)", no_tools="", temperature="")
 
 
 class VQAManifestError(ValueError):

@@ -190,13 +190,15 @@ class Backbone:
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
-                      cache: StageCache | None = None) -> Backbone:
+                      cache: StageCache | None = None, setting_names: EndpointNames = BACKBONE_NAMES) -> Backbone:
         """Backbone from settings; `model` overrides the default ChatOpenAI (the cache key still uses
-        `settings.model` as the model name when it is set, and `settings.base_url` as the endpoint)."""
+        `settings.model` as the model name when it is set, and `settings.base_url` as the endpoint);
+        `setting_names`: those its caller reads, named in its faults (`raa eval world-model`'s)."""
         chat = model if model is not None else default_chat_model(settings)
         return cls(chat, method=settings.method, schema_retries=settings.schema_retries,
                    max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
-                   model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url)
+                   model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url,
+                   setting_names=setting_names)
 
     # -- one model invocation with transport retries ---------------------------------------------
     async def invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage,

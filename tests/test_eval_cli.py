@@ -370,3 +370,25 @@ def test_world_model_names_the_model_when_it_takes_no_temperature_0(env, monkeyp
     runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
     errors = [r["error"] for r in json.loads((root / "wm" / "vqa.json").read_text())["results"]]
     assert errors and all("settings" in e and "RAA_MODEL" in e and "RAA_TEMPERATURE" not in e for e in errors), errors
+
+
+def test_world_model_names_no_agent_setting_when_the_server_takes_fewer_images(env, monkeypatch):
+    """`raa eval world-model` sends each question's fixed frames (`evals.vqa.VQA_FRAMES`), read by none of the agent's
+    settings: a server taking fewer images per request must not be told to lower AgentConfig.max_images_per_call,
+    observe_frames or frame_budget (the backbone's own names), which change nothing here."""
+    import httpx
+    import openai
+
+    root, _ = env
+    words = "At most 4 image(s) may be provided in one request."
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions", json={"messages": []})
+    rejected = openai.BadRequestError(f"Error code: 400 - {words}", response=httpx.Response(400, request=request),
+                                      body={"message": words, "type": "BadRequestError", "code": 400})
+    model = ScriptedChatModel({"vqa": [rejected] * 4})
+    monkeypatch.setattr(graph_commands, "make_chat_model", lambda settings: model)
+    (root / "vqa.jsonl").write_text(json.dumps({"path": "a.mp4", "task": "push", "questions": [
+        {"question": "Does the block move right?", "answer": "yes"}]}) + "\n")
+    runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
+    errors = [r["error"] for r in json.loads((root / "wm" / "vqa.json").read_text())["results"]]
+    assert errors and all("settings" in e and "fewer images" in e and "AgentConfig" not in e
+                          and "observe_frames" not in e for e in errors), errors
