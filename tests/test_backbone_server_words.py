@@ -42,7 +42,7 @@ def test_a_page_without_a_title_adds_nothing() -> None:
 
 
 @pytest.mark.parametrize("body", [None, ["a", "list"], {"error": {"nested": "dict"}}, {"detail": [{"loc": ["body"]}]},
-                                  {"message": "Error code: 400"}, 42, ""])
+                                  {"message": "Error code: 400"}, 42, "", b"raw bytes"])
 def test_bodies_without_words_of_their_own_add_nothing(body: object) -> None:
     assert server_words(_status(400, body)) == "Error code: 400"
 
