@@ -185,3 +185,43 @@ def test_no_evaluation_is_spent_on_an_iteration_whose_logs_were_not_written(tmp_
         train(_eval_cfg(tmp_path))
     assert latest_tag(tmp_path / "run" / "checkpoints") is None
     assert _iterations(tmp_path / "run" / "eval.jsonl") == [0]
+
+
+@pytest.mark.slow  # two launches: a training iteration and three evaluations in process (~45 s here)
+def test_the_resume_after_a_wandb_failure_on_an_evaluation_iteration_evaluates_it_once(tmp_path, one_rank_env,
+                                                                                        fake_wandb,  # noqa: F811
+                                                                                        monkeypatch):
+    """W&B failed on the last iteration, an evaluation due: the checkpoint was saved, the evaluation left to the
+    resumed run. Resumed with W&B back, the run trains no further, evaluates that iteration (once: eval.jsonl,
+    eval_rewards.jsonl and W&B get its rows one time) and keeps the first launch's training rows."""
+    import training.run_start
+    from tests.test_wandb_log import _Run
+    from training.rank_failures import RankFailed
+    from training.trainer import train
+
+    real_log = _Run.log
+    down = [True]
+
+    def log(self, data, step=None):  # noqa: ANN001, ANN202
+        if down[0] and any(key.startswith("train/") for key in data):
+            raise ConnectionResetError("the wandb service process is gone")
+        real_log(self, data, step)
+
+    monkeypatch.setattr(_Run, "log", log)
+    monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)
+    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)
+    cfg = dataclasses.replace(_eval_cfg(tmp_path, "--wandb_project", "grpo"), max_iterations=1)
+    with pytest.raises(RankFailed, match="logging the iteration to W&B failed"):
+        train(cfg)
+    run = tmp_path / "run"
+    rewards = (run / "rewards.jsonl").read_text()
+    down[0] = False
+    del fake_wandb[1][:]
+    train(dataclasses.replace(cfg, resume=True))
+    assert _iterations(run / "metrics.jsonl") == [1]
+    assert (run / "rewards.jsonl").read_text() == rewards  # no iteration trained again
+    assert _iterations(run / "eval.jsonl") == [0, 1]
+    assert set(_iterations(run / "eval_rewards.jsonl")) == {0, 1}
+    logged = [(sorted({key.split("/")[0] for key in data if "/" in key}), step) for _, data, step in
+              (call for call in fake_wandb[1] if call[0] == "log")]
+    assert logged == [(["train"], 1), (["eval"], 1)]  # the kept row sent again (trim_after), then the evaluation
