@@ -225,3 +225,35 @@ def test_the_resume_after_a_wandb_failure_on_an_evaluation_iteration_evaluates_i
     logged = [(sorted({key.split("/")[0] for key in data if "/" in key}), step) for _, data, step in
               (call for call in fake_wandb[1] if call[0] == "log")]
     assert logged == [(["train"], 1), (["eval"], 1)]  # the kept row sent again (trim_after), then the evaluation
+
+
+def test_a_wandb_failure_in_an_evaluation_leaves_its_files_whole(tmp_path, fake_wandb, monkeypatch):  # noqa: F811
+    """W&B's ``run.log`` raised on the held-out row, which went to W&B between eval.jsonl and eval_rewards.jsonl:
+    the evaluation's samples were never written. For the evaluation a resumed run owes (a stop, or W&B failing,
+    skipped it), the next resume found its eval.jsonl row and did not evaluate again: eval_rewards.jsonl lacked
+    that evaluation for good. The files are written first, then W&B (as an iteration's: `write_iteration`)."""
+    import training.evaluate as ev
+    from tests.test_eval_forward_failure import HELD_OUT, SMOKE
+    from tests.test_wandb_log import _Run
+    from training.config_io import load_config
+    from training.metrics_log import MetricsLog
+    from training.models import build_world_model
+    from training.rank_failures import RankFailed
+
+    def log(self, data, step=None):  # noqa: ANN001, ANN202
+        raise ConnectionResetError("the wandb service process is gone")
+
+    monkeypatch.setattr(_Run, "log", log)
+    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)  # diffusers probes it
+    cfg = load_config(SMOKE, ["--eval_samples", "1", "--num_steps", "2", "--output_dir", str(tmp_path)])
+    model = build_world_model(cfg, "cpu").eval()
+    metrics = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
+    try:
+        with pytest.raises(RankFailed, match="writing the held-out evaluation's logs failed on rank 0"):
+            ev.evaluate_everywhere(model, cfg, HELD_OUT[:1], lambda videos, prompts, **meta: [0.5] * len(videos),
+                                   metrics, tmp_path / "checkpoints", iteration=2, rank=0, world=1, places=None,
+                                   key=None, close=lambda code: None)
+    finally:
+        metrics.close()
+    assert _iterations(tmp_path / "eval.jsonl") == [2]
+    assert _iterations(tmp_path / "eval_rewards.jsonl") == [2]

@@ -257,8 +257,7 @@ def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: 
 
     def record() -> dict[str, Any]:
         row = summarize_eval(iteration, parts, key)  # the same on every rank (all parts gathered)
-        log.write_eval(row)
-        log.write_eval_items(iteration, summarize_items(iteration, parts, key))
+        log.write_evaluation(row, summarize_items(iteration, parts, key))
         return row
 
     row, failure = attempt(rank, "writing the held-out evaluation's logs", record)
