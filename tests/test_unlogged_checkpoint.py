@@ -238,7 +238,6 @@ def test_a_wandb_failure_in_an_evaluation_leaves_its_files_whole(tmp_path, fake_
     from training.config_io import load_config
     from training.metrics_log import MetricsLog
     from training.models import build_world_model
-    from training.rank_failures import RankFailed
 
     def log(self, data, step=None):  # noqa: ANN001, ANN202
         raise ConnectionResetError("the wandb service process is gone")
@@ -248,12 +247,46 @@ def test_a_wandb_failure_in_an_evaluation_leaves_its_files_whole(tmp_path, fake_
     cfg = load_config(SMOKE, ["--eval_samples", "1", "--num_steps", "2", "--output_dir", str(tmp_path)])
     model = build_world_model(cfg, "cpu").eval()
     metrics = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
-    try:
-        with pytest.raises(RankFailed, match="writing the held-out evaluation's logs failed on rank 0"):
-            ev.evaluate_everywhere(model, cfg, HELD_OUT[:1], lambda videos, prompts, **meta: [0.5] * len(videos),
-                                   metrics, tmp_path / "checkpoints", iteration=2, rank=0, world=1, places=None,
-                                   key=None, close=lambda code: None)
+    try:  # W&B alone is handed back, for the caller to save the iteration's checkpoint before it stops
+        row, unsynced = ev.evaluate_everywhere(model, cfg, HELD_OUT[:1], lambda videos, prompts, **meta: [0.5] * len(
+            videos), metrics, tmp_path / "checkpoints", iteration=2, rank=0, world=1, places=None, key=None,
+            close=lambda code: None)
     finally:
         metrics.close()
+    assert row["iteration"] == 2 and unsynced is not None
+    assert (unsynced.rank, unsynced.what) == (0, "logging the held-out evaluation to W&B")
     assert _iterations(tmp_path / "eval.jsonl") == [2]
     assert _iterations(tmp_path / "eval_rewards.jsonl") == [2]
+
+
+@pytest.mark.slow  # a training iteration and two evaluations in process (~30 s here)
+def test_a_wandb_failure_on_an_evaluation_keeps_the_iterations_checkpoint(tmp_path, one_rank_env, fake_wandb,  # noqa: F811
+                                                                          monkeypatch):
+    """W&B failed on iteration 1's held-out row (checkpoint_every 5): the evaluation's agreement stopped every rank
+    before the iteration's checkpoint, so a W&B hiccup cost the iteration's training, which the training row's
+    W&B failure no longer does. Its files written, the checkpoint is saved, then the run stops on the failure; the
+    resumed run finds the evaluation in eval.jsonl (not evaluated again) and sends W&B its rows (trim_after)."""
+    import training.run_start
+    from tests.test_wandb_log import _Run
+    from training.engine import latest_tag
+    from training.rank_failures import RankFailed
+    from training.trainer import train
+
+    real_log = _Run.log
+
+    def log(self, data, step=None):  # noqa: ANN001, ANN202
+        if step == 1 and any(key.startswith("eval/") for key in data):
+            raise ConnectionResetError("the wandb service process is gone")
+        real_log(self, data, step)
+
+    monkeypatch.setattr(_Run, "log", log)
+    monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)
+    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)
+    cfg = dataclasses.replace(_eval_cfg(tmp_path, "--wandb_project", "grpo"), checkpoint_every=5)
+    with pytest.raises(RankFailed, match=r"iteration 1: logging the held-out evaluation to W&B failed on rank 0 "
+                                         r".*Last checkpoint: .*iter_000001; fix the cause"):
+        train(cfg)
+    run = tmp_path / "run"
+    assert latest_tag(run / "checkpoints") == "iter_000001"
+    assert _iterations(run / "eval.jsonl") == [0, 1]
+    assert set(_iterations(run / "eval_rewards.jsonl")) == {0, 1}

@@ -26,7 +26,9 @@ rows again from them (training/metrics_log.py ``trim_after``). It used to refuse
 W&B hiccup cost up to ``checkpoint_every`` iterations of training. Agreed in the same gather, after every iteration
 of a run with W&B (one small ``all_gather_object``, next to an iteration's rollouts and update), it now saves the
 iteration's checkpoint (the held-out evaluation, whose rows go to W&B too, is left to the resumed run:
-training/best.py ``pending_eval``), and the run stops on it after the save (training/trainer.py).
+training/best.py ``pending_eval``), and the run stops on it after the save (training/trainer.py). W&B failing on
+the held-out evaluation's rows, written to eval.jsonl and eval_rewards.jsonl first, is handed back the same way
+(training/evaluate.py ``evaluate_everywhere``): the iteration is saved, and the resumed run finds the evaluation.
 
 Not covered: an exception inside DeepSpeed's ``save_checkpoint`` on one rank. It has barriers of its own, and
 which of them the failing rank skipped depends on where it raised, so no agreement after it can meet the

@@ -105,7 +105,7 @@ from training.metrics import component_means, gather
 from training.metrics_log import MetricsLog
 from training.models import encode_frames, negative_prompt
 from training.prompt_failures import PromptFailure, first_frames
-from training.rank_failures import Tried, agree, attempt, stop_on
+from training.rank_failures import RankFailure, Tried, agree, attempt, first_failure, stop_on
 from training.reward_outcome import KINDS
 from training.reward_runner import RewardRunner
 from training.sampler_shift import sampling_shift
@@ -235,11 +235,12 @@ def evaluate(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[Pr
 def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: Sequence[PromptSpec], reward_fn: Any,
                         log: MetricsLog, ckpt_dir: Path, *, iteration: int, rank: int, world: int,
                         places: Sequence[str] | None, key: str | None, close: Callable[[int], None],
-                        partitioned: bool = False) -> dict[str, Any]:
+                        partitioned: bool = False) -> tuple[dict[str, Any], RankFailure | None]:
     """One held-out evaluation (collective: call on every rank): each rank's `evaluate`, gathered; rank 0
-    writes eval.jsonl and eval_rewards.jsonl. Returns the eval.jsonl row, the same on every rank. A failure on
-    any rank, of its part or of rank 0's writes, raises `training.rank_failures.RankFailed` on every rank, after
-    ``close()`` (what the run opened), with one rank too. ``partitioned`` (ZeRO-3, several ranks): a failure
+    writes eval.jsonl and eval_rewards.jsonl, then W&B. Returns the eval.jsonl row and rank 0's W&B failure
+    (files written: the caller saves the iteration's checkpoint, then stops on it, training/checkpointing.py), the
+    same on every rank. A failure on any rank, of its part or of rank 0's files, raises
+    `training.rank_failures.RankFailed` on every rank, after ``close()`` (what the run opened), with one rank too. ``partitioned`` (ZeRO-3, several ranks): a failure
     of a transformer forward ends its rank alone (``Tried(exit_alone=close)``; module docstring)."""
     encoded, failure = attempt(rank, "encoding the held-out prompts", lambda: encode_share(
         world_model, cfg, prompts, iteration=iteration, rank=rank, world=world, places=places))
@@ -255,16 +256,20 @@ def evaluate_everywhere(world_model: FlowWorldModel, cfg: TrainConfig, prompts: 
     stop_on([g["failure"] for g in gathered], iteration, ckpt_dir, close)
     parts = [g["part"] for g in gathered]
 
-    def record() -> dict[str, Any]:
+    def record() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         row = summarize_eval(iteration, parts, key)  # the same on every rank (all parts gathered)
-        log.write_evaluation(row, summarize_items(iteration, parts, key))
-        return row
+        items = summarize_items(iteration, parts, key)
+        log.write_evaluation(row, items)
+        return row, items
 
-    row, failure = attempt(rank, "writing the held-out evaluation's logs", record)
-    # rank 0 writes: the one agreement an evaluation adds
-    stop_on([agree(failure)], iteration, ckpt_dir, close)
-    assert row is not None  # no failure on this rank
-    return row
+    written, failure = attempt(rank, "writing the held-out evaluation's logs", record)
+    unsynced = None if written is None else \
+        attempt(rank, "logging the held-out evaluation to W&B", log.wandb_evaluation, *written)[1]
+    # rank 0 writes: the one agreement an evaluation adds; W&B alone is handed back (the files are whole)
+    said = gather({"failure": failure, "unsynced": unsynced})
+    stop_on([part["failure"] for part in said], iteration, ckpt_dir, close)
+    assert written is not None  # no failure on this rank
+    return written[0], first_failure([part["unsynced"] for part in said])
 
 
 def summarize_eval(iteration: int, parts: Sequence[dict[str, Any]], key: str | None = None) -> dict[str, Any]:

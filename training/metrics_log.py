@@ -177,16 +177,18 @@ class MetricsLog:
         self._append(self.eval_path, "eval", row)
 
     def write_evaluation(self, row: dict[str, float | int], items: list[dict[str, Any]]) -> None:
-        """A held-out evaluation's logs (training/evaluate.py): eval.jsonl (and TensorBoard), eval_rewards.jsonl,
-        then W&B (the row, the saved videos), as `write_iteration` then `wandb_iteration`: a W&B error between the
-        files left the evaluation's samples unwritten, and a resume that found its eval.jsonl row did not evaluate
-        again (training/best.py ``pending_eval``), so eval_rewards.jsonl lacked them for good."""
-        iteration = int(row["iteration"])
+        """A held-out evaluation's logs (training/evaluate.py): eval.jsonl (and TensorBoard), eval_rewards.jsonl;
+        not W&B (`wandb_evaluation`, after it), as `write_iteration`: a W&B error between the files left the
+        evaluation's samples unwritten, and a resume that found its eval.jsonl row did not evaluate again
+        (training/best.py ``pending_eval``), so eval_rewards.jsonl lacked them for good."""
         self._append(self.eval_path, "eval", row, wandb=False)
         self._lines(self.eval_rewards_path, items)
+
+    def wandb_evaluation(self, row: dict[str, float | int], items: list[dict[str, Any]]) -> None:
+        """A held-out evaluation's row and saved videos to W&B (nothing without it), after `write_evaluation`."""
         if self.enabled and self.wandb is not None:
-            self.wandb.log(section_scalars("eval", row), iteration)
-            self._wandb_videos(iteration, items)
+            self.wandb.log(section_scalars("eval", row), int(row["iteration"]))
+            self._wandb_videos(int(row["iteration"]), items)
 
     def _append(self, path: Path, section: str, row: dict[str, float | int], *, wandb: bool = True) -> None:
         if not self.enabled:

@@ -138,15 +138,16 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
     key = eval_key(cfg, eval_prompts) if eval_prompts else None
     means = {i: m for i, m in agreed_eval_means(log.eval_path, key).items() if i <= start} if cfg.resume and key else {}
 
-    def held_out(iteration: int) -> None:  # training/evaluate.py: every rank samples, rank 0 logs; a failure on
-        engine.module.eval()  # any rank stops every rank (RankFailed: training/rank_failures.py)
-        row = evaluate_everywhere(world_model, cfg, eval_prompts, reward_fn, log, ckpt_dir, iteration=iteration,
-                                  rank=rank, world=world, places=run.eval_places, key=key, close=close,
-                                  partitioned=engine.zero_optimization_stage() == 3)
+    def held_out(iteration: int) -> RankFailure | None:  # training/evaluate.py: every rank samples, rank 0 logs; a
+        engine.module.eval()  # failure on any rank stops every rank (RankFailed: training/rank_failures.py)
+        row, unsynced = evaluate_everywhere(world_model, cfg, eval_prompts, reward_fn, log, ckpt_dir,
+                                            iteration=iteration, rank=rank, world=world, places=run.eval_places,
+                                            key=key, close=close, partitioned=engine.zero_optimization_stage() == 3)
         if (mean := counted_mean(row)) is not None:  # none for an incomplete evaluation too (training/best.py)
             means[iteration] = mean
         else:  # a repeated evaluation without a mean replaces the earlier one, as training.best.eval_means reads it
             means.pop(iteration, None)
+        return unsynced  # W&B alone failing: the checkpoint of `iteration` is saved (or was), then the run stops
 
     def stop_early(iteration: int) -> None:  # eval_patience ran out at `iteration`: say so; the caller stops
         if rank == 0:  # rank 0 wrote eval.jsonl
@@ -154,9 +155,9 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
 
     end = cfg.max_iterations
     if eval_prompts and start == 0:  # the baseline of a fresh run
-        held_out(0)
+        stop_on([held_out(0)], 0, ckpt_dir, close)  # W&B alone failed (its files whole): stop, as after a checkpoint
     elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
-        held_out(start)
+        stop_on([held_out(start)], start, ckpt_dir, close)
     if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
         # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
         # it trained on to its next evaluation
@@ -292,8 +293,8 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         wandb_down, unsynced = (logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close), None) if agreed \
             else (None, unsynced)
         evaluated = due and not (signum or stalled or wandb_down)  # skipped for a stop: the resumed run evaluates
-        if evaluated:  # this iteration first (pending_eval)
-            held_out(it + 1)
+        if evaluated:  # this iteration first (pending_eval); W&B failing on its rows saves the iteration too
+            wandb_down = held_out(it + 1)
         plateau = evaluated and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience
         new_best = evaluated and is_new_best(means, it + 1)  # checkpointed: `--tag best` can export it
         saved = bool(signum or stalled or wandb_down or plateau or new_best or scheduled)
