@@ -162,10 +162,10 @@ def _patch(case: str, rank: int) -> None:
     if case == "eval_write" and rank == 0:
         from training.metrics_log import MetricsLog
 
-        def full(self, row):
+        def full(self, row, items):
             raise OSError(28, "No space left on device", str(self.eval_path))
 
-        MetricsLog.write_eval = full
+        MetricsLog.write_evaluation = full
     if case.startswith("metrics_write") and rank == 0:
         from training.metrics_log import MetricsLog
 
