@@ -72,7 +72,9 @@ Decisions where the issue was silent:
   ``video: null``, the rewards still count), before the reward is called, so they exist even when the
   reward fails.
 * TensorBoard gets no videos (its ``add_video`` needs moviepy); W&B gets the files rank 0 can read
-  (training/wandb_log.py), which on one node or a shared filesystem is all of them.
+  (training/wandb_log.py), which on one node or a shared filesystem is all of them. W&B is sent the row and
+  videos after eval.jsonl and eval_rewards.jsonl are written; W&B alone failing is handed back to the trainer,
+  which saves the iteration's checkpoint, then stops (training/checkpointing.py).
 * Every row (eval.jsonl and eval_rewards.jsonl) carries ``eval_key`` (`eval_key`): a short hash of what the
   evaluation measures, i.e. the reward and its options, the held-out prompts' content (text, image path,
   image_seed, meta), eval_samples, seed and the sampler (num_steps, shift, guidance_scale, the negative
