@@ -363,12 +363,7 @@ def test_world_model_names_the_model_when_it_takes_no_temperature_0(env, monkeyp
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions", json={"messages": [], "temperature": 0})
     rejected = openai.BadRequestError(body["error"]["message"], response=httpx.Response(400, request=request),
                                       body=body["error"])
-    model = ScriptedChatModel({"vqa": [rejected] * 4})
-    monkeypatch.setattr(graph_commands, "make_chat_model", lambda settings: model)
-    (root / "vqa.jsonl").write_text(json.dumps({"path": "a.mp4", "task": "push", "questions": [
-        {"question": "Does the block move right?", "answer": "yes"}]}) + "\n")
-    runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
-    errors = [r["error"] for r in json.loads((root / "wm" / "vqa.json").read_text())["results"]]
+    errors = _world_model_errors(root, monkeypatch, rejected)
     assert errors and all("settings" in e and "RAA_MODEL" in e and "RAA_TEMPERATURE" not in e for e in errors), errors
 
 
@@ -384,11 +379,16 @@ def test_world_model_names_no_agent_setting_when_the_server_takes_fewer_images(e
     request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions", json={"messages": []})
     rejected = openai.BadRequestError(f"Error code: 400 - {words}", response=httpx.Response(400, request=request),
                                       body={"message": words, "type": "BadRequestError", "code": 400})
+    errors = _world_model_errors(root, monkeypatch, rejected)
+    assert errors and all("settings" in e and "fewer images" in e and "AgentConfig" not in e
+                          and "observe_frames" not in e for e in errors), errors
+
+
+def _world_model_errors(root, monkeypatch, rejected: Exception) -> list[str]:
+    """The result errors of `raa eval world-model` on one question whose every model call raises `rejected`."""
     model = ScriptedChatModel({"vqa": [rejected] * 4})
     monkeypatch.setattr(graph_commands, "make_chat_model", lambda settings: model)
     (root / "vqa.jsonl").write_text(json.dumps({"path": "a.mp4", "task": "push", "questions": [
         {"question": "Does the block move right?", "answer": "yes"}]}) + "\n")
     runner.invoke(eval_cli.eval_app, ["world-model", "-m", "vqa.jsonl", "-o", "wm"])
-    errors = [r["error"] for r in json.loads((root / "wm" / "vqa.json").read_text())["results"]]
-    assert errors and all("settings" in e and "fewer images" in e and "AgentConfig" not in e
-                          and "observe_frames" not in e for e in errors), errors
+    return [r["error"] for r in json.loads((root / "wm" / "vqa.json").read_text())["results"]]

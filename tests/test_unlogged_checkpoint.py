@@ -194,22 +194,11 @@ def test_the_resume_after_a_wandb_failure_on_an_evaluation_iteration_evaluates_i
     """W&B failed on the last iteration, an evaluation due: the checkpoint was saved, the evaluation left to the
     resumed run. Resumed with W&B back, the run trains no further, evaluates that iteration (once: eval.jsonl,
     eval_rewards.jsonl and W&B get its rows one time) and keeps the first launch's training rows."""
-    import training.run_start
-    from tests.test_wandb_log import _Run
     from training.rank_failures import RankFailed
     from training.trainer import train
 
-    real_log = _Run.log
     down = [True]
-
-    def log(self, data, step=None):  # noqa: ANN001, ANN202
-        if down[0] and any(key.startswith("train/") for key in data):
-            raise ConnectionResetError("the wandb service process is gone")
-        real_log(self, data, step)
-
-    monkeypatch.setattr(_Run, "log", log)
-    monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)
-    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)
+    _wandb_log_fails(monkeypatch, fake_wandb, lambda data, step: down[0] and any(k.startswith("train/") for k in data))
     cfg = dataclasses.replace(_eval_cfg(tmp_path, "--wandb_project", "grpo"), max_iterations=1)
     with pytest.raises(RankFailed, match="logging the iteration to W&B failed"):
         train(cfg)
@@ -266,22 +255,11 @@ def test_a_wandb_failure_on_an_evaluation_keeps_the_iterations_checkpoint(tmp_pa
     before the iteration's checkpoint, so a W&B hiccup cost the iteration's training, which the training row's
     W&B failure no longer does. Its files written, the checkpoint is saved, then the run stops on the failure; the
     resumed run finds the evaluation in eval.jsonl (not evaluated again) and sends W&B its rows (trim_after)."""
-    import training.run_start
-    from tests.test_wandb_log import _Run
     from training.engine import latest_tag
     from training.rank_failures import RankFailed
     from training.trainer import train
 
-    real_log = _Run.log
-
-    def log(self, data, step=None):  # noqa: ANN001, ANN202
-        if step == 1 and any(key.startswith("eval/") for key in data):
-            raise ConnectionResetError("the wandb service process is gone")
-        real_log(self, data, step)
-
-    monkeypatch.setattr(_Run, "log", log)
-    monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)
-    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)
+    _wandb_log_fails(monkeypatch, fake_wandb, lambda data, step: step == 1 and any(k.startswith("eval/") for k in data))
     cfg = dataclasses.replace(_eval_cfg(tmp_path, "--wandb_project", "grpo"), checkpoint_every=5)
     with pytest.raises(RankFailed, match=r"iteration 1: logging the held-out evaluation to W&B failed on rank 0 "
                                          r".*Last checkpoint: .*iter_000001; fix the cause"):
@@ -290,3 +268,21 @@ def test_a_wandb_failure_on_an_evaluation_keeps_the_iterations_checkpoint(tmp_pa
     assert latest_tag(run / "checkpoints") == "iter_000001"
     assert _iterations(run / "eval.jsonl") == [0, 1]
     assert set(_iterations(run / "eval_rewards.jsonl")) == {0, 1}
+
+
+def _wandb_log_fails(monkeypatch, fake_wandb, fails) -> None:  # noqa: F811
+    """W&B on (the fake run of tests/test_wandb_log.py), its ``run.log`` raising the service's error where
+    ``fails(data, step)`` says so and logging as usual elsewhere."""
+    import training.run_start
+    from tests.test_wandb_log import _Run
+
+    real_log = _Run.log
+
+    def log(self, data, step=None):  # noqa: ANN001, ANN202
+        if fails(data, step):
+            raise ConnectionResetError("the wandb service process is gone")
+        real_log(self, data, step)
+
+    monkeypatch.setattr(_Run, "log", log)
+    monkeypatch.setattr(training.run_start, "require_wandb", lambda project: None)
+    monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)
