@@ -171,8 +171,8 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
     # rank 0's logs of an iteration could not be written: agreed before its evaluation and checkpoint (logs_agreed:
     unlogged: RankFailure | None = None  # training/checkpointing.py), at the next iteration's first gather or after
-    unsynced: RankFailure | None = None  # the loop (rank_failures.py); unsynced: W&B alone, which keeps the
-    # checkpoint; a divergence stop (no checkpoint) names them in TrainingDiverged's message
+    # the loop (rank_failures.py); a divergence stop (no checkpoint) names them in TrainingDiverged's message, with
+    # the iteration's W&B failure (`unsynced`, agreed in the same iteration: with W&B every iteration is)
     done = start  # the last iteration trained
     for it in range(start, end):
         # -- 1. rollouts ----------------------------------------------------------------------
@@ -187,7 +187,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         firsts, failed = first_frames([prompts[i] for i in mine], [places[i] for i in mine], cfg, it + 1, rank)
         conds, unencoded = attempt(rank, "encoding the iteration's prompts", encode_frames, world_model, cfg, firsts,
                                    [prompts[i].text for i in mine], device)  # agreed before the first forward
-        ranks_say = gather({"failed": failed, "unlogged": unlogged or unsynced, "unencoded": unencoded})  # and: did rank 0
+        ranks_say = gather({"failed": failed, "unlogged": unlogged, "unencoded": unencoded})  # and: did rank 0
         stop_on([p["unlogged"] for p in ranks_say], it, ckpt_dir, close)  # fail to write the last logs
         stop_on([p["unencoded"] for p in ranks_say], it + 1, ckpt_dir, close)
         failures = [f for part in ranks_say for f in part["failed"] if f is not None]  # all ranks'
@@ -290,8 +290,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         # failing (wandb_down) saves the iteration, then stops: with W&B every iteration (one small gather), where
         # the next iteration's gather found it with an older checkpoint (up to checkpoint_every - 1 trained again)
         agreed = bool(signum or stalled or scheduled or due or cfg.wandb_project)
-        wandb_down, unsynced = (logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close), None) if agreed \
-            else (None, unsynced)
+        wandb_down = logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close) if agreed else None
         evaluated = due and not (signum or stalled or wandb_down)  # skipped for a stop: the resumed run evaluates
         if evaluated:  # this iteration first (pending_eval); W&B failing on its rows saves the iteration too
             wandb_down = held_out(it + 1)
@@ -302,9 +301,9 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             checkpoint(it + 1)
         if stops is not None and not (signum or stalled) and (late := stops.agreed(device)):
             signum = late  # a signal during the evaluation or the save: stop now, not after another iteration
-            if not saved:  # agreed already where the iteration evaluated
-                wandb_down, unsynced = (wandb_down, unsynced) if agreed else \
-                    (logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close), None)
+            if not saved:
+                if not agreed:  # (agreed already where the iteration evaluated)
+                    wandb_down = logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close)
                 checkpoint(it + 1)
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
@@ -323,5 +322,5 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             break
 
     # -- 6. the trained policy (training/export.py): rank 0, after the ranks agreed and shut down (run_end.py)
-    finish(cfg, rank=rank, done=done, unlogged=unlogged or unsynced, opened=opened, ckpt_dir=ckpt_dir)
+    finish(cfg, rank=rank, done=done, unlogged=unlogged, opened=opened, ckpt_dir=ckpt_dir)
     return out_dir
