@@ -36,7 +36,9 @@ Decisions where the issue was silent:
   default was raised, which a full run with max_tool_rounds=6 (26 supersteps) passed, so every such run raised
   GraphRecursionError and ended ineligible. A limit passed at invoke still wins.
 - The agent is a `graph.thread_guard.RewardAgent`: a new input on a thread that already holds a run raises
-  `ThreadInUseError` before LangGraph checkpoints it, so the finished run's trace is never overwritten; and each
+  `ThreadInUseError` before LangGraph checkpoints it, so the finished run's trace is never overwritten; a resume by
+  an agent of another config than the run's raises `ResumeMismatchError` (the stages left ran under the other's
+  switches and gate); and each
   run claims its id in a SQLite trace file (`graph.thread_claims`), with the settings' claim age when the builder
   has settings (`BackboneSettings.foreign_claim_max_age_s`, bound in the agent's config).
 - The trace database runs in WAL mode with synchronous=NORMAL: each checkpoint commit appends to
@@ -54,7 +56,7 @@ from typing import Any
 
 from langgraph.graph import StateGraph
 
-from graph.config import AgentConfig
+from graph.config import AgentConfig, run_settings
 from graph.context import RunContext, tool_provider
 from graph.frame_store import FrameStore
 from graph.nodes.assess import assess
@@ -138,7 +140,8 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
         g.add_conditional_edges(name, RouteStep(route), sorted(set(destinations)))
     if checkpointer is None:
         checkpointer = _shared_checkpointer(str(settings.traces_path))
-    agent = RewardAgent.of(g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset)))
+    agent = RewardAgent.of(g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset)),
+                           run_settings(cfg))  # a resumed run must have been started with this config
     bound: dict[str, Any] = {"recursion_limit": recursion_limit(cfg, extra=extra)}
     if settings is not None:  # a run.s claim of its id ages as the settings say (graph.thread_claims)
         bound["configurable"] = {CLAIM_AGE_KEY: settings.foreign_claim_max_age_s}

@@ -235,6 +235,14 @@ def server_settings(cfg: ResolvedConfig) -> dict[str, str]:
     return {name: getattr(cfg, name) for name in SERVER_FIELDS}
 
 
+def run_settings(cfg: ResolvedConfig) -> dict[str, Any]:
+    """What a run records of the config it runs under (the quality step writes it to the state): `preset`, the
+    `switches`, the `overrides` (`config_overrides`) and the `server` settings (`server_settings`). A run resumed from
+    its checkpoint must continue under the same (`graph.thread_guard.resume_refusal`)."""
+    return {"preset": cfg.preset, "switches": cfg.switches(), "overrides": config_overrides(cfg),
+            "server": server_settings(cfg)}
+
+
 def recorded_settings(overrides: Mapping[str, Any], server: Mapping[str, Any]) -> tuple[dict, dict]:
     """(overrides, server settings) of a recorded run from its `overrides` and `server`: a run recorded before the
     two were kept apart listed its server settings that differ from the defaults among its overrides."""

@@ -15,11 +15,19 @@ Decisions where the issue was silent:
   ineligible result as before.
 - "Holds a run": the checkpoint the call would continue from (the thread's latest, or the `checkpoint_id`
   given) has steps or a result, the quality node's own test (which stays, for the calls not checked here).
-- Not checked: a resume (input None) or a `Command`, which LangGraph continues from the checkpoint (still
-  claimed, below); a call without a checkpointer or a thread id; a run as another graph's subgraph (a non-empty
+- Not checked for a run it holds: a resume (input None) or a `Command`, which LangGraph continues from the checkpoint
+  (still claimed, below; but checked for its config, next); a call without a checkpointer or a thread id; a run as another graph's subgraph (a non-empty
   `checkpoint_ns`: its checkpoints are the parent's).
 - The check reads the checkpoint with `get_state` / `aget_state`: one read per run (nothing to decode for a
   new thread), besides the API's own look-up.
+- A resume (input None, or a `Command`) is refused with `ResumeMismatchError` before anything is written when the
+  checkpoint it continues was started by an agent of another config (`resume_refusal`: the preset, switches,
+  overrides or server settings its quality step recorded, `graph.config.run_settings`, differ from this agent's).
+  The stages left ran under the other config's switches, caps and gate: a `full` run resumed by an `audit_no_gate`
+  agent skipped the final check and scored a clip whose failure `full` establishes, and its result carried the other
+  preset's label beside a trace of the first one's stages. A checkpoint with no recorded config (before the quality
+  step, or written before the config was recorded) is not checked. The draw (`AgentConfig.draw`) is not recorded,
+  so not checked: a run resumed at another draw takes another sample of the same configuration's answers.
 - The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
   for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
   API's, is seen in flight or dead.
@@ -48,6 +56,10 @@ from graph.thread_claims import aclaimed, claimed
 
 class ThreadInUseError(ValueError):
     """A new input was sent to a thread that already holds a run (see module docstring)."""
+
+
+class ResumeMismatchError(ValueError):
+    """A run was resumed by an agent built with another config than the one it was started by (module docstring)."""
 
 
 def _run_config(graph: CompiledStateGraph,
@@ -81,6 +93,33 @@ def refusal(thread_id: Any, values: dict[str, Any]) -> ThreadInUseError | None:
                             "trace is kept as it is: score a new input on a new thread id (the run id)")
 
 
+def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ResumeMismatchError | None:
+    """The error for resuming the run whose state is `values` with an agent whose `graph.config.run_settings` are
+    `settings`; None when they match, when the run recorded no config yet, or for an agent that has none."""
+    from graph.config import recorded_settings
+
+    if settings is None or "preset" not in values:
+        return None
+    overrides, server = recorded_settings(values.get("overrides") or {}, values.get("server") or {})
+    recorded = {"preset": values.get("preset"), "switches": values.get("switches"), "overrides": overrides,
+                "server": {**settings["server"], **server}}  # a run that recorded none: this agent's
+    diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in ("preset", "switches", "overrides", "server")
+             if recorded[k] != settings[k]]
+    if not diffs:
+        return None
+    return ResumeMismatchError(f"thread {str(thread_id)!r} was started by an agent of preset {recorded['preset']!r}, "
+                               f"not this agent's {settings['preset']!r}: " + "; ".join(diffs) + "; resume it with "
+                               "an agent built with the config it was started with")
+
+
+def _refusal(thread_id: Any, input: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ValueError | None:
+    """Why this call may not run on the thread whose state is `values`: a new input on a thread that holds a run
+    (`refusal`), a resume by an agent of another config (`resume_refusal`); None when it may."""
+    if _new_input(input):
+        return refusal(thread_id, values)
+    return resume_refusal(thread_id, values, settings)
+
+
 def _generator(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
     """`Pregel.astream`'s stream as the async generator it is (LangGraph annotates it as an AsyncIterator): what
     `aclosing` closes when the caller stops reading it early, so that LangGraph's run ends there too."""
@@ -92,10 +131,18 @@ def _generator(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
 class RewardAgent(CompiledStateGraph):
     """The compiled reward agent (module docstring). `invoke` / `ainvoke` run through `stream` / `astream`."""
 
+    def __init__(self, *, run_settings: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run_settings = run_settings
+        """`graph.config.run_settings` of the config the agent was built with (a resume is checked against them)."""
+
     @classmethod
-    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any]) -> RewardAgent:
-        """`compiled` as a RewardAgent (the same attributes, as `Pregel.copy` builds a copy)."""
-        return cls(**{k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"})
+    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any],
+           run_settings: dict[str, Any] | None = None) -> RewardAgent:
+        """`compiled` as a RewardAgent (the same attributes, as `Pregel.copy` builds a copy), built with the config
+        whose `graph.config.run_settings` are `run_settings`."""
+        attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}
+        return cls(**attrs, run_settings=run_settings)
 
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
         if (found := _run_config(self, config)) is None:
@@ -103,8 +150,8 @@ class RewardAgent(CompiledStateGraph):
             return
         run, saver = found
         with claimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
-            if _new_input(input) and (error := refusal(run["configurable"]["thread_id"],
-                                                       self.get_state(run).values)) is not None:
+            if (error := _refusal(run["configurable"]["thread_id"], input, self.get_state(run).values,
+                                  self.run_settings)) is not None:
                 raise error
             yield from super().stream(input, config, **kwargs)
 
@@ -116,8 +163,8 @@ class RewardAgent(CompiledStateGraph):
             return
         run, saver = found
         async with aclaimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
-            if _new_input(input) and (error := refusal(run["configurable"]["thread_id"],
-                                                       (await self.aget_state(run)).values)) is not None:
+            if (error := _refusal(run["configurable"]["thread_id"], input, (await self.aget_state(run)).values,
+                                  self.run_settings)) is not None:
                 raise error
             async with aclosing(_generator(super().astream(input, config, **kwargs))) as chunks:
                 async for chunk in chunks:

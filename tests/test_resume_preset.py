@@ -1,0 +1,74 @@
+"""Resuming a run (input None on its thread) with an agent built with another config: the stages left would run
+under the other preset's switches and gate, and the result would carry its label beside a trace of the first
+preset's stages (a `full` run resumed by an `audit_no_gate` agent skipped the final check's failure gate and
+scored a failed clip). Refused before anything is written: the run can still be resumed by a matching agent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from graph_scripts import FakeSurprise, assessment, full_script
+
+from graph import AgentConfig, AgentTools, build_reward_agent
+from graph.backbone import Backbone
+from graph.testing import ScriptedChatModel
+from graph.tracing import traces_serde
+from tools.motion import LKTracker
+
+INSTRUCTION = "push the red block to the right"
+FAILED = {"failure_established": True, "essential_unverifiable": False, "rationale": "the block never moves"}
+CONFIG = {"configurable": {"thread_id": "resumed"}}
+
+
+def _agent(saver, config: AgentConfig):
+    script = full_script(assess=[assessment(s2="not_met")], reflect=[assessment(s2="not_met")],
+                         repair=[assessment(s2="not_met")], final_check=[FAILED])
+    backbone = Backbone(ScriptedChatModel(script), schema_retries=1, max_retries=1, timeout_s=10,
+                        retry_wait=(0.0, 0.0))
+    return build_reward_agent(config, backbone=backbone, checkpointer=saver,
+                              tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+
+
+def _interrupted(clip):
+    """A `full` run stopped after its assess step (its per-step checkpoints kept), and its checkpointer."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver(serde=traces_serde())
+    agent = _agent(saver, AgentConfig(preset="full"))
+    for chunk in agent.stream({"video": str(clip), "instruction": INSTRUCTION, "run_id": "resumed"}, CONFIG,
+                              stream_mode="updates", durability="sync"):
+        if "assess" in chunk:
+            break
+    assert agent.get_state(CONFIG).next == ("inspect",)
+    return saver
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("other", [AgentConfig(preset="audit_no_gate"), AgentConfig(preset="full", audit=False),
+                                   AgentConfig(preset="full", max_tool_rounds=1)])
+def test_a_run_resumed_by_an_agent_of_another_config_is_refused(clip, how, other):
+    from graph.thread_guard import ResumeMismatchError
+
+    saver = _interrupted(clip)
+    before = len(list(saver.list(CONFIG)))
+    agent = _agent(saver, other)
+    with pytest.raises(ResumeMismatchError, match="'resumed' was started by an agent of preset 'full'"):
+        if how == "invoke":
+            agent.invoke(None, CONFIG)
+        else:
+            asyncio.run(agent.ainvoke(None, CONFIG))
+    assert len(list(saver.list(CONFIG))) == before  # nothing written
+    out = _agent(saver, AgentConfig(preset="full")).invoke(None, CONFIG)  # still resumable by its own config
+    assert out["result"].status == "zero" and out["result"].reward == 0.0 and out["result"].preset == "full"
+
+
+def test_a_finished_run_resumed_by_another_config_is_refused_too(clip):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph.thread_guard import ResumeMismatchError
+
+    saver = InMemorySaver(serde=traces_serde())
+    _agent(saver, AgentConfig(preset="full")).invoke({"video": str(clip), "instruction": INSTRUCTION}, CONFIG)
+    with pytest.raises(ResumeMismatchError, match="preset 'full'.*'no_audit'"):
+        _agent(saver, AgentConfig(preset="no_audit")).invoke(None, CONFIG)
