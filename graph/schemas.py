@@ -21,6 +21,10 @@ Decisions where the issue was silent:
 - QualityCheck and SurpriseEvidence are the tools' own records, re-exported here; so are the inspection step's
   records and tool-argument schemas (`graph.inspection_schemas`: views, crop boxes, track requests,
   InspectionPlan), split out of this module (one concern each, both under 400 lines).
+- An observed event whose end_frame is before its start_frame is refused (re-asked with both frames, the schema
+  unchanged): it was kept as written, and assess and the audit read a timeline running backwards ("frames 20..5"),
+  which the report linked as a stretch of the clip. Not swapped: which of the two frames the model got wrong is
+  not known. (A track request's reversed stretch stays valid: `graph.nodes.tracking` tracks it.)
 - A reply of `{}` is no Observation and no AuditReport (`EMPTY_IS_NO_ANSWER`): re-asked, in the parsing step.
 - Rubric levels and the direct reward refuse a boolean (`not_boolean`; lax pydantic read `true` as 1).
 - Booleans (FinalCheck's F and U, `essential`, `clean`) stay lax: pydantic reads only spellings that state the value
@@ -113,6 +117,14 @@ class ObservedEvent(_Record):
     start_frame: FrameIndex = Field(ge=0, le=100_000, description="First frame index where the event is visible.")
     end_frame: FrameIndex = Field(ge=0, le=100_000, description="Last frame index where the event is visible.")
     description: str = Field(max_length=NOTE_CHARS, description="What is seen, in neutral terms (no task words).")
+
+    @model_validator(mode="after")
+    def _in_order(self) -> ObservedEvent:
+        if self.end_frame < self.start_frame:  # re-asked (module docstring)
+            raise ValueError(f"event {self.description[:80]!r}: its end_frame {self.end_frame} is before its "
+                             f"start_frame {self.start_frame}; write its first frame as start_frame and its last "
+                             "as end_frame")
+        return self
 
 
 class Observation(_Record):
