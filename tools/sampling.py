@@ -49,9 +49,12 @@ def uniform_indices(n: int, k: int) -> list[int]:
 
 
 def uniform_subset(items: Sequence[int], k: int) -> list[int]:
-    """The items at ``uniform_indices(len(items), k)``, sorted and unique (e.g. 4 overlay frames of a
-    32-frame track, or the frames shown for a surprise window)."""
-    return sorted({int(items[i]) for i in uniform_indices(len(items), k)})
+    """Up to `k` of the distinct `items`, spread uniformly over them in increasing order (``uniform_indices``
+    over the sorted distinct items; e.g. 4 overlay frames of a 32-frame track, or the frames shown for a surprise
+    window). Repeats are dropped before the pick: picked by position and deduplicated after, a report naming one
+    frame four times gave 2 frames where 4 were asked and there."""
+    distinct = sorted({int(v) for v in items})
+    return [distinct[i] for i in uniform_indices(len(distinct), k)]
 
 
 def order_problem(indices: Sequence[int]) -> str | None:
