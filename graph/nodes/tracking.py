@@ -5,6 +5,16 @@ Decisions where the issue was silent:
 - Tracks are computed by one shared job per (video, frames, points) (`FrameStore.shared_job`), so the
   speculative grid track (`AgentConfig.motion_prefetch`, started by assess) and a matching
   track_motion call are one computation; overlays and the summary are rendered per call.
+- A failed speculative grid track decides nothing by itself: the run is ineligible when a track it uses fails (a
+  track_motion call, or reflect's automatic grid track without inspection, whose failure is always used), and a
+  failed speculative job is tried once more when asked for (`FrameStore.atracks`). With the full preset a broken
+  tracker therefore makes ineligible the clips whose model asked for a track, and scores the others: each reward
+  comes from the evidence its run gathered, and a run that never asked for a track gathered the same evidence, and
+  gets the same reward, as with a working tracker (the model decides before any track exists; the tool list it is
+  offered is the same). The paper's rule (a required tool's failure makes the run ineligible, never a model-only
+  fallback) is about evidence a run needs: a track the model did not ask for is no part of its evidence, and making
+  the run ineligible for it would make `motion_prefetch` (a speed setting) change results. A tracker that cannot
+  load stops the commands that score many clips, and the trainer, at their start (`graph.context.preload_tools`).
 - track_motion's points lie on start_frame, as its schema says: they are queried on that frame's
   position among the tracked frames (`query_index`), and both trackers follow them both ways. They
   were queried on the first tracked frame, so for end_frame < start_frame (the stretch is tracked in
