@@ -107,9 +107,10 @@ def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, A
              if recorded[k] != settings[k]]
     if not diffs:
         return None
-    return ResumeMismatchError(f"thread {str(thread_id)!r} was started by an agent of preset {recorded['preset']!r}, "
-                               f"not this agent's {settings['preset']!r}: " + "; ".join(diffs) + "; resume it with "
-                               "an agent built with the config it was started with")
+    return ResumeMismatchError(f"thread {str(thread_id)!r} was started by an agent of preset {recorded['preset']!r} "
+                               f"with another config than this agent's (preset {settings['preset']!r}): "
+                               + "; ".join(diffs) + "; resume it with an agent built with the config it was started "
+                               "with, or score the clip again on a new thread id (the run id)")
 
 
 def _refusal(thread_id: Any, input: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ValueError | None:

@@ -70,5 +70,6 @@ def test_a_finished_run_resumed_by_another_config_is_refused_too(clip):
 
     saver = InMemorySaver(serde=traces_serde())
     _agent(saver, AgentConfig(preset="full")).invoke({"video": str(clip), "instruction": INSTRUCTION}, CONFIG)
-    with pytest.raises(ResumeMismatchError, match="preset 'full'.*'no_audit'"):
+    expected = r"preset 'full' with another config than this agent's \(preset 'no_audit'\): preset 'full' \(agent"
+    with pytest.raises(ResumeMismatchError, match=expected):
         _agent(saver, AgentConfig(preset="no_audit")).invoke(None, CONFIG)
