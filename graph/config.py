@@ -34,7 +34,7 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
@@ -235,12 +235,13 @@ def server_settings(cfg: ResolvedConfig) -> dict[str, str]:
     return {name: getattr(cfg, name) for name in SERVER_FIELDS}
 
 
-def run_settings(cfg: ResolvedConfig) -> dict[str, Any]:
+def run_settings(cfg: ResolvedConfig, extra_tools: Sequence[str] = ()) -> dict[str, Any]:
     """What a run records of the config it runs under (the quality step writes it to the state): `preset`, the
-    `switches`, the `overrides` (`config_overrides`) and the `server` settings (`server_settings`). A run resumed from
-    its checkpoint must continue under the same (`graph.thread_guard.resume_refusal`)."""
+    `switches`, the `overrides` (`config_overrides`), the `server` settings (`server_settings`) and the names of the
+    agent's `extra_tools` (`tools.extra`, which wire the extra node). A run resumed from its checkpoint must continue
+    under the same (`graph.thread_guard.resume_refusal`)."""
     return {"preset": cfg.preset, "switches": cfg.switches(), "overrides": config_overrides(cfg),
-            "server": server_settings(cfg)}
+            "server": server_settings(cfg), "extra_tools": list(extra_tools)}
 
 
 def recorded_settings(overrides: Mapping[str, Any], server: Mapping[str, Any]) -> tuple[dict, dict]:

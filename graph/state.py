@@ -173,6 +173,8 @@ class AgentState(TypedDict, total=False):
     switches and caps, so two runs labelled with one preset can be told apart."""
     server: dict[str, str]
     """How the agent was fitted to its server (`graph.config.server_settings`: inspect_mode, coordinates)."""
+    extra_tools: list[str]
+    """Names of the agent's extra evidence tools (`tools.extra`; empty without), which wire its extra node."""
     meta: dict[str, Any]
     """Video metadata: frames, fps, width, height (upright), duration, rotation (display quarter turns)."""
     sample: list[int]

@@ -22,7 +22,10 @@ Decisions where the issue was silent:
   new thread), besides the API's own look-up.
 - A resume (input None, or a `Command`) is refused with `ResumeMismatchError` before anything is written when the
   checkpoint it continues was started by an agent of another config (`resume_refusal`: the preset, switches,
-  overrides or server settings its quality step recorded, `graph.config.run_settings`, differ from this agent's).
+  overrides or server settings its quality step recorded, `graph.config.run_settings`, differ from this agent's), or
+  with extra evidence tools where this agent has none, or the opposite (they wire the extra node: a run started with
+  one and resumed without it scored without its report; other tools are the caller's to choose, as for a context,
+  `graph.context.tools_mismatch`).
   The stages left ran under the other config's switches, caps and gate: a `full` run resumed by an `audit_no_gate`
   agent skipped the final check and scored a clip whose failure `full` establishes, and its result carried the other
   preset's label beside a trace of the first one's stages. A checkpoint with no recorded config (before the quality
@@ -105,6 +108,8 @@ def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, A
                 "server": {**settings["server"], **server}}  # a run that recorded none: this agent's
     diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in ("preset", "switches", "overrides", "server")
              if recorded[k] != settings[k]]
+    if "extra_tools" in values and bool(values["extra_tools"]) != bool(settings["extra_tools"]):  # the wiring
+        diffs.append(f"extra evidence tools {values['extra_tools']!r} (agent {settings['extra_tools']!r})")
     if not diffs:
         return None
     return ResumeMismatchError(f"thread {str(thread_id)!r} was started by an agent of preset {recorded['preset']!r} "

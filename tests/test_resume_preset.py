@@ -73,3 +73,40 @@ def test_a_finished_run_resumed_by_another_config_is_refused_too(clip):
     expected = r"preset 'full' with another config than this agent's \(preset 'no_audit'\): preset 'full' \(agent"
     with pytest.raises(ResumeMismatchError, match=expected):
         _agent(saver, AgentConfig(preset="no_audit")).invoke(None, CONFIG)
+
+
+class _Report:
+    """An extra evidence tool (`tools.extra`) reporting one frame."""
+
+    name = "gripper_check"
+
+    def evaluate(self, frames, instruction):
+        from tools.extra import EvidenceReport
+
+        return EvidenceReport(summary="the gripper closes at frame 9", frames=[9])
+
+
+@pytest.mark.parametrize(("started", "resumed"), [([_Report()], []), ([], [_Report()])])
+def test_a_run_resumed_with_or_without_the_extra_tools_it_was_started_with_is_refused(clip, started, resumed):
+    """Extra evidence tools wire the extra node: a run started with one and resumed without it scored without its
+    report (started by quality, shown by no node), as a context without them is refused (`tools_mismatch`)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph.thread_guard import ResumeMismatchError
+
+    def agent(extra):
+        backbone = Backbone(ScriptedChatModel(full_script()), schema_retries=1, max_retries=1, timeout_s=10,
+                            retry_wait=(0.0, 0.0))
+        return build_reward_agent(AgentConfig(preset="full"), backbone=backbone, checkpointer=saver,
+                                  tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise(), extra=extra))
+
+    saver = InMemorySaver(serde=traces_serde())
+    first = agent(started)
+    for chunk in first.stream({"video": str(clip), "instruction": INSTRUCTION}, CONFIG, stream_mode="updates",
+                              durability="sync"):
+        if "assess" in chunk:
+            break
+    with pytest.raises(ResumeMismatchError, match="extra evidence tools"):
+        agent(resumed).invoke(None, CONFIG)
+    out = agent([_Report()] if started else []).invoke(None, CONFIG)  # the same wiring: resumed
+    assert out["result"].status == "scored" and bool(out.get("extra_evidence")) == bool(started)
