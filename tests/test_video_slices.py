@@ -10,7 +10,7 @@ from av.codec.context import ThreadType
 
 from tools import video_scan as S
 from tools.video import VideoReader, read_frames
-from tools.video_slices import frame_threads, slices_per_frame
+from tools.video_slices import frame_threads, slice_thread_count, slices_per_frame
 
 AVCC = bytes([1, 0x64, 0, 0x1F, 0xFF])  # avcC header: NAL length size (0xFF & 3) + 1 = 4
 HVCC = bytes([1] + [0] * 20 + [0x0F])  # hvcC header: lengthSizeMinusOne at byte 21 = 3
@@ -36,7 +36,8 @@ def test_slices_of_hand_built_packets():
 
 
 @pytest.mark.parametrize(("codec", "size", "slices", "expected"), [
-    ("h264", (640, 360), 2, False),  # several slices: slice threads decode them in parallel
+    ("h264", (640, 360), 2, True),  # several slices: H.264's slice threads hide damage (one thread below 640x360)
+    ("hevc", (640, 360), 2, False),  # several slices: slice threads decode them in parallel
     ("h264", (1280, 720), 1, True),  # one slice: frame threads
     ("h264", (1280, 720), None, True),  # unknown: one slice assumed
     ("hevc", (1920, 1080), 4, False),
@@ -46,6 +47,10 @@ def test_slices_of_hand_built_packets():
 ])
 def test_threading_rule(codec, size, slices, expected):
     assert frame_threads(codec, *size, slices) is expected
+
+
+def test_h264_gets_no_slice_threads():
+    assert (slice_thread_count("h264"), slice_thread_count("hevc"), slice_thread_count("mpeg4")) == (1, 0, 0)
 
 
 def _write(path, codec: str, *, single_slice: bool = False, fmt: str | None = None, size=(640, 368)):
@@ -67,11 +72,13 @@ def _write(path, codec: str, *, single_slice: bool = False, fmt: str | None = No
 
 
 @pytest.mark.parametrize(("name", "codec", "single_slice", "fmt", "size", "threads"), [
-    ("pyav.mp4", "libx264", False, None, (640, 368), ThreadType.SLICE),  # PyAV: 2+ slices per frame
-    ("pyav.ts", "libx264", False, "mpegts", (640, 368), ThreadType.SLICE),
-    ("single.mp4", "libx264", True, None, (640, 368), ThreadType.AUTO),
-    ("mpeg4.avi", "mpeg4", False, None, (640, 368), ThreadType.AUTO),
-    ("small.mp4", "libx264", True, None, (320, 192), ThreadType.SLICE),
+    ("pyav.mp4", "libx264", False, None, (640, 368), (ThreadType.AUTO, 0)),  # PyAV: 2+ slices per frame
+    ("pyav.ts", "libx264", False, "mpegts", (640, 368), (ThreadType.AUTO, 0)),
+    ("single.mp4", "libx264", True, None, (640, 368), (ThreadType.AUTO, 0)),
+    ("mpeg4.avi", "mpeg4", False, None, (640, 368), (ThreadType.AUTO, 0)),
+    ("small.mp4", "libx264", True, None, (320, 192), (ThreadType.SLICE, 1)),
+    ("small_sliced.mp4", "libx264", False, None, (320, 192), (ThreadType.SLICE, 1)),  # no slice threads: one thread
+    ("small.avi", "mpeg4", False, None, (320, 192), (ThreadType.SLICE, 0)),
 ])
 def test_reads_decode_with_the_threads_the_scan_chose(tmp_path, monkeypatch, name, codec, single_slice, fmt, size,
                                                      threads):
@@ -81,7 +88,7 @@ def test_reads_decode_with_the_threads_the_scan_chose(tmp_path, monkeypatch, nam
 
     def spy(container, name, slices=None):
         stream = real(container, name, slices)
-        chosen.append(stream.thread_type)
+        chosen.append((stream.thread_type, stream.codec_context.thread_count))
         return stream
 
     monkeypatch.setattr("tools.video_reader.video_stream", spy)

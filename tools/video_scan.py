@@ -39,6 +39,7 @@ from tools.video_slices import (
     HEVC_RADL,
     FieldPairs,
     frame_threads,
+    slice_thread_count,
     slices_per_frame,
     vcl_nal_types,
 )
@@ -172,7 +173,8 @@ def _open(src: Source, name: str, options: dict[str, str] | None) -> av.containe
 def video_stream(container: av.container.InputContainer, name: str,
                  slices: int | None = None) -> av.video.stream.VideoStream:
     """The first video stream that is no cover picture, its decoder set to frame threads when
-    `tools.video_slices.frame_threads` says so for its codec, size and `slices` per frame (None: unknown)."""
+    `tools.video_slices.frame_threads` says so for its codec, size and `slices` per frame (None: unknown), else to
+    slice threads (`slice_thread_count`: one thread for H.264, whose slice threads hide damage)."""
     # a cover picture (an MP4's udta/covr, a Matroska image attachment) is a video stream marked attached_pic
     moving = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
     if not moving:
@@ -184,7 +186,9 @@ def video_stream(container: av.container.InputContainer, name: str,
         raise VideoDecodeError(f"{name}: its video stream has no codec FFmpeg can decode (unknown codec, or "
                                "a truncated or corrupt header)")
     # set both ways: the scan's demuxer, opened before the slices were counted, serves the first read
-    stream.thread_type = "AUTO" if frame_threads(ctx.name, ctx.width or 0, ctx.height or 0, slices) else "SLICE"
+    framed = frame_threads(ctx.name, ctx.width or 0, ctx.height or 0, slices)
+    stream.thread_type = "AUTO" if framed else "SLICE"
+    ctx.thread_count = 0 if framed else slice_thread_count(ctx.name)  # (0: FFmpeg's automatic count)
     return stream
 
 

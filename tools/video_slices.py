@@ -3,17 +3,27 @@ needs: slices per frame, leading pictures, and H.264 field pairs (`FieldPairs`) 
 
 FFmpeg decodes a frame's slices in parallel with slice threads (PyAV's default) and several frames at
 once with frame threads ("AUTO" here: frame threads where the codec has them). Which one pays depends
-on how the clip was encoded:
+on how the clip was encoded, and for H.264 on what the damage check needs:
 
-- H.264 and HEVC written by PyAV (``tools.video.write_video``, which writes the trainer's rollouts) carry
-  one slice per encoder thread: slice threads decode them in parallel, and frame threads made them
-  slower. 2-core VM, whole-clip decode, wall / CPU: 720p x 93 frames 97 / 129 ms with frame threads vs
-  63-77 / 107-116 ms with slice threads; 480p x 81 49 / 66 vs 26-30 / 43-47 ms.
-- A single-slice H.264 clip (most encoders' default) gets nothing from slice threads; frame threads
-  saved ~4% wall for ~30% more CPU on 2 cores and save more on hosts with more cores, so such clips keep
-  frame threads from 640x360 up, as every clip of that size did before slices were counted.
+- H.264 never decodes with slice threads: they hide damage. FFmpeg's H.264 decoder conceals and flags a broken
+  slice (``frame.is_corrupt``, which ``tools.video_damage`` builds on) only for the slices its first slice context
+  decodes; with slice threads a multi-slice frame (PyAV's own writes, ``tools.video.write_video``: one slice per
+  encoder thread) came out concealed and unflagged (FFmpeg 8, 2 or more threads), and the frames that reference
+  it were handed out damaged, no error. So H.264 keeps frame threads from 640x360 up, whatever its slices, and
+  decodes on one thread below (where slice threads sped up only multi-slice clips). Frame threads parse each
+  frame's slices on one thread, flags kept. Cost, ``benchmarks/video_slice_threads.py`` (``VideoReader.read`` of
+  2-slice ``write_video`` clips, median of 15 interleaved runs on a loaded 2-core VM, wall / CPU): 256x256 x 33,
+  every frame, 24 / 11.9 ms with slice threads vs 18 / 10.1 ms on one thread; 8 frames 17 / 9.7 vs 7 / 7.3 ms;
+  480x832 x 81, every frame, 313 / 110 ms with slice threads vs 325 / 117 ms with frame threads (one thread
+  286 / 103 ms); 8 frames 144 / 57 vs 159 / 64 ms. On more cores frame threads shorten a lone read's wall time.
+- HEVC written by PyAV carries one slice per encoder thread too: slice threads decode it in parallel, and
+  frame threads made it slower (H.264 on a 2-core VM, whole-clip decode, wall / CPU: 720p x 93 frames 97 / 129
+  ms with frame threads vs 63-77 / 107-116 ms with slice threads; 480p x 81 49 / 66 vs 26-30 / 43-47 ms).
+  FFmpeg's HEVC decoder flags no concealed picture on any threads: its damage is not seen either way.
+- A single-slice clip gets nothing from slice threads; frame threads saved ~4% wall for ~30% more CPU
+  on 2 cores and save more on hosts with more cores, so such clips keep frame threads from 640x360 up.
 - Other codecs keep frame threads from 640x360 up (MPEG-4 part 2 720p: 22 vs 38 ms wall, same CPU).
-- Below 640x360 frame threads cost ~3x the CPU per frame: every clip keeps slice threads.
+- Below 640x360 frame threads cost ~3x the CPU per frame: every clip keeps slice threads (H.264: one thread).
 
 The scan (``tools.video_scan.scan``) counts the slices of the first keyframe packet (``slices_per_frame``:
 the VCL NAL units of an H.264 / HEVC access unit, length-prefixed as in MP4 / MKV or with Annex B start
@@ -31,7 +41,10 @@ import av
 THREADED_DECODE_PIXELS = 640 * 360
 """Frames smaller than this decode with slice threads only (FFmpeg's frame threads cost ~3x the CPU)."""
 SLICE_THREADED_CODECS = frozenset({"h264", "hevc"})
-"""Decoders whose multi-slice frames keep slice threads at every size."""
+"""Decoders whose frames' slices the scan counts (``slices_per_frame``)."""
+SLICE_THREADS_HIDE_DAMAGE = frozenset({"h264"})
+"""Decoders that neither flag nor fail a frame whose damaged slice a slice thread decoded (module docstring): never
+slice-threaded."""
 
 
 def _nal_units(data: bytes, length_size: int | None) -> list[bytes]:
@@ -105,7 +118,13 @@ def frame_threads(codec: str, width: int, height: int, slices: int | None) -> bo
     unknown) decodes with frame threads ("AUTO") rather than slice threads (module docstring)."""
     if width * height < THREADED_DECODE_PIXELS:
         return False
-    return codec not in SLICE_THREADED_CODECS or (slices or 1) <= 1
+    return codec != "hevc" or (slices or 1) <= 1
+
+
+def slice_thread_count(codec: str) -> int:
+    """The thread count for a stream of ``codec`` that does not decode with frame threads: one where slice threads
+    hide damage (``SLICE_THREADS_HIDE_DAMAGE``), else 0 (FFmpeg's automatic count)."""
+    return 1 if codec in SLICE_THREADS_HIDE_DAMAGE else 0
 
 
 class _Bits:
