@@ -68,6 +68,7 @@ class DamageWatch:
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
         self._count = 0  # frames out
+        self._failed = False  # some packet's decode raised
 
     def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False) -> Place:
         """``frame`` came out of the decoder (frame ``index`` of the clip, where known): its place. ``lost``: one the
@@ -98,6 +99,7 @@ class DamageWatch:
                                                    f"({error}): the frames decoded after it up to the next keyframe "
                                                    "may reference its frame"))
         self._out.add(tag)
+        self._failed = True
 
     def damage(self, place: Place) -> str | None:
         """What damaged the frame at ``place`` (every packet decoded before it out too), else None."""
@@ -107,6 +109,11 @@ class DamageWatch:
     def handed(self, index: int) -> None:
         """The frame just out goes out as frame ``index``; ``check`` fails it if damage before it shows later."""
         self._handed.append((index, self._last, self._count))
+
+    @property
+    def packets_failed(self) -> bool:
+        """Whether the decode of some packet raised (``failed``): the decoder gave no frame for it."""
+        return self._failed
 
     def failures(self) -> str | None:
         """What the decoder failed on or flagged so far, if anything (for an error that has another cause in sight)."""

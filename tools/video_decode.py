@@ -1,7 +1,7 @@
 """The frame-accurate part of `VideoReader.read` (tools/video_reader.py; tools/video.py gives the decisions):
 decode a demuxer's video stream forward, seeking to keyframes when allowed, and hand out each wanted frame under
 the index its timestamp gives it, checking every decoded frame against the scan. A surprise is an exception the
-reader answers: ``SeekFailed`` / ``SeekMissed`` (decode again from the start), ``OutOfOrder`` (count the
+reader answers: ``SeekFailed`` / ``SeekMissed`` / ``SeekDamaged`` (decode again from the start), ``OutOfOrder`` (count the
 decoder's output order instead), ``VideoDecodeError`` (the frame cannot be had). Counting the output, ``CountCheck``
 finds the frames a drop would shift."""
 
@@ -17,7 +17,7 @@ from av.video.frame import PictureType
 
 from tools.video_damage import DROP_HORIZON, DamageWatch, frame_tag
 from tools.video_scan import FrameIndex, Source, VideoDecodeError, mid_gop_error
-from tools.video_seek import SeekFailed, SeekMissed, seek_keyframe, seek_landed
+from tools.video_seek import SeekDamaged, SeekFailed, SeekMissed, seek_keyframe, seek_landed
 
 T = TypeVar("T")
 
@@ -49,6 +49,11 @@ def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[in
             return
         watch.came_out(frame, mapping.get(frame.pts) if frame.pts is not None else None)
         watch.check()
+
+
+def _missed(watch: DamageWatch) -> SeekMissed:
+    """The signal for a frame a seek's decode lacks: the decoder's (``SeekDamaged``) where it failed on a packet."""
+    return SeekDamaged() if watch.packets_failed else SeekMissed()
 
 
 def frames_by_pts(container: av.container.InputContainer, stream: av.video.stream.VideoStream, wanted: list[int],
@@ -91,8 +96,8 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
             if frame is None:
                 if lost and target < lead:  # no keyframe came out (H.264 drops the frames before it)
                     raise mid_gop_error(name, target, total, lead)
-                if allow_seek:  # a seek (or the rewind) that landed past its frames (MPEG-TS)
-                    raise SeekMissed
+                if allow_seek:  # a seek (or the rewind) that landed past its frames (MPEG-TS), or a failed packet
+                    raise _missed(watch)
                 raise ended_early(name, target, total)
             i = mapping.get(frame.pts) if frame.pts is not None else None
             if lost:
@@ -105,7 +110,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
             watch.check()
             if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                 if allow_seek:
-                    raise SeekMissed
+                    raise _missed(watch)
                 if i is None or i <= last:  # timestamps out of presentation order
                     raise OutOfOrder
                 # a gap from the start: frames the decoder dropped; the timestamps still label the rest
@@ -113,7 +118,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 if target < lead:
                     raise mid_gop_error(name, target, total, lead)
                 if allow_seek:
-                    raise SeekMissed
+                    raise _missed(watch)
                 met = watch.failures()  # (the decoder gives no frame for a packet it fails on)
                 raise VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (got pts {frame.pts} "
                                        "instead)" + (f": the decoder met corrupt data {met}" if met else ""))

@@ -35,7 +35,7 @@ from tools.video_scan import (
     video_stream,
     wrapped,
 )
-from tools.video_seek import SEEK_FAILURES, SeekFailed, SeekMissed, seek_keyframe
+from tools.video_seek import SEEK_FAILURES, SeekDamaged, SeekFailed, SeekMissed, seek_keyframe
 
 
 class VideoReader:
@@ -169,8 +169,8 @@ class VideoReader:
                 except SeekFailed:  # once may be a disk's passing error: a later read seeks again
                     self._seek_failures += 1
                     self._seeks = self._seek_failures < SEEK_FAILURES
-                except SeekMissed:
-                    self._seeks = False
+                except SeekMissed as e:  # (SeekDamaged: corrupt data, the seek may be right)
+                    self._seeks = self._seeks and isinstance(e, SeekDamaged)
             fill(False)
         except OutOfOrder:
             self._order = (replace(self._order[0], pts=None, keyframes=(), reorder=None), None)

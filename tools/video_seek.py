@@ -19,6 +19,13 @@ class SeekFailed(SeekMissed):
     """Internal: FFmpeg failed a seek call (``seek_keyframe``); this read decodes from the start, the next seeks again."""
 
 
+class SeekDamaged(SeekMissed):
+    """Internal: a seek's decode lacks a frame (a gap, or its end) where the decoder failed on a packet, which gives no
+    frame: the damage, not the seek, may explain it. This read decodes from the start (which names the damage, or
+    finds the seek at fault there: a gap from the start is the decoder's), the next seeks again: one corrupt packet
+    stopped every later read of the clip seeking, far from it too."""
+
+
 SEEK_FAILURES = 2
 """Reads with a seek FFmpeg failed after which a reader stops seeking (a passing EIO of a network disk fails one)."""
 
