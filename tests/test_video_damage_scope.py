@@ -3,10 +3,12 @@ again), and a concealed B-frame of MPEG-2 / MPEG-4 part 2 (no frame references o
 
 from __future__ import annotations
 
+import av
+import numpy as np
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
-from tests.test_video_concealed import _damaged, _flip_middle, _packets
+from tests.test_video_concealed import _damaged, _decode, _flip_middle, _gradient_ids, _packets, _zero_a_fifth
 from tools import video_decode
 from tools.video import VideoDecodeError, VideoReader
 
@@ -37,3 +39,28 @@ def test_a_packet_the_decoder_fails_leaves_the_reader_seeking(tmp_path, monkeypa
         assert read_ids(reader.read([34, 35])) == [34, 35]
         assert seeks  # (a decode from the start seeks nowhere)
 
+
+@pytest.mark.parametrize(("codec", "file"), [("mpeg2video", "m2.mp4"), ("mpeg4", "m4.avi")])
+def test_a_concealed_b_frame_fails_alone_where_none_references_one(tmp_path, codec, file):
+    """MPEG-2 / MPEG-4 part 2 with B-frames (GOP 12): packet 2 (decode order: the B-frame shown as frame 1) has a fifth
+    of its bytes zeroed; the decoder conceals and flags it, and no frame references a B-frame in these codecs. Frames
+    2-11, decoded after it, came back refused as damaged; they read now, and frame 1 alone fails."""
+    clean = tmp_path / file
+    with av.open(str(clean), "w") as c:
+        s = c.add_stream(codec, rate=16)
+        s.width, s.height, s.pix_fmt, s.options = 96, 96, "yuv420p", {"bf": "2", "g": "12"}
+        for f in _gradient_ids():
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    bad = _damaged(clean, 2, _zero_a_fifth)
+    good, broken = _decode(clean), _decode(bad)
+    order = sorted(good)
+    assert [order.index(p) for p, (_, flagged) in broken.items() if flagged] == [1]  # the premise: B-frame 1 flagged
+    assert [i for i, p in enumerate(order) if not np.array_equal(broken[p][0], good[p][0])] == [1]  # ... alone damaged
+    with VideoReader(clean) as reader:
+        want = reader.read(range(12))
+    with VideoReader(bad) as reader:
+        with pytest.raises(VideoDecodeError, match=f"frame 1 of {N} could not be decoded: .*corrupt data in frame 1"):
+            reader.read([1])
+        for wanted in ([2], [3], [0, 5, 11], list(range(2, 12))):
+            assert np.array_equal(reader.read(wanted), want[wanted]), wanted

@@ -17,6 +17,8 @@ from __future__ import annotations
 import bisect
 
 import av
+from av.codec.context import ThreadType
+from av.video.frame import PictureType
 
 from tools.video_scan import MAX_REORDER_DEPTH, VideoDecodeError
 
@@ -28,6 +30,11 @@ DROP_HORIZON = 2 * MAX_REORDER_DEPTH + FRAME_THREADS
 """Frames out after one that waits on a packet fed before it came out: a frame the decoder still holds back comes out
 within the frames its buffer holds (MAX_REORDER_DEPTH), those it reorders past them and those the frame threads hold
 back (x264 with 16 B-frames, a reorder depth of 16 and 16 frame threads: 47); later, it was dropped."""
+
+
+UNREFERENCED_B = frozenset({"mpeg1video", "mpeg2video", "mpeg4"})
+"""Decoders of codecs in which no frame references a B-frame (MPEG-1 / MPEG-2 video, MPEG-4 part 2): a flagged one
+damaged itself alone. (H.264 / HEVC B-frames may be references: x264's B-pyramid.)"""
 
 
 def tag_packet(packet: av.Packet, index: int) -> None:
@@ -59,16 +66,26 @@ class DamageWatch:
     ``handed`` records the frame just out, handed out before then, which ``check`` fails once the damage shows
     (``waiting`` while some frame decoded before it has yet to come out)."""
 
-    def __init__(self, name: str, total: int, *, window: int = 0) -> None:
+    def __init__(self, name: str, total: int, *, window: int = 0, b_referenced: bool = True) -> None:
         self._name, self._total = name, total
         self._window = window  # packets before the one whose decode raised that may be the failed one (frame threads)
+        self._b_referenced = b_referenced  # False: a flagged B-frame damaged itself alone (UNREFERENCED_B)
         self._keys: list[int] = []  # tags of the keyframes out
         self._out: set[int] = set()  # tags out, or failed (those before the last keyframe forgotten while none waits)
-        self._bad: list[tuple[int, int, str]] = []  # (lowest tag, highest tag, what): a flagged frame or failed packet
+        # (lowest tag, highest tag, what, alone): a flagged frame or failed packet; alone, a frame nothing references
+        self._bad: list[tuple[int, int, str, bool]] = []
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
         self._count = 0  # frames out
         self._failed = False  # some packet's decode raised
+
+    @classmethod
+    def of(cls, name: str, total: int, stream: av.video.stream.VideoStream) -> DamageWatch:
+        """A watch for a decode of ``stream`` (its decoder set up): with frame threads an error comes back on a later
+        packet, up to the threads' count past the failed one."""
+        ctx = stream.codec_context
+        return cls(name, total, window=FRAME_THREADS - 1 if ThreadType.FRAME in ctx.thread_type else 0,
+                   b_referenced=ctx.name not in UNREFERENCED_B)
 
     def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False) -> Place:
         """``frame`` came out of the decoder (frame ``index`` of the clip, where known): its place. ``lost``: one the
@@ -78,7 +95,7 @@ class DamageWatch:
         tag = frame_tag(frame)
         if tag is None:  # (every packet fed is tagged: a frame without one is no frame the watch can place)
             if frame.is_corrupt and not lost:
-                self._bad.append((-1, _UNPLACED[0], self._what(index)))
+                self._bad.append((-1, _UNPLACED[0], self._what(index), False))
             self._last = _UNPLACED
             return self._last
         self._out.add(tag)
@@ -89,7 +106,8 @@ class DamageWatch:
         at = bisect.bisect_right(self._keys, tag)
         self._last = (tag, self._keys[at - 1] if at else -1)
         if frame.is_corrupt and not lost:
-            self._bad.append((tag, tag, self._what(index)))
+            alone = not self._b_referenced and frame.pict_type == PictureType.B
+            self._bad.append((tag, tag, self._what(index, alone), alone))
         return self._last
 
     def failed(self, tag: int, error: str) -> None:
@@ -97,14 +115,15 @@ class DamageWatch:
         be a packet's up to ``window`` before it."""
         self._bad.append((tag - self._window, tag, f"in packet {tag} of the decode (decode order), which it failed on "
                                                    f"({error}): the frames decoded after it up to the next keyframe "
-                                                   "may reference its frame"))
+                                                   "may reference its frame", False))
         self._out.add(tag)
         self._failed = True
 
     def damage(self, place: Place) -> str | None:
         """What damaged the frame at ``place`` (every packet decoded before it out too), else None."""
         tag, floor = place
-        return next((what for lo, hi, what in self._bad if lo <= tag and hi >= floor), None)
+        return next((what for lo, hi, what, alone in self._bad if (lo == tag if alone else lo <= tag and hi >= floor)),
+                    None)
 
     def handed(self, index: int) -> None:
         """The frame just out goes out as frame ``index``; ``check`` fails it if damage before it shows later."""
@@ -145,6 +164,7 @@ class DamageWatch:
                                 f"corrupt data {what}")
 
     @staticmethod
-    def _what(index: int | None) -> str:
-        return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged: the frames "
-                "decoded after it up to the next keyframe reference it, not flagged")
+    def _what(index: int | None, alone: bool = False) -> str:
+        return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged"
+                + (" (a B-frame, which no frame references)" if alone else ": the frames decoded after it up to the "
+                   "next keyframe reference it, not flagged"))

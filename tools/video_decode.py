@@ -58,18 +58,18 @@ def _missed(watch: DamageWatch) -> SeekMissed:
 
 def frames_by_pts(container: av.container.InputContainer, stream: av.video.stream.VideoStream, wanted: list[int],
                   index: FrameIndex, mapping: dict[int, int], *, allow_seek: bool, name: str, src: Source, total: int,
-                  packets: Packets, window: int = 0) -> Iterator[tuple[int, av.VideoFrame]]:
+                  packets: Packets) -> Iterator[tuple[int, av.VideoFrame]]:
     """Yield ``(index, frame)`` for each sorted ``wanted`` index of a clip of ``total`` frames from ``container``
     (positioned at its start), ``mapping`` giving each pts its frame index; ``packets`` decodes the container's
     stream from where it stands (the reader's, so that a test can stand in for it). A frame the decoder damaged (a
-    ``DamageWatch``, ``window`` its frame threads' reach) is a ``VideoDecodeError``, raised once it shows: before the
+    ``DamageWatch``) is a ``VideoDecodeError``, raised once it shows: before the
     generator ends, which takes the decoder's frames until every frame decoded before one it yielded came out: by
     flushing the decoder, which gives the frames it holds back (its reorder delay) and decodes no further packet, or
     with frame threads by decoding on (``Packets``)."""
     pts, keys, lead = index.pts, index.keyframes, index.lead
     assert pts is not None  # `mapping` is built from them (VideoReader._decode)
     frames: Iterator[av.VideoFrame] | None = None
-    watch = DamageWatch(name, total, window=window)  # (a new one with each `frames`: the tags start again)
+    watch = DamageWatch.of(name, total, stream)  # (a new one with each `frames`: the tags start again)
     last = -1  # index of the last frame produced by `frames`
     lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
     landed: int | None = None  # the keyframe a seek went to, until its frame has come out intra-coded
@@ -89,7 +89,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 if not seek_keyframe(container, stream, pts[k], name, src):
                     raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
                 landed = k
-            watch = DamageWatch(name, total, window=window)
+            watch = DamageWatch.of(name, total, stream)
             frames, last, lost = packets(container, stream, watch.failed, settle), -1, lead > 0 and k == 0
         while last < target:
             frame = next(frames, None)

@@ -13,7 +13,7 @@ import numpy as np
 from av.codec.context import Flags, Flags2, ThreadType
 from av.video.reformatter import Interpolation
 
-from tools.video_damage import FRAME_THREADS, DamageWatch, Place, tag_packet
+from tools.video_damage import DamageWatch, Place, tag_packet
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
@@ -211,7 +211,7 @@ class VideoReader:
             # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage)
             check: CountCheck[tuple[av.VideoFrame | None, Place]] = CountCheck(self._name, self.meta.frames, index.lead,
                                                                                index.fields)
-            watch = DamageWatch(self._name, self.meta.frames, window=self._window(stream))
+            watch = DamageWatch.of(self._name, self.meta.frames, stream)
 
             def failed(tag: int, error: str) -> None:
                 watch.failed(tag, error)
@@ -244,12 +244,6 @@ class VideoReader:
         for i, (frame, place) in check.ready():  # every packet decoded before it came out: its damage is known
             what = watch.damage(place)
             yield i, frame, watch.error(i, what) if what is not None else None
-
-    @staticmethod
-    def _window(stream: av.video.stream.VideoStream) -> int:
-        """Packets before the one whose decode raised that may have failed (with frame threads an error comes back
-        on a later packet)."""
-        return FRAME_THREADS - 1 if ThreadType.FRAME in stream.codec_context.thread_type else 0
 
     @staticmethod
     def _flushable(stream: av.video.stream.VideoStream) -> bool:
@@ -361,7 +355,7 @@ class VideoReader:
                 container, stream = self._decoder(index)
             yield from frames_by_pts(container, stream, wanted, index, mapping, allow_seek=allow_seek,
                                      name=self._name, src=self._src, total=self.meta.frames,
-                                     packets=self._packets_to_frames, window=self._window(stream))
+                                     packets=self._packets_to_frames)
         finally:
             container.close()
 
