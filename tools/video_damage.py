@@ -154,8 +154,15 @@ class DamageWatch:
                 keep.append((index, place, then))
         self._handed = keep
 
-    def end(self) -> None:
-        """The decoder gave its last frame: a frame handed out is resolved."""
+    def end(self, lost: str | None = None) -> None:
+        """The decoder gave its last frame: a frame handed out is resolved. ``lost``: what the decoder left out at the
+        end (the clip's last frames, no error): a frame handed out that still waits on a frame decoded before it fails
+        with it, as that frame may be among the lost ones, flagged."""
+        self.check()
+        if lost is not None:
+            for index, (tag, floor), _ in self._handed:
+                if any(t not in self._out for t in range(max(floor, 0), tag)):
+                    raise self.error(index, lost)
         self._count += DROP_HORIZON + 1
         self.check()
 

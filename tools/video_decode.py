@@ -39,15 +39,25 @@ after each packet's frames), it feeds no more packets where a flush gives every 
 threads: ``VideoReader._flushable``): it flushes the decoder, gives the frames it held and ends."""
 
 
-def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int]) -> None:
+def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int], last: int,
+           total: int) -> None:
     """Take the decoder's frames until no frame handed out waits on a frame decoded before it (``DamageWatch.check``
-    fails one the damage shows in); ``frames`` is settling (``Packets``): it decodes no packet past those fed."""
+    fails one the damage shows in); ``frames`` is settling (``Packets``): it decodes no packet past those fed. At the
+    end of the stream, where the decoder gave not every frame past ``last`` (the last one out before), one that still
+    waits fails: with frame threads PyAV drops an error the decoder gives after a frame in one call (the end's flush),
+    and the frames it held after it, its reference among them, flagged or not (``DamageWatch.end``)."""
+    out: set[int | None] = set()
     while watch.waiting:
         frame = next(frames, None)
         if frame is None:
-            watch.end()
+            gone = next((i for i in range(last + 1, total) if i not in out), None)
+            watch.end(None if gone is None else f"near the end of the clip, where it gave no frame {gone} and no error "
+                      "(with frame threads PyAV drops an error the decoder gives after a frame, and the frames after "
+                      "it): a frame decoded before this one and shown after it, which it may reference, is among them")
             return
-        watch.came_out(frame, mapping.get(frame.pts) if frame.pts is not None else None)
+        i = mapping.get(frame.pts) if frame.pts is not None else None
+        out.add(i)
+        watch.came_out(frame, i)
         watch.check()
 
 
@@ -83,7 +93,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
         if frames is None or (allow_seek and k > last + 1):
             if frames is not None:  # the decoder's frames are gone after a seek: settle the ones handed out
                 settling = True
-                _drain(frames, watch, mapping)
+                _drain(frames, watch, mapping, last, total)
                 settling = False
             if allow_seek and k > 0:
                 if not seek_keyframe(container, stream, pts[k], name, src):
@@ -133,7 +143,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 yield i, frame
     if frames is not None:
         settling = True
-        _drain(frames, watch, mapping)
+        _drain(frames, watch, mapping, last, total)
 
 
 class FrameDropped(VideoDecodeError):
