@@ -54,15 +54,17 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   the decoder shows by no frame, nor does the scan count it (``FrameIndex.fields``, ``tools.video_slices.FieldPairs``).
   Any demuxer error is a ``VideoDecodeError``; there is no silent partial decode. Corrupt data the decoder conceals
   (flagging that one frame) or fails a packet on (H.264's InvalidDataError, after which it decodes on) fails the
-  frames decoded after it up to the next keyframe, which reference it: a read that asks for one fails naming it, and
-  the frames before it (with frame threads, which report a failed packet late, those of the 15 packets before it may
-  fail too) and past that keyframe still read (``tools.video_damage``; without timestamps a failed packet fails every
-  frame the count has after it).
+  frames decoded after it up to the next keyframe, which reference it (a concealed MPEG-1 / 2 or MPEG-4 part 2
+  B-frame fails alone: nothing references one): a read that asks for one fails naming it, and the frames before it
+  (with frame threads, which report a failed packet late, those of the 15 packets before it may fail too) and past
+  that keyframe still read (``tools.video_damage``; without timestamps a failed packet fails every frame the count
+  has after it). Such a failure met after a seek leaves the reader seeking (``tools.video_seek.SeekDamaged``).
 - ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several
   threads), except that the first one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe
   to seek back to).
-- Decoder threading (``tools.video_slices``): frames of H.264 / HEVC clips with several slices each (PyAV-written,
-  like the trainer's rollouts) decode with slice threads; other clips from 640x360 up with frame threads.
+- Decoder threading (``tools.video_slices``): HEVC clips with several slices per frame (PyAV-written) decode with
+  slice threads; H.264 never does (FFmpeg's slice threads hide a concealed slice: no flag), from 640x360 up it takes
+  frame threads as other clips do, and one thread below.
 - Containers open without FFmpeg's probe decode (``open_container(probe="headers")``): by default
   ``av.open`` decodes the first frames of an H.264 stream to guess the decoder's reorder depth, ~3.7 ms
   of a 256x256 clip (a third of decoding all 33 frames) and ~14 ms at 512x512, once per demuxer.
