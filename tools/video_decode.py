@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 import av
+from av.codec.context import ThreadType
 from av.video.frame import PictureType
 
 from tools.video_damage import DROP_HORIZON, DamageWatch, frame_tag
@@ -40,17 +41,18 @@ threads: ``VideoReader._flushable``): it flushes the decoder, gives the frames i
 
 
 def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int], last: int,
-           total: int) -> None:
+           total: int | None) -> None:
     """Take the decoder's frames until no frame handed out waits on a frame decoded before it (``DamageWatch.check``
-    fails one the damage shows in); ``frames`` is settling (``Packets``): it decodes no packet past those fed. At the
-    end of the stream, where the decoder gave not every frame past ``last`` (the last one out before), one that still
-    waits fails: with frame threads PyAV drops an error the decoder gives after a frame in one call (the end's flush),
-    and the frames it held after it, its reference among them, flagged or not (``DamageWatch.end``)."""
+    fails one the damage shows in); ``frames`` is settling (``Packets``): it decodes no packet past those fed. With
+    frame threads it ends at the end of the stream only (``total`` given, the clip's frames; None: it ends at a
+    flush): where the decoder gave not every frame past ``last`` (the last one out before), one that still waits
+    fails: PyAV drops an error the decoder gives after a frame in one call (the end's flush), and the frames it held
+    after it, its reference among them, flagged or not (``DamageWatch.end``)."""
     out: set[int | None] = set()
     while watch.waiting:
         frame = next(frames, None)
         if frame is None:
-            gone = next((i for i in range(last + 1, total) if i not in out), None)
+            gone = next((i for i in range(last + 1, total) if i not in out), None) if total is not None else None
             watch.end(None if gone is None else f"near the end of the clip, where it gave no frame {gone} and no error "
                       "(with frame threads PyAV drops an error the decoder gives after a frame, and the frames after "
                       "it): a frame decoded before this one and shown after it, which it may reference, is among them")
@@ -84,6 +86,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
     landed: int | None = None  # the keyframe a seek went to, until its frame has come out intra-coded
     settling = False  # `frames` feeds no more packets (`_drain`)
+    threaded = ThreadType.FRAME in stream.codec_context.thread_type  # (settling, `frames` decodes to the end)
 
     def settle() -> bool:
         return settling
@@ -93,7 +96,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
         if frames is None or (allow_seek and k > last + 1):
             if frames is not None:  # the decoder's frames are gone after a seek: settle the ones handed out
                 settling = True
-                _drain(frames, watch, mapping, last, total)
+                _drain(frames, watch, mapping, last, total if threaded else None)
                 settling = False
             if allow_seek and k > 0:
                 if not seek_keyframe(container, stream, pts[k], name, src):
@@ -143,7 +146,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 yield i, frame
     if frames is not None:
         settling = True
-        _drain(frames, watch, mapping, last, total)
+        _drain(frames, watch, mapping, last, total if threaded else None)
 
 
 class FrameDropped(VideoDecodeError):
