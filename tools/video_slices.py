@@ -12,10 +12,11 @@ on how the clip was encoded, and for H.264 on what the damage check needs:
   it were handed out damaged, no error. So H.264 keeps frame threads from 640x360 up, whatever its slices, and
   decodes on one thread below (where slice threads sped up only multi-slice clips). Frame threads parse each
   frame's slices on one thread, flags kept. Cost, ``benchmarks/video_slice_threads.py`` (``VideoReader.read`` of
-  2-slice ``write_video`` clips, median of 15 interleaved runs on a loaded 2-core VM, wall / CPU): 256x256 x 33,
-  every frame, 24 / 11.9 ms with slice threads vs 18 / 10.1 ms on one thread; 8 frames 17 / 9.7 vs 7 / 7.3 ms;
-  480x832 x 81, every frame, 313 / 110 ms with slice threads vs 325 / 117 ms with frame threads (one thread
-  286 / 103 ms); 8 frames 144 / 57 vs 159 / 64 ms. On more cores frame threads shorten a lone read's wall time.
+  2-slice ``write_video`` clips, medians of 15-21 interleaved runs, 3 runs on a 2-core VM at load 5-9, so CPU
+  time is the measure; wall time swung 2x between runs): 256x256 x 33, every frame, 11.2-12.2 ms CPU with slice
+  threads vs 9.9-10.1 on one thread (8 frames: 7.9-9.7 vs 7.1-7.3); 480x832 x 81, every frame, 93-110 ms with
+  slice threads vs 97-117 with frame threads (+4-9%; one thread 89-103), 8 frames 53-65 vs 59-74 (+10-14%; one
+  thread 51-64). Frame threads should shorten a lone read's wall time on more cores (not measured here).
 - HEVC written by PyAV carries one slice per encoder thread too: slice threads decode it in parallel, and
   frame threads made it slower (H.264 on a 2-core VM, whole-clip decode, wall / CPU: 720p x 93 frames 97 / 129
   ms with frame threads vs 63-77 / 107-116 ms with slice threads; 480p x 81 49 / 66 vs 26-30 / 43-47 ms).
