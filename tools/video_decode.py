@@ -1,8 +1,8 @@
 """The frame-accurate part of `VideoReader.read` (tools/video_reader.py; tools/video.py gives the decisions):
 decode a demuxer's video stream forward, seeking to keyframes when allowed, and hand out each wanted frame under
 the index its timestamp gives it, checking every decoded frame against the scan. A surprise is an exception the
-reader answers: ``SeekFailed`` / ``SeekMissed`` / ``SeekDamaged`` (decode again from the start), ``OutOfOrder`` (count the
-decoder's output order instead), ``VideoDecodeError`` (the frame cannot be had). Counting the output, ``CountCheck``
+reader answers: ``SeekFailed`` / ``SeekMissed`` / ``SeekDamaged`` (decode again from the start), ``OutOfOrder``
+(count the decoder's output order instead), ``VideoDecodeError`` (the frame cannot be had). Counting the output, ``CountCheck``
 finds the frames a drop would shift."""
 
 from __future__ import annotations
@@ -74,8 +74,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     """Yield ``(index, frame)`` for each sorted ``wanted`` index of a clip of ``total`` frames from ``container``
     (positioned at its start), ``mapping`` giving each pts its frame index; ``packets`` decodes the container's
     stream from where it stands (the reader's, so that a test can stand in for it). A frame the decoder damaged (a
-    ``DamageWatch``) is a ``VideoDecodeError``, raised once it shows: before the
-    generator ends, which takes the decoder's frames until every frame decoded before one it yielded came out: by
+    ``DamageWatch``) is a ``VideoDecodeError``, raised once it shows: before the generator ends, which takes the decoder's frames until every frame decoded before one it yielded came out: by
     flushing the decoder, which gives the frames it holds back (its reorder delay) and decodes no further packet, or
     with frame threads by decoding on (``Packets``)."""
     pts, keys, lead = index.pts, index.keyframes, index.lead
