@@ -319,7 +319,7 @@ class VideoReader:
                 # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
                 if packet.size and settling is not None and settling() and self._flushable(stream):
                     held = self._decoded(stream, None, fed, failed)
-                    # drained, it takes no packet until reset (PyAV 18's `InputContainer.seek`, next, resets every stream's)
+                    # drained, it takes no packet until reset (PyAV 18's `InputContainer.seek` resets every stream's)
                     stream.codec_context.flush_buffers()
                     yield from ((frame, fed) for frame in held)
                     return
