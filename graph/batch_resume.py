@@ -131,7 +131,8 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
     that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
-    `manifest`'s (`graph.batch_manifest.repeat_keys`) whose line is gone (its key is none of `items`'), or under
+    `manifest`'s (its "manifest_file", or `graph.batch_manifest.repeat_keys` for a row that records none) whose line is
+    gone (its key is none of `items`'), or under
     another key a row of one of its repeat lines as it is now (line, clip path, fields) whose manifest is gone (its
     "manifest_file" no longer exists, or it records none: the manifest's row before it was renamed or moved, which
     would stay beside the one this run writes; `elsewhere`): module docstring. Such a row is judged by that item's
@@ -156,8 +157,11 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
             ours.update(k for key in sources for k in repeat_keys(name, key, places[key]))
         if source not in staying[0] or staying[0][source] != row.get("result"):
             return "repeat"
-        # a renamed or moved manifest's row of the line as it is; a copy of the manifest, still there, keeps its own
-        mine = row.get("key") in ours or (_line_fields(row) in lines and not elsewhere(row))
+        # one it records as written by this manifest (its place may lie past the repeat rows left in the output: a
+        # line dropped with its row); a renamed or moved manifest's row of the line as it is; a copy of the
+        # manifest, still there, keeps its own
+        mine = (row.get("key") in ours or row.get("manifest_file") == name
+                or (_line_fields(row) in lines and not elsewhere(row)))
         return "repeat" if row.get("key") not in repeats and mine else None
 
     return went

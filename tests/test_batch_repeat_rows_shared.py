@@ -183,3 +183,24 @@ def test_a_manifest_and_its_copy_sharing_an_output_leave_each_others_repeat_rows
     assert sorted(r["manifest_file"] for r in rows if "repeat_of" in r) == sorted([str(a.resolve())] * 2
                                                                                  + [str(b.resolve())] * 2)
     assert all("manifest_file" not in r for r in rows if "repeat_of" not in r), rows
+
+
+def test_a_repeat_line_dropped_with_its_row_leaves_no_second_row_of_the_next(monkeypatch, tmp_path):
+    """Lines a, b, c, d of one clip; a researcher drops c from the experiment: its line from the manifest and its row
+    from the output. d moves into c's place (its row is written again under that place's key), and d's old row,
+    keyed by a place past the repeat rows left in the output, was not taken for this manifest's: it stayed, id d
+    twice. A repeat row records its manifest ("manifest_file"): one of this manifest whose line is gone goes."""
+    import json
+
+    from tests.test_batch_manifest_lines import _repeats_manifest
+
+    model = _scripted(monkeypatch, tmp_path)
+    manifest, out, args = _repeats_manifest(tmp_path, ["a", "b", "c", "d"])
+    assert runner.invoke(app, args).exit_code == 0
+    calls = len(model.calls)
+    _write(manifest, [json.loads(line) for line in manifest.read_text().splitlines() if '"id": "c"' not in line])
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if r["manifest"]["id"] != "c"))
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "b", "d", "z"], _rows(out)
+    assert {r["manifest"]["id"]: r["line"] for r in _rows(out)}["d"] == 3 and len(model.calls) == calls
