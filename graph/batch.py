@@ -241,7 +241,8 @@ async def score_item(agent: Any, item: dict[str, Any], durability: TraceDurabili
 async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, concurrency: int,
                     durability: TraceDurability, claim_max_age_s: float) -> dict[str, int]:
     """Score `items` in this process, at most `concurrency` runs at once; rows are written as runs finish. A run
-    cancelled as the batch stops counts in `RowWriter.unfinished`."""
+    cancelled as the batch stops counts in `RowWriter.unfinished`. An error of one run (a trace database or stage cache
+    that cannot be used, a row that cannot be written) cancels the others, and leaves once they ended."""
     sem = asyncio.Semaphore(concurrency)
 
     async def one(item: dict[str, Any]) -> None:
@@ -254,5 +255,11 @@ async def run_batch(agent: Any, items: list[dict[str, Any]], writer: RowWriter, 
                 writer.unfinished += result is None
         writer.write(result_line(item, result, clip), result.status)
 
-    await asyncio.gather(*(one(item) for item in write_bad_lines(items, writer)))
+    runs = [asyncio.ensure_future(one(item)) for item in write_bad_lines(items, writer)]
+    try:
+        await asyncio.gather(*runs)
+    finally:  # a run's error (or the batch cancelled) leaves only once no other run goes on: the caller closes the
+        for run in runs:  # trace database next, under which a run still going failed to write its trace
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
     return writer.counts

@@ -102,3 +102,32 @@ def test_the_runs_lost_with_a_dead_worker_are_told_apart(monkeypatch, tmp_path):
     # POISON's worker died on each attempt (two runs lost); "fine" finished: no run in flight as the batch ended
     assert writer.counts == {"scored": 1, "zero": 0, "ineligible": 1}, writer.counts
     assert writer.unfinished == 2 and writer.lost == 2, (writer.unfinished, writer.lost)
+
+
+def test_the_in_process_batch_ends_its_other_runs_before_a_runs_error_leaves_it(monkeypatch, tmp_path):
+    """A run's error (a trace database or stage cache that cannot be used, a row that cannot be written) left
+    `run_batch` with the other runs still going: the command then closed the trace database under them (a run
+    finishing meanwhile could not write its trace, and got an ineligible row or one counted among the traces not
+    saved), and they were cancelled only after. They end, counted as in flight, before the error leaves."""
+    from graph import batch
+    from graph.stores import StoreError
+
+    ended: list[str] = []
+
+    async def score(agent, item, durability, claim_max_age_s):  # noqa: ANN001, ANN202
+        if item["instruction"] == "boom":
+            raise StoreError("trace database gone")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append(item["key"])
+
+    monkeypatch.setattr(batch, "score_item", score)
+    writer = RowWriter(tmp_path / "o.jsonl")
+
+    async def main() -> list[str]:
+        with pytest.raises(StoreError):
+            await batch.run_batch(None, _items("hang", "boom"), writer, 2, "exit", 60.0)
+        return list(ended)  # as the error left run_batch (the saver closes here, in the command)
+
+    assert asyncio.run(main()) == ["k0"] and writer.unfinished == 2, writer.unfinished
