@@ -63,7 +63,11 @@ from tools.jsonl import strict_dumps
 
 def item_key(path: str, instruction: str, preset: str, draw: int = 0) -> str:
     """Resume key of one batch item (draw 0: the key of an item named without a draw)."""
-    fields: list[Any] = [path, instruction, preset] + ([draw] if draw else [])
+    return _digest([path, instruction, preset] + ([draw] if draw else []))
+
+
+def _digest(fields: list[Any]) -> str:
+    """A resume key: the first 32 hex digits of the sha256 of `fields` as JSON (`item_key`, `repeat_key`)."""
     return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:32]
 
 
@@ -226,16 +230,20 @@ def repeat_key(manifest: str, key: str, n: int) -> str:
     their clip and instruction, so which of them a row is read as never changes its result. Per manifest, as a bad
     line's key (`bad_line_key`): keyed by the place alone, two manifests sharing an output with repeats of one clip
     shared keys, and each one's run deleted or overwrote the other's repeat rows (`repeat_keys`)."""
-    return hashlib.sha256(json.dumps(["repeat", manifest, key, n]).encode()).hexdigest()[:32]
+    return _digest(["repeat", manifest, key, n])
+
+
+def _placed_key(key: str, n: int) -> str:
+    """The key `repeat_key` gave the `n`th repeat of the line of key `key` before keys were per manifest: of its
+    place alone (`repeat_keys`)."""
+    return _digest(["repeat", key, n])
 
 
 def repeat_keys(manifest: str, key: str, places: int) -> set[str]:
     """The keys the first `places` lines of `manifest` repeating the line of key `key` have (`repeat_key`), or had
     before they were per manifest (of the place alone): the rows of `manifest`'s repeats among those of other
     manifests sharing the output (`graph.batch_resume.stale_repeats`)."""
-    return {k for n in range(1, places + 1)
-            for k in (repeat_key(manifest, key, n), hashlib.sha256(json.dumps(["repeat", key, n]).encode())
-                      .hexdigest()[:32])}
+    return {k for n in range(1, places + 1) for k in (repeat_key(manifest, key, n), _placed_key(key, n))}
 
 
 def drop_repeats(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
