@@ -53,3 +53,19 @@ def test_a_resume_names_rows_left_from_an_edited_line(monkeypatch, tmp_path) -> 
     assert (f"warning: 1 row(s) already in {out} carry the fields of a line of this manifest but another clip or "
             "instruction (first: line 1") in res.output, res.output
     assert len(out.read_text().splitlines()) == 2  # only named: whether it is stale is the researcher's call
+
+
+def test_a_line_with_a_nan_field_is_matched_to_its_rows_as_they_hold_it(tmp_path) -> None:
+    """A NaN field ("weight": NaN, which Python's json reads) is written as null: `edited_rows` matches a line to the
+    rows carrying its fields as the rows hold them, so the old row of such a line edited to another clip is named
+    (and one written with a literal NaN, before rows were strict JSON, too), and a row of another line is not."""
+    from graph.batch import Output
+    from graph.batch_resume import edited_rows
+
+    item = {"key": "new", "line": 1, "path": "/c/b.mp4", "error": None, "manifest": {"id": "p7", "w": float("nan")}}
+    row = {"key": "old", "line": 1, "path": "/c/a.mp4", "preset": "full", "draw": 0, "manifest": {"id": "p7", "w": None}}
+    for manifest in ({"id": "p7", "w": None}, {"id": "p7", "w": float("nan")}):
+        output = Output(tmp_path / "o.jsonl", [], [{**row, "manifest": manifest}], None, None)
+        assert "1 row(s) already in" in (edited_rows(output, [item], "full", 0) or ""), manifest
+    other = Output(tmp_path / "o.jsonl", [], [{**row, "manifest": {"id": "p7", "w": 1.0}}], None, None)
+    assert edited_rows(other, [item], "full", 0) is None
