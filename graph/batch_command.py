@@ -2,7 +2,8 @@
 
 The edge, as graph/commands.py (exit 0 once the batch ran, 2 for a configuration / input error or a batch stopped
 mid-run by one, 130 after Ctrl-C, 2 after a Ctrl-C and a row that could not be written; a stopped batch first says
-the rows it wrote, `_stopped`): settings, the chat model (`make_chat_model`, the seam tests monkeypatch), the tools
+the rows it wrote, `_stopped`; a Ctrl-C during the endpoint check or the tools' load, before any row is written or
+removed, says so): settings, the chat model (`make_chat_model`, the seam tests monkeypatch), the tools
 and the endpoint pre-flight come from that module, looked up when the command runs.
 
 Rows, resume keys and bad manifest lines are described in `graph.batch`; the summary counts the rows written
@@ -169,9 +170,14 @@ def score_batch_command(
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
         live = to_score > 0 and any_input_fine(todo, settings.agent_config(preset).max_instruction_chars)
-        if live:  # the endpoint, before a row per clip; none to score, or every clip missing (graph.score_inputs): no wait
-            commands.preflight_or_exit(settings)
-        tools = commands.loaded_tools(settings, preset) if live and processes == 1 else None
+        try:  # a wait of up to RAA_ENDPOINT_WAIT_S, then the tool models' load: a Ctrl-C there is said, exit 130
+            if live:  # the endpoint, before a row per clip; none to score, or every clip missing
+                commands.preflight_or_exit(settings)  # (graph.score_inputs): no wait
+            tools = commands.loaded_tools(settings, preset) if live and processes == 1 else None
+        except KeyboardInterrupt:
+            typer.echo(f"interrupted before any clip was scored: {out} is as it was (no row written or removed); "
+                       "the same command runs the batch", err=True)
+            raise typer.Exit(130) from None
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
             retried = drop_rows(output, goes, current_fields(items))  # the rows of `output`: a torn last line the
