@@ -215,7 +215,7 @@ def write_repeats(items: list[dict[str, Any]], kept: dict[str, dict[str, Any]],
     """Write the row of every line among `items` that repeats an earlier line's clip and instruction under other
     fields ("repeat_of", `graph.batch_manifest.drop_repeats`): the earlier line's row with this line's fields,
     "repeat_of" its key and "manifest_file" its manifest's resolved path (whose row it is among manifests sharing
-    the output, `graph.batch_resume.stale_repeats`), at once when that row is among `kept` (the output's rows that stay, by key), else when
+    the output, `graph.batch_repeat_rows`), at once when that row is among `kept` (the output's rows that stay, by key), else when
     `writer` writes it (`RowWriter.follow`); no run of its own. Return the other items."""
     for item in items:
         if (source := item.get("repeat_of")) is not None:

@@ -78,6 +78,7 @@ def score_batch_command(
         write_repeats,
     )
     from graph.batch_procs import BatchError, run_batch_processes
+    from graph.batch_repeat_rows import others_copies, stale_repeats
     from graph.batch_resume import (
         current_fields,
         drop_rows,
@@ -86,7 +87,6 @@ def score_batch_command(
         fixable_rows,
         removed_lines,
         rerun_command,
-        stale_repeats,
         stale_rows,
         told_first,
         updated_lines,
@@ -157,6 +157,7 @@ def score_batch_command(
                                                                  retry_ineligible=retry_ineligible,
                                                                  scorer=scorer_of(settings)))
         kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
+        others = others_copies(output, manifest, items, goes)  # another manifest's copies of rows that go: written again
         todo = [it for it in items if it["key"] not in kept]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
         copies = sum(it.get("repeat_of") is not None for it in todo)  # they take an earlier line's result
@@ -189,8 +190,9 @@ def score_batch_command(
         if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
             typer.echo(f"{bad} bad manifest line(s): their rows written again", err=True)
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
-            scorable = write_repeats(write_bad_lines(todo, writer), kept, writer)  # before the bar, which counts
-            # the clips to score; a repeat of a line still to score is written with that line's row
+            scorable = write_repeats(write_bad_lines(todo, writer) + others, kept, writer)  # before the bar, which
+            # counts the clips to score; a repeat of a line still to score is written with that line's row, and so
+            # are other manifests' copies of a row this run scores again (graph.batch_repeat_rows)
             columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, console=_err) as progress:
                 task = progress.add_task("scoring", total=len(scorable))

@@ -36,7 +36,7 @@ Decisions where the issue was silent:
   unsearchable folder before a ".." ("gone/../a.mp4", which the key resolves away), or a policy reads the name (a
   link followed against fs.protected_symlinks, a path-based security module). The failure names the earlier line's
   path, and fixing that line's path fixes both rows; scoring such a line under its own name would need a run per
-  line and a copy that differs from its line's row, which the resume (`graph.batch_resume.stale_repeats`) and the
+  line and a copy that differs from its line's row, which the resume (`graph.batch_repeat_rows`) and the
   readers (`same_run`) take as another run. Nor does `--retry-ineligible` judge the copy by its own name (it would
   write the same copy again at every run).
 - A manifest of two or more lines none of which is a JSON object (a video, a CSV, a pretty-printed JSON array given
@@ -242,7 +242,7 @@ def _placed_key(key: str, n: int) -> str:
 def repeat_keys(manifest: str, key: str, places: int) -> set[str]:
     """The keys the first `places` lines of `manifest` repeating the line of key `key` have (`repeat_key`), or had
     before they were per manifest (of the place alone): the rows of `manifest`'s repeats among those of other
-    manifests sharing the output (`graph.batch_resume.stale_repeats`)."""
+    manifests sharing the output (`graph.batch_repeat_rows.stale_repeats`)."""
     return {k for n in range(1, places + 1) for k in (repeat_key(manifest, key, n), _placed_key(key, n))}
 
 

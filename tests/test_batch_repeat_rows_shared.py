@@ -204,3 +204,30 @@ def test_a_repeat_line_dropped_with_its_row_leaves_no_second_row_of_the_next(mon
     assert res.exit_code == 0, res.output
     assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "b", "d", "z"], _rows(out)
     assert {r["manifest"]["id"]: r["line"] for r in _rows(out)}["d"] == 3 and len(model.calls) == calls
+
+
+def test_a_first_line_scored_again_by_one_manifest_rewrites_the_other_manifests_copies(monkeypatch, tmp_path):
+    """Manifests a and b share an output and the row of their first line (one clip and instruction: one key). That row
+    deleted to score the clip again, a's run scored it and wrote a's repeat rows again from it, but removed b's (no
+    longer copies of the row): b's ids were missing from the output until b ran again. They are written again too."""
+    import json
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2", "b3")])
+    _run(a, out)
+    _run(b, out)
+    old = _rows(out)[0]["result"]["run_id"]
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # the first line's row
+    _run(a, out)
+    rows = _rows(out)
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2", "b3"], rows
+    assert len({json.dumps(r["result"], sort_keys=True) for r in rows}) == 1 and rows[0]["result"]["run_id"] != old
+    assert {r["manifest_file"] for r in rows if r["manifest"]["id"] in ("b2", "b3")} == {str(b.resolve())}, rows
+    calls = len(model.calls)
+    said = _run(b, out)  # b's rows are there: nothing to write
+    assert "to take an earlier line's result" not in said and sorted(r["manifest"]["id"] for r in _rows(out)) == \
+        ["a2", "b1", "b2", "b3"], said
+    assert len(model.calls) == calls

@@ -1,0 +1,116 @@
+"""The rows of lines repeating an earlier line's clip and instruction in a `raa score-batch` output, before a resume
+runs (`graph.batch_resume` decides the other rows; `graph.batch_manifest.drop_repeats` makes such lines items, and
+`graph.batch.write_repeats` writes their rows). Split from graph.batch_resume.
+
+The row of a line repeating an earlier line's clip and instruction ("repeat_of") is a copy of that line's row, kept
+only while it is one (`stale_repeats`): it goes, to be written again from that line's row, when that row goes or
+holds another result (deleted by hand to score the clip again: the repeats kept the old result beside the new), and
+only then, never for its own fault (its own name readable where the first line's is not, the flag wrote the same
+copy again at every run and every resume offered it as a row the flag fixes; nor is it among the rows
+`--retry-ineligible` says it removed to score again), and
+it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
+move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output).
+Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line
+(keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
+more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and
+when the row they copy goes (scored again), this run writes them again from the new row too (`others_copies`: they
+went, and that manifest's ids were missing from the output until it ran again). Rows
+keyed before keys were per manifest are taken as this manifest's: they go, and are written again under its keys.
+A row under another key holding one of this manifest's repeat lines as it is goes too when the manifest it
+records ("manifest_file") is gone, renamed or moved (its rows stayed beside the new name's, each id twice), or
+when it records none; while that manifest exists (a copy of this one, or an extended copy, sharing the output)
+it stays: each run removed the other's rows and wrote its own again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from graph.batch import ROW_FIELDS, Output, kept_rows
+from graph.batch_manifest import repeat_keys
+from tools.jsonl import finite_json, strict_dumps
+
+
+def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
+                  goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
+    """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
+    that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
+    `manifest`'s (its "manifest_file", or `graph.batch_manifest.repeat_keys` for a row that records none) whose line is
+    gone (its key is none of `items`'), or under
+    another key a row of one of its repeat lines as it is now (line, clip path, fields) whose manifest is gone (its
+    "manifest_file" no longer exists, or it records none: the manifest's row before it was renamed or moved, which
+    would stay beside the one this run writes; `elsewhere`): module docstring. Such a row is judged by that item's
+    row alone, never by `goes`: a copy goes when its first line's row does, and a rerun writes it again from that
+    row; judged on its own (its own path readable, the first line's not), it went for "retry" and came back the same
+    copy, at every --retry-ineligible. The rows that stay are looked up once, at the first row asked about."""
+    sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
+    repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
+    staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
+    ours: set[str] = set()  # the keys of `manifest`'s repeat rows of `sources`, now or before, among those in `output`
+    lines = {_line_fields(it) for it in items if it.get("repeat_of") is not None}  # this run writes rows of these
+    name = str(manifest.resolve())  # as the keys and the rows hold it (an item's "manifest_file")
+    elsewhere = other_manifest(name)
+
+    def went(row: Any) -> str | None:
+        source = row.get("repeat_of") if isinstance(row, dict) else None
+        if not isinstance(source, str) or source not in sources:
+            return goes(row)
+        if not staying:
+            staying.append({key: r.get("result") for key, r in kept_rows(output, goes).items() if key in sources})
+            places = Counter(r.get("repeat_of") for r in output.values if isinstance(r, dict))
+            ours.update(k for key in sources for k in repeat_keys(name, key, places[key]))
+        if source not in staying[0] or staying[0][source] != row.get("result"):
+            return "repeat"
+        # one it records as written by this manifest (its place may lie past the repeat rows left in the output: a
+        # line dropped with its row); a renamed or moved manifest's row of the line as it is; a copy of the
+        # manifest, still there, keeps its own
+        mine = (row.get("key") in ours or row.get("manifest_file") == name
+                or (_line_fields(row) in lines and not elsewhere(row)))
+        return "repeat" if row.get("key") not in repeats and mine else None
+
+    return went
+
+
+def other_manifest(manifest: str) -> Callable[[dict[str, Any]], bool]:
+    """Whether a repeat row is the row of a manifest other than `manifest` (a resolved path) that still exists: the
+    "manifest_file" it records (`graph.batch.write_repeats`) is another path, there now. Such a row is that
+    manifest's (a copy of this one sharing the output, or an extended copy, holds the same repeat lines), never a
+    renamed or moved manifest's left behind; a row that records none (written before rows did) is not known to be.
+    Whether a manifest exists is looked up once per path."""
+    found: dict[str, bool] = {}
+
+    def other(row: dict[str, Any]) -> bool:
+        recorded = row.get("manifest_file")
+        if not isinstance(recorded, str) or recorded == manifest:
+            return False
+        if recorded not in found:
+            found[recorded] = os.path.exists(recorded)  # False for a name the system refuses, as for none
+        return found[recorded]
+
+    return other
+
+
+def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:
+    """A repeat item's or row's line number, clip path and other fields, as its row holds them (a NaN field as null)."""
+    return row.get("line"), row.get("path"), strict_dumps(finite_json(row.get("manifest")), sort_keys=True)
+
+
+def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
+                  goes: Callable[[Any], str | None]) -> list[dict[str, Any]]:
+    """The rows of `output` of another manifest sharing it, still there (`other_manifest`), that go (`goes`, of
+    `stale_repeats`) for no longer being a copy of the row of one of `items` they repeat (that row goes, to be scored
+    again, or holds another result), as items for `graph.batch.write_repeats` to write again from that row: their
+    own fields, key, "repeat_of" and "manifest_file" (module docstring), one per key (of a key written twice, the
+    last, as `graph.batch.kept_rows`). A row lacking one of them is left to go."""
+    sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
+    elsewhere = other_manifest(str(manifest.resolve()))
+    copies = {row["key"]: {**{k: row[k] for k in ROW_FIELDS}, "repeat_of": row["repeat_of"],
+                           "manifest_file": row["manifest_file"]}
+              for row in output.values
+              if isinstance(row, dict) and row.get("repeat_of") in sources and all(k in row for k in ROW_FIELDS)
+              and elsewhere(row) and goes(row) == "repeat"}
+    return list(copies.values())
