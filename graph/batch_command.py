@@ -165,6 +165,9 @@ def score_batch_command(
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {to_score} to score"
                    + (f", {copies} to take an earlier line's result" if copies else "")
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
+        if others:  # counted among this run's rows: said, or the closing counts exceed the items
+            typer.echo(f"{len(others)} row(s) of other manifests sharing {out} copy a row this run scores again: "
+                       "written again from its new row", err=True)
         if warning := edited_rows(output, items, preset, draw, goes):
             typer.echo(f"warning: {warning}", err=True)
         said = say_fixable(output)  # the rows a plain resume skips, or the flag leaves

@@ -221,7 +221,8 @@ def test_a_first_line_scored_again_by_one_manifest_rewrites_the_other_manifests_
     _run(b, out)
     old = _rows(out)[0]["result"]["run_id"]
     out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # the first line's row
-    _run(a, out)
+    said = _run(a, out)
+    assert "2 row(s) of other manifests sharing" in said, said
     rows = _rows(out)
     assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2", "b3"], rows
     assert len({json.dumps(r["result"], sort_keys=True) for r in rows}) == 1 and rows[0]["result"]["run_id"] != old
