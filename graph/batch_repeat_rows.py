@@ -9,7 +9,10 @@ only then, never for its own fault (its own name readable where the first line's
 copy again at every run and every resume offered it as a row the flag fixes; nor is it among the rows
 `--retry-ineligible` says it removed to score again), and
 it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
-move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output).
+move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output):
+known as this manifest's by the "manifest_file" it records, or for a row that records none by its key among the
+places as many as the output's rows repeating that line (a line dropped with its row left the next one's old row,
+keyed past them, beside its new one).
 Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line
 (keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
 more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and
