@@ -29,8 +29,11 @@ Decisions where the issue was silent:
   The stages left ran under the other config's switches, caps and gate: a `full` run resumed by an `audit_no_gate`
   agent skipped the final check and scored a clip whose failure `full` establishes, and its result carried the other
   preset's label beside a trace of the first one's stages. A checkpoint with no recorded config (before the quality
-  step, or written before the config was recorded) is not checked. The draw (`AgentConfig.draw`) is not recorded,
-  so not checked: a run resumed at another draw takes another sample of the same configuration's answers.
+  step, or written before the config was recorded) is not checked, nor is what a checkpoint of an older version did
+  not record yet (its switches, or its overrides: a run of 2026-11-29..12-04 recorded its preset alone, or without
+  its overrides, and was refused as if it had been started with other switches, or with none of this agent's caps).
+  The draw (`AgentConfig.draw`) is not recorded, so not checked: a run resumed at another draw takes another sample
+  of the same configuration's answers.
 - The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
   for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
   API's, is seen in flight or dead.
@@ -106,8 +109,9 @@ def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, A
     overrides, server = recorded_settings(values.get("overrides") or {}, values.get("server") or {})
     recorded = {"preset": values.get("preset"), "switches": values.get("switches"), "overrides": overrides,
                 "server": {**settings["server"], **server}}  # a run that recorded none: this agent's
-    diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in ("preset", "switches", "overrides", "server")
-             if recorded[k] != settings[k]]
+    # what an older version did not record (the switches, the overrides) is not held against this agent
+    checked = ["preset", *(k for k in ("switches", "overrides") if k in values), "server"]
+    diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in checked if recorded[k] != settings[k]]
     if "extra_tools" in values and bool(values["extra_tools"]) != bool(settings["extra_tools"]):  # the wiring
         diffs.append(f"extra evidence tools {values['extra_tools']!r} (agent {settings['extra_tools']!r})")
     if not diffs:

@@ -110,3 +110,23 @@ def test_a_run_resumed_with_or_without_the_extra_tools_it_was_started_with_is_re
         agent(resumed).invoke(None, CONFIG)
     out = agent([_Report()] if started else []).invoke(None, CONFIG)  # the same wiring: resumed
     assert out["result"].status == "scored" and bool(out.get("extra_evidence")) == bool(started)
+
+
+@pytest.mark.parametrize("recorded", [
+    {"preset": "full"},  # before the switches were recorded
+    {"preset": "full", "switches": {"structured": True, "decompose": True, "task_blind": True,
+                                    "visual_verify": True, "motion": True, "wmreward": True, "audit": True,
+                                    "failure_gate": True}},  # before the overrides were
+])
+def test_a_run_recorded_by_an_older_version_is_not_refused_for_what_it_did_not_record(recorded):
+    """A checkpoint written before a setting was recorded says nothing about it: only what it recorded is held to
+    the agent's (the preset, here the same), as a checkpoint that recorded no config is not checked at all."""
+    from graph.config import run_settings
+    from graph.thread_guard import resume_refusal
+
+    values = {**recorded, "steps": [{"node": "assess"}], "sample": [0, 1]}
+    assert resume_refusal("old", values, run_settings(AgentConfig(preset="full").resolved())) is None
+    capped = AgentConfig(preset="full", max_tool_rounds=2)  # whether the run had this cap was not recorded
+    assert resume_refusal("old", values, run_settings(capped.resolved())) is None
+    refused = resume_refusal("old", values, run_settings(AgentConfig(preset="no_audit").resolved()))
+    assert refused is not None and "preset 'full' (agent 'no_audit')" in str(refused)
