@@ -230,6 +230,18 @@ SERVER_FIELDS = ("inspect_mode", "coordinates")
 tool calls, and how its model writes boxes and points."""
 
 
+SPEED_FIELDS = ("motion_prefetch",)
+"""The settings that decide when work is done, never what a run gathers or scores (`graph.nodes.tracking`: the
+speculative grid track is the computation a matching request would start): recorded among the overrides, but a run
+may be resumed under another value (`graph.thread_guard.resume_refusal`, `result_overrides`)."""
+
+
+def result_overrides(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """`overrides` (`config_overrides`, or a run's recorded ones) less the `SPEED_FIELDS`: those that change what a
+    run gathers or scores."""
+    return {k: v for k, v in overrides.items() if k not in SPEED_FIELDS}
+
+
 def server_settings(cfg: ResolvedConfig) -> dict[str, str]:
     """`cfg`'s server settings by name, all of them: what the result and the trace record as `server`."""
     return {name: getattr(cfg, name) for name in SERVER_FIELDS}

@@ -33,7 +33,9 @@ Decisions where the issue was silent:
   not record yet (its switches, or its overrides: a run of 2026-11-29..12-04 recorded its preset alone, or without
   its overrides, and was refused as if it had been started with other switches, or with none of this agent's caps).
   The draw (`AgentConfig.draw`) is not recorded, so not checked: a run resumed at another draw takes another sample
-  of the same configuration's answers.
+  of the same configuration's answers. Nor is `motion_prefetch` (`graph.config.SPEED_FIELDS`), which decides when
+  the grid track is computed, not what the run gathers: a run started with it off was refused a resume under the
+  default.
 - The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
   for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
   API's, is seen in flight or dead.
@@ -102,13 +104,15 @@ def refusal(thread_id: Any, values: dict[str, Any]) -> ThreadInUseError | None:
 def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ResumeMismatchError | None:
     """The error for resuming the run whose state is `values` with an agent whose `graph.config.run_settings` are
     `settings`; None when they match, when the run recorded no config yet, or for an agent that has none."""
-    from graph.config import recorded_settings
+    from graph.config import recorded_settings, result_overrides
 
     if settings is None or "preset" not in values:
         return None
     overrides, server = recorded_settings(values.get("overrides") or {}, values.get("server") or {})
-    recorded = {"preset": values.get("preset"), "switches": values.get("switches"), "overrides": overrides,
+    recorded = {"preset": values.get("preset"), "switches": values.get("switches"),
+                "overrides": result_overrides(overrides),  # a speed setting (motion_prefetch) may differ
                 "server": {**settings["server"], **server}}  # a run that recorded none: this agent's
+    settings = {**settings, "overrides": result_overrides(settings["overrides"])}
     # what an older version did not record (the switches, the overrides) is not held against this agent
     checked = ["preset", *(k for k in ("switches", "overrides") if k in values), "server"]
     diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in checked if recorded[k] != settings[k]]

@@ -112,6 +112,14 @@ def test_a_run_resumed_with_or_without_the_extra_tools_it_was_started_with_is_re
     assert out["result"].status == "scored" and bool(out.get("extra_evidence")) == bool(started)
 
 
+def test_a_run_resumed_with_only_another_motion_prefetch_is_not_refused(clip):
+    """`motion_prefetch` decides when the grid track is computed, never what a run gathers or scores
+    (`graph.nodes.tracking`): a run started with the speculative track off resumes under the default."""
+    saver = _interrupted(clip)
+    out = _agent(saver, AgentConfig(preset="full", motion_prefetch="off")).invoke(None, CONFIG)
+    assert out["result"].status == "zero" and out["result"].preset == "full"
+
+
 @pytest.mark.parametrize("recorded", [
     {"preset": "full"},  # before the switches were recorded
     {"preset": "full", "switches": {"structured": True, "decompose": True, "task_blind": True,
