@@ -175,7 +175,8 @@ async def _calls(settings: BackboneSettings) -> list[Check]:
                     "body": f"{n} images of {side}x{side} px, {n * len(url) / 2**20:.2f} MiB of base64 JPEG (textured "
                             "as real frames), were too large, as the agent's largest request would be",
                     "images": f"the server takes fewer than {n} images per request, as many as the agent's largest "
-                              "request"}[limit]
+                              "request",
+                    "max_tokens": "the server takes a lower completion token cap than RAA_MAX_TOKENS"}[limit]
         elif exc.kind in ("transport", "settings"):  # the fault says what happened (settings: which one to fix)
             hint = ""
         elif exc.kind != "refused":

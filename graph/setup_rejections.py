@@ -48,7 +48,6 @@ The words matched are the servers' own, quoted above; a reworded message falls b
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -56,6 +55,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import openai
 from langchain_core.exceptions import ContextOverflowError, ModelError
+
+# re-exported: its home before graph/server_words.py
+from graph.server_words import server_words as server_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.messages import BaseMessage
@@ -94,6 +96,13 @@ test/srt/test_request_length_validation.py); TGI: "`inputs` tokens + `max_new_to
 "`inputs` must have less than N tokens. Given: ..." (huggingface/text-generation-inference router/src/validation.rs)).
 Those three were "refused", every clip's answer, and the doctor asked whether the model takes images."""
 
+_MAX_NEW_TOKENS = re.compile(r"(?<!\+ )`max_new_tokens` must be <=|max_(?:completion_)?tokens is too large")
+"""How servers say the completion token cap asked for (the client's max tokens setting) is above the model's or the
+server's: TGI's "`max_new_tokens` must be <= N. Given: M" (ValidationError::MaxNewTokens, above --max-total-tokens
+less --max-input-tokens; huggingface/text-generation-inference router/src/validation.rs, as in its fork
+predibase/lorax), not its "`inputs` tokens + `max_new_tokens` ..." (`_CONTEXT_LIMIT`); OpenAI's "max_tokens is too
+large: N. This model supports at most M completion tokens, whereas you provided N." (as its API's users quote it).
+Was "refused", every clip's answer."""
 
 def rejected_request(exc: BaseException) -> bool:
     """Whether the server rejected the request itself: a 4xx status, or a LangChain `ModelError` another chat model
@@ -103,50 +112,13 @@ def rejected_request(exc: BaseException) -> bool:
     return isinstance(exc, ModelError)
 
 
-def server_words(exc: BaseException) -> str:
-    """The error's text with what the server said: `str(exc)`, and for an openai SDK error whose reply carries its
-    words as a string, not as an `error.message` (TGI's `{"error": "<words>", "error_type": ...}`, LM Studio's
-    `{"error": "<words>"}`, FastAPI's `{"detail": "<words>"}`, a body that is not JSON), those words: the SDK's text
-    holds only an `error.message` (openai >= 3), so those servers' words were never read ("Error code: 422", every
-    rejection "refused" whatever it said). Nothing else of the reply: a validation error's echo of the request (the
-    clip's instruction, the model's own earlier text) is no word of the server's."""
-    text = str(exc)
-    if not isinstance(exc, openai.APIStatusError):
-        return text
-    body = exc.body
-    said = _page_title(body) if isinstance(body, str) else body.get("detail") if isinstance(body, Mapping) else None
-    if not isinstance(said, str) or not said or said in text:
-        return text
-    return f"{text} - {_CREDENTIAL.sub(lambda m: (m.group(1) or '') + '[redacted]', said)}"
-
-
-_CREDENTIAL = re.compile(r"((?:bearer|basic)\s+|(?:api[_-]?key|token|authorization)[\"']?\s*[:=]\s*[\"']?)"
-                         r"[\w.~+/=-]{8,}|\b(?:sk|hf|pk|rk)[-_][\w-]{16,}", re.IGNORECASE)
-"""A credential in a server's words (a gateway quoting the key or header it was sent: "Invalid API key: Bearer
-sk-..."): `server_words` writes them into every fault's message, row and trace, so the value is masked (the SDK
-strips the request's own headers from its errors, so the key sent cannot be matched as it is)."""
-
-
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
-
-
-def _page_title(body: str) -> str:
-    """A body that is not JSON as `server_words` reads it: a web page (a reverse proxy's 502, Cloudflare's error
-    page: kilobytes of markup) as its title alone ("" without one), any other text as it is. Whole, a proxy's page
-    filled every clip's fault message, row and trace up to its cap with markup, where the SDK's text said only
-    "Error code: 502"."""
-    if not body.lstrip().startswith("<"):
-        return body
-    title = _TITLE.search(body)
-    return " ".join(html.unescape(title.group(1)).split()) if title else ""
-
-
-def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | None:
+def limit_kind(exc: BaseException) -> Literal["body", "images", "context", "max_tokens"] | None:
     """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
     another chat model raised): "body", a body of more bytes than the server or a reverse proxy before it takes
     (HTTP 413, nginx's `client_max_body_size`, or the words for it); "images", more than it takes in one request;
     "context", more tokens than the model's context (LangChain's `ContextOverflowError`, or the server's words
-    for it); None for any other error."""
+    for it); "max_tokens", a completion token cap above the one it takes (`_MAX_NEW_TOKENS`); None for any other
+    error."""
     if not rejected_request(exc):
         return None
     text = server_words(exc).lower()
@@ -156,7 +128,7 @@ def limit_kind(exc: BaseException) -> Literal["body", "images", "context"] | Non
         return "images"
     if isinstance(exc, ContextOverflowError) or any(m in text for m in _CONTEXT_LIMIT):
         return "context"
-    return None
+    return "max_tokens" if _MAX_NEW_TOKENS.search(text) else None
 
 
 def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
@@ -174,6 +146,10 @@ def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
         return ("the request is longer than the model's context: raise it on the server (vLLM: --max-model-len; "
                 "SGLang: --context-length; llama.cpp: --ctx-size; TGI: --max-input-tokens, --max-total-tokens) or "
                 f"send a shorter one: {names.request_size}")
+    if kind == "max_tokens":
+        return ("the completion token cap sent is above the one the server takes for the model: "
+                + (f"lower {names.max_tokens} or " if names.max_tokens else "") +
+                "raise the server's (TGI: --max-total-tokens, less --max-input-tokens)")
     return None
 
 
@@ -304,24 +280,8 @@ def other_methods(method: str | None) -> str:
 def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
                     method: str | None = None) -> str | None:
     """What to change when the server rejected a request for its setup: a part it does not take (`unsupported_fix`,
-    `method` as there), a limit the request exceeds (`server_limit`), or a model it serves without a chat template
-    (`_NO_TEMPLATE`); None for any other error."""
-    if rejected_request(exc) and _NO_TEMPLATE.search(server_words(exc).lower()):
-        return (f"the server has no chat template for the model (a base model, or a tokenizer without one): set "
-                f"{names.model} to a chat (instruct) model, or give the server its template (vLLM, SGLang: "
-                "--chat-template FILE)")
+    `method` as there) or a limit the request exceeds (`server_limit`); None for any other error."""
     return unsupported_fix(exc, names, sent, method) or server_limit(exc, names)
-
-
-_NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set|"
-                          r"template error: template not found")
-"""A model served without a chat template, which every chat request needs: vLLM's "As of transformers v4.44, default
-chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one." (a
-400, as its users report it), transformers' "Cannot use chat template functions because tokenizer.chat_template is not
-set and no template argument was passed!" (`PreTrainedTokenizerBase.get_chat_template`, relayed by a server: SGLang,
-sgl-project/sglang#3385), TGI's "Template error: template not found" (a 422, error_type `template_error`: minijinja's
-TemplateNotFound for a tokenizer_config without one, as its users quote it, huggingface/text-generation-inference#1427).
-Was "refused" for every clip."""
 
 
 def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] | None:

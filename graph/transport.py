@@ -44,22 +44,18 @@ from typing import Any
 
 import httpx
 import openai
-from langchain_core.exceptions import (
-    ModelAuthenticationError,
-    ModelConnectionError,
-    ModelError,
-    ModelNotFoundError,
-    ModelPermissionDeniedError,
-    ModelTimeoutError,
-)
+from langchain_core.exceptions import ModelConnectionError, ModelError, ModelTimeoutError
 from tenacity import RetryCallState
 from tenacity.wait import wait_base
 
 from graph.cache_keys import shown_endpoint
 from graph.completion_shape import MalformedCompletion, choice_problem
-from graph.setup_rejections import INSPECT_PLAN, Sent, setup_rejection, unsupported_part
 
-# re-exported: their home before graph/setup_rejections.py
+# re-exported: their home before graph/settings_faults.py and graph/setup_rejections.py
+from graph.settings_faults import SETTINGS_STATUSES as SETTINGS_STATUSES
+from graph.settings_faults import UNSERVED_STATUSES, no_credit, no_template
+from graph.settings_faults import settings_problem as settings_problem
+from graph.setup_rejections import INSPECT_PLAN, Sent, unsupported_part
 from graph.setup_rejections import limit_kind as limit_kind
 from graph.setup_rejections import rejected_request as rejected_request
 from graph.setup_rejections import server_limit as server_limit
@@ -74,27 +70,34 @@ drops that connection, so the retry opens a new one. See graph/bridge.py."""
 
 def is_transient(exc: BaseException, sent: Sent | None = None) -> bool:
     """True for a failed model call worth trying again: an error reply's `x-should-retry: true|false` header when
-    it has one (module docstring), else `transient_error` (`sent`: as there). Never a reply saying the request
-    carries a part the server or model does not take (`unsupported_part`), nor one saying the account has no credit
-    (`no_credit`), whatever the header: the same request gets the same answer (llama.cpp's 500s; with `true` it was
-    sent `max_retries` more times, then "settings")."""
+    it has one (module docstring), else `transient_error` (`sent`: as there). Never a reply the same request meets
+    again (`answered_alike`: a part the server or model does not take, no credit, no chat template), whatever the
+    header (llama.cpp's 500s; with `true` it was sent `max_retries` more times, then "settings")."""
     if isinstance(exc, openai.APIStatusError):
         told = exc.response.headers.get("x-should-retry")
         if told in ("true", "false"):
-            return told == "true" and unsupported_part(exc, sent) is None and not no_credit(exc)
+            return told == "true" and not answered_alike(exc, sent)
     return transient_error(exc, sent)
+
+
+def answered_alike(exc: BaseException, sent: Sent | None = None) -> bool:
+    """True for an error reply that the same request meets again, whatever its status and `x-should-retry`: a part of
+    the request the server or model does not take (`unsupported_part`, `sent` as there), an account without credit
+    (`no_credit`), a model served without a chat template (`graph.settings_faults.no_template`). Some servers send
+    each as a 500 (graph/settings_faults.py): retried, each was then "transport", naming nothing to change."""
+    return unsupported_part(exc, sent) is not None or no_credit(exc) or no_template(exc)
 
 
 def transient_error(exc: BaseException, sent: Sent | None = None) -> bool:
     """True for a transport error, by the error alone (timeouts, connection errors, Python's own `ConnectionError`
     too: refused or reset, from a chat model that does not wrap it; 408, 409, 429 but an account without credit's
-    (`no_credit`), 5xx but 501 and 505, which say the server cannot serve such a request at all, and a 500 saying the server or model does not take a part of
-    the request, `graph.setup_rejections.unsupported_part`, read against `sent` where the error has no request body
-    to read, as another chat model's retryable `ModelError`; a stale pooled connection): what the fault of a call that
+    (`no_credit`), 5xx but 501 and 505, which say the server cannot serve such a request at all, and a 5xx the same
+    request meets again (`answered_alike`: read against `sent` where the error has no request body to read), as
+    another chat model's retryable `ModelError`; a stale pooled connection): what the fault of a call that
     failed with it is (kind "transport"), whatever the server's `x-should-retry` said about trying again."""
     if isinstance(exc, openai.APIStatusError):
         code = exc.status_code
-        return (code >= 500 and code not in UNSERVED_STATUSES and unsupported_part(exc, sent) is None) or \
+        return (code >= 500 and code not in UNSERVED_STATUSES and not answered_alike(exc, sent)) or \
             code in (408, 409) or (code == 429 and not no_credit(exc))
     if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | TimeoutError | ConnectionError):
         return True
@@ -102,17 +105,7 @@ def transient_error(exc: BaseException, sent: Sent | None = None) -> bool:
         return True
     if isinstance(exc, RuntimeError) and any(m in str(exc) for m in _STALE_LOOP):
         return True
-    return isinstance(exc, ModelError) and type(exc).is_retryable and unsupported_part(exc, sent) is None
-
-
-def no_credit(exc: BaseException) -> bool:
-    """True for an answer saying the API key's account has no credit left: HTTP 402 Payment Required (DeepSeek's
-    "Insufficient Balance", api-docs.deepseek.com/quick_start/error_codes; OpenRouter's, Mistral's), or OpenAI's
-    429 whose code is `insufficient_quota` ("You exceeded your current quota, please check your plan and billing
-    details."): no wait tops the account up, so not retried (a 429 was, as a rate limit, then "transport"; a 402
-    was "refused", the model's answer about every clip), and "settings" (`settings_problem`)."""
-    return isinstance(exc, openai.APIStatusError) and (
-        exc.status_code == 402 or (exc.status_code == 429 and "insufficient_quota" in (exc.code, exc.type)))
+    return isinstance(exc, ModelError) and type(exc).is_retryable and not answered_alike(exc, sent)
 
 
 def is_timeout(exc: BaseException) -> bool:
@@ -220,6 +213,8 @@ class EndpointNames:
     """What avoids tool rounds, named when the server does not serve tool calls ("": the client asks for none)."""
     temperature: str = ""
     """The sampling temperature's setting, named when the model takes only its default ("": the client has none)."""
+    max_tokens: str = ""
+    """The completion token cap's setting, named when the server takes a lower one (`server_limit`; "": none sent)."""
 
     def url_fix(self) -> str:
         """What to check when the URL answers with something other than the API."""
@@ -232,7 +227,8 @@ BACKBONE_NAMES = EndpointNames("RAA_BASE_URL", "RAA_MODEL", "raa doctor", "RAA_A
                                "frame_budget) or a lower RAA_MAX_TOKENS",
                                "fewer images per request (AgentConfig.max_images_per_call) or smaller ones "
                                "(RAA_IMAGE_LONG_SIDE, RAA_JPEG_QUALITY)", method="RAA_STRUCTURED_METHOD",
-                               no_tools=INSPECT_PLAN, temperature="RAA_TEMPERATURE")
+                               no_tools=INSPECT_PLAN, temperature="RAA_TEMPERATURE",
+                               max_tokens="RAA_MAX_TOKENS")
 """The agent backbone's settings (`graph.settings.BackboneSettings`)."""
 
 
@@ -255,51 +251,6 @@ def not_a_completion(exc: BaseException, names: EndpointNames) -> str | None:
     cut = detail if len(detail) <= _PREVIEW else detail[:_PREVIEW] + "..."
     return (f"the endpoint's reply is not an OpenAI chat completion (HTTP 200; langchain-openai: {cut}); "
             f"{names.url_fix()}")
-
-
-SETTINGS_STATUSES = (401, 403, 404)
-"""HTTP statuses of a model call that say the client's settings are wrong (`settings_problem`), not the content."""
-
-_SETTINGS_ERRORS = (ModelAuthenticationError, ModelPermissionDeniedError, ModelNotFoundError)
-"""LangChain's provider-independent errors for those statuses (another chat model than ChatOpenAI raises them)."""
-
-UNSERVED_STATUSES = (501, 505)
-"""5xx statuses that say the server cannot serve such a request at all (never retried: `transient_error`): its
-setup, not the clip (`settings_problem`), as the tool client reads a tool service's 501 (tools/client.py)."""
-
-
-def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
-                     method: str | None = None) -> str | None:
-    """What to fix when a model call failed with an error the client's or the server's settings cause, naming
-    the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
-    the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
-    server does not serve); or a request over a limit of the server's setup (`server_limit`: a 413 for its body's
-    size, too many images, a request longer than the model's context) or with a part the server or model does not
-    take (`graph.setup_rejections.unsupported_fix`: structured output, tool calls, images, a temperature); or a
-    501 or 505 (`UNSERVED_STATUSES`: the server does not implement the request, every clip's). Any other 400 or 422
-    (a content policy, a request the server rejects) is no such problem: the same settings serve other requests.
-    `sent`: the request as sent, read where `exc` has none attached (another chat model's `ModelError`); `method`:
-    the client's structured method (`graph.setup_rejections.unsupported_fix`)."""
-    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-    if status not in SETTINGS_STATUSES:
-        status = next((code for code, kind in zip(SETTINGS_STATUSES, _SETTINGS_ERRORS, strict=True)
-                       if isinstance(exc, kind)), None)
-    if status == 401:
-        return f"HTTP 401: the endpoint refused the API key: check {names.api_key} (EMPTY for a vLLM server " \
-               "started without --api-key)"
-    if status == 403:
-        return f"HTTP 403: the API key may not use this endpoint or model: check {names.api_key} and {names.model}"
-    if status == 404:
-        check = f" ({names.checked_by})" if names.checked_by else ""
-        return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
-    if isinstance(exc, openai.APIStatusError) and no_credit(exc):
-        return (f"HTTP {exc.status_code}: the API key's account has no credit left (its balance or quota): top it "
-                f"up, or check {names.api_key}")
-    if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
-        return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
-                f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "
-                "structured output, tool calls), which some servers serve only when started with an option for it")
-    return setup_rejection(exc, names, sent, method)
 
 
 def connection_hint(exc: BaseException, names: EndpointNames) -> str:

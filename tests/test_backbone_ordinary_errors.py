@@ -58,7 +58,7 @@ def _call(replies: list[StubReply]) -> tuple[BackboneFault | None, int]:
 @pytest.mark.parametrize("body", list(RATE_LIMITS.values()), ids=list(RATE_LIMITS))
 def test_a_rate_limit_is_retried_whatever_its_words(body) -> None:
     """Gemini's free tier says "You exceeded your current quota" as OpenAI's account without credit does, but with no
-    `insufficient_quota` code: a rate limit, retried (`graph.transport.no_credit` reads the code, not the words)."""
+    `insufficient_quota` code: a rate limit, retried (`graph.settings_faults.no_credit` reads the code `insufficient_quota`, not those words)."""
     fault, sent = _call([StubReply(status=429, body=json.dumps(body)), good("json_schema")])
     assert fault is None and sent == 2, fault
 

@@ -1,0 +1,60 @@
+"""The words of a failed model call that its fault quotes and the matchers read (graph.setup_rejections,
+graph.settings_faults; DESIGN.md §3 "Faults"): `server_words` reads what the server said in its reply, masks a
+credential in it, and reads a web page as its title; `quoted_words` is what a fault's one-line reason quotes of them.
+Moved out of graph/setup_rejections.py, which re-exports `server_words`.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+
+import openai
+
+
+def server_words(exc: BaseException) -> str:
+    """The error's text with what the server said: `str(exc)`, and for an openai SDK error whose reply carries its
+    words as a string, not as an `error.message` (TGI's `{"error": "<words>", "error_type": ...}`, LM Studio's
+    `{"error": "<words>"}`, FastAPI's `{"detail": "<words>"}`, a body that is not JSON), those words: the SDK's text
+    holds only an `error.message` (openai >= 3), so those servers' words were never read ("Error code: 422", every
+    rejection "refused" whatever it said). Nothing else of the reply: a validation error's echo of the request (the
+    clip's instruction, the model's own earlier text) is no word of the server's."""
+    text = str(exc)
+    if not isinstance(exc, openai.APIStatusError):
+        return text
+    body = exc.body
+    said = _page_title(body) if isinstance(body, str) else body.get("detail") if isinstance(body, Mapping) else None
+    if not isinstance(said, str) or not said or said in text:
+        return text
+    return f"{text} - {_CREDENTIAL.sub(lambda m: (m.group(1) or '') + '[redacted]', said)}"
+
+
+_CREDENTIAL = re.compile(r"((?:bearer|basic)\s+|(?:api[_-]?key|token|authorization)[\"']?\s*[:=]\s*[\"']?)"
+                         r"[\w.~+/=-]{8,}|\b(?:sk|hf|pk|rk)[-_][\w-]{16,}", re.IGNORECASE)
+"""A credential in a server's words (a gateway quoting the key or header it was sent: "Invalid API key: Bearer
+sk-..."): `server_words` writes them into every fault's message, row and trace, so the value is masked (the SDK
+strips the request's own headers from its errors, so the key sent cannot be matched as it is)."""
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title", re.IGNORECASE | re.DOTALL)
+
+
+def _page_title(body: str) -> str:
+    """A body that is not JSON as `server_words` reads it: a web page (a reverse proxy's 502, Cloudflare's error
+    page: kilobytes of markup) as its title alone ("" without one), any other text as it is. Whole, a proxy's page
+    filled every clip's fault message, row and trace up to its cap with markup, where the SDK's text said only
+    "Error code: 502"."""
+    if not body.lstrip().startswith("<"):
+        return body
+    title = _TITLE.search(body)
+    return " ".join(html.unescape(title.group(1)).split()) if title else ""
+
+
+
+
+def quoted_words(exc: BaseException, limit: int) -> str:
+    """`server_words(exc)` as a fault's one-line reason quotes them: every run of whitespace (a plain-text body's or a
+    traceback's line breaks) one space, and at most `limit` characters, cut with "..." (module docstring)."""
+    words = " ".join(server_words(exc).split())
+    return words if len(words) <= limit else words[:limit - 3] + "..."

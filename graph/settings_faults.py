@@ -1,0 +1,125 @@
+"""Which failed model calls are the settings' fault, and what to change (graph.transport's `settings_problem`, DESIGN.md
+§3 "Faults"): an HTTP status that says so (401, 403, 404, 501, 505), an account without credit (`no_credit`), a model
+served without a chat template (`no_template`), a model the chat-completions route does not serve (`_OTHER_ROUTE`), or
+a rejection for the server's setup (`graph.setup_rejections.setup_rejection`). Moved out of graph/transport.py, which
+keeps the retry policy and re-exports these names.
+
+An account without credit and a model without a chat template are answered alike to every request, whatever the status
+they come with: some servers and gateways send them as a 500 (its users report both: a server relaying transformers'
+template error, exo-explore/exo#897; a gateway relaying OpenAI's `insufficient_quota`, lm-sys/RouteLLM#14), which was
+retried `max_retries` times and then reported "transport", naming nothing to change (`graph.transport.answered_alike`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import openai
+from langchain_core.exceptions import (
+    ModelAuthenticationError,
+    ModelError,
+    ModelNotFoundError,
+    ModelPermissionDeniedError,
+)
+
+from graph.server_words import server_words
+from graph.setup_rejections import Sent, setup_rejection
+
+if TYPE_CHECKING:  # pragma: no cover
+    from graph.transport import EndpointNames
+
+SETTINGS_STATUSES = (401, 403, 404)
+"""HTTP statuses of a model call that say the client's settings are wrong (`settings_problem`), not the content."""
+
+_SETTINGS_ERRORS = (ModelAuthenticationError, ModelPermissionDeniedError, ModelNotFoundError)
+"""LangChain's provider-independent errors for those statuses (another chat model than ChatOpenAI raises them)."""
+
+UNSERVED_STATUSES = (501, 505)
+"""5xx statuses that say the server cannot serve such a request at all (never retried: `transient_error`): its
+setup, not the clip (`settings_problem`), as the tool client reads a tool service's 501 (tools/client.py)."""
+
+_NO_QUOTA = "insufficient_quota"
+"""OpenAI's code for an account without credit, as a gateway relays it inside its own message (LiteLLM: its own type
+and `"code": "429"`, OpenAI's error quoted in the message, as its users quote it: OpenHands/OpenHands#998). Not
+OpenAI's words "You exceeded your current quota": Gemini's free tier says them of a rate limit (no such code)."""
+
+
+def no_credit(exc: BaseException) -> bool:
+    """True for an answer saying the API key's account has no credit left: HTTP 402 Payment Required (DeepSeek's
+    "Insufficient Balance", api-docs.deepseek.com/quick_start/error_codes; OpenRouter's, Mistral's), or OpenAI's
+    `insufficient_quota` ("You exceeded your current quota, please check your plan and billing details.", a 429) as
+    its code or type, or in its words under another status or code (`_NO_QUOTA`): no wait tops the account up, so not
+    retried (a 429 was, as a rate limit, then "transport"; a 402 was "refused", the model's answer about every clip),
+    and "settings" (`settings_problem`)."""
+    if not isinstance(exc, openai.APIStatusError):
+        return False
+    return exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or (
+        exc.status_code >= 400 and _NO_QUOTA in server_words(exc).lower())
+
+
+_NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set|"
+                          r"template error: template not found")
+"""A model served without a chat template, which every chat request needs: vLLM's "As of transformers v4.44, default
+chat template is no longer allowed, so you must provide a chat template if the tokenizer does not define one." (a
+400, as its users report it), transformers' "Cannot use chat template functions because tokenizer.chat_template is not
+set and no template argument was passed!" (`PreTrainedTokenizerBase.get_chat_template`, relayed by a server: SGLang,
+sgl-project/sglang#3385; as a 500: exo-explore/exo#897), TGI's "Template error: template not found" (a 422, error_type
+`template_error`: minijinja's TemplateNotFound for a tokenizer_config without one, as its users quote it,
+huggingface/text-generation-inference#1427). Was "refused" for every clip (as a 500: retried, then "transport")."""
+
+
+def no_template(exc: BaseException) -> bool:
+    """True when the server says it has no chat template for the model (`_NO_TEMPLATE`), with any error status."""
+    answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
+    return answered and _NO_TEMPLATE.search(server_words(exc).lower()) is not None
+
+
+_OTHER_ROUTE = re.compile(r"only supported in v1/responses|not a chat model and thus not supported in the "
+                          r"v1/chat/completions")
+"""OpenAI's 404s for a model its chat-completions route does not serve, whose URL and name are right: "This model is
+only supported in v1/responses and not in v1/chat/completions." (gpt-5-pro, deep-research models) and "This is not a
+chat model and thus not supported in the v1/chat/completions endpoint. Did you mean to use v1/completions?" (as its
+users quote them: n8n-io/n8n#18352, pgadmin-org/pgadmin4#9795, Chanzhaoyu/chatgpt-web#1428; not read in an OpenAI
+source). The generic 404 hint sent the user to check the base URL's /v1."""
+
+
+def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
+                     method: str | None = None) -> str | None:
+    """What to fix when a model call failed with an error the client's or the server's settings cause, naming
+    the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
+    the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
+    server does not serve, or serves on another route than chat completions: `_OTHER_ROUTE`); an account without
+    credit (`no_credit`), a model without a chat template (`no_template`), whatever their status; or a request over a
+    limit of the server's setup or with a part the server or model does not take
+    (`graph.setup_rejections.setup_rejection`); or a 501 or 505 (`UNSERVED_STATUSES`: the server does not implement
+    the request, every clip's). Any other 400 or 422 (a content policy, a request the server rejects) is no such
+    problem: the same settings serve other requests. `sent`: the request as sent, read where `exc` has none attached
+    (another chat model's `ModelError`); `method`: the client's structured method (as `setup_rejection` reads it)."""
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+    if status not in SETTINGS_STATUSES:
+        status = next((code for code, kind in zip(SETTINGS_STATUSES, _SETTINGS_ERRORS, strict=True)
+                       if isinstance(exc, kind)), None)
+    if status == 401:
+        return f"HTTP 401: the endpoint refused the API key: check {names.api_key} (EMPTY for a vLLM server " \
+               "started without --api-key)"
+    if status == 403:
+        return f"HTTP 403: the API key may not use this endpoint or model: check {names.api_key} and {names.model}"
+    if status == 404 and _OTHER_ROUTE.search(server_words(exc).lower()):
+        return (f"HTTP 404: the server does not serve this model through chat completions (OpenAI serves some only "
+                f"through its Responses API): set {names.model} to a model that chat completions serve")
+    if status == 404:
+        check = f" ({names.checked_by})" if names.checked_by else ""
+        return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
+    if isinstance(exc, openai.APIStatusError) and no_credit(exc):
+        return (f"HTTP {exc.status_code}: the API key's account has no credit left (its balance or quota): top it "
+                f"up, or check {names.api_key}")
+    if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
+        return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
+                f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "
+                "structured output, tool calls), which some servers serve only when started with an option for it")
+    if no_template(exc):
+        return (f"the server has no chat template for the model (a base model, or a tokenizer without one): set "
+                f"{names.model} to a chat (instruct) model, or give the server its template (vLLM, SGLang: "
+                "--chat-template FILE)")
+    return setup_rejection(exc, names, sent, method)
