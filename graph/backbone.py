@@ -103,8 +103,9 @@ from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text, shaped
 from graph.flights import FlightFailed
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
+from graph.server_words import quoted_words
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
-from graph.setup_rejections import Sent, sent_request, server_words, structured_parts
+from graph.setup_rejections import Sent, sent_request, structured_parts
 from graph.tool_replies import STRUCTURED_REMEDY, unsupported
 from graph.tool_rounds import tool_round
 from graph.transport import (
@@ -244,15 +245,15 @@ class Backbone:
                 raise BackboneFault(stage, "timeout", f"no reply within {self.timeout_s}s after {attempts} "
                                     f"({type(exc).__name__})") from exc
             if transient_error(exc, sent):  # the kind is the error's, whatever x-should-retry said (graph/transport.py)
-                detail = server_words(exc)[:_ERR_CHARS]
+                detail = quoted_words(exc, _ERR_CHARS)
                 if hint := connection_hint(exc, self.setting_names):  # one sentence: "Connection error; the ..."
                     detail = f"{detail.rstrip('. ')}; {hint}"
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts}: {detail}") from exc
             if (fix := settings_problem(exc, self.setting_names, sent, self.method)) is not None:
-                raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {server_words(exc)[:_ERR_CHARS]}; "
+                raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {quoted_words(exc, _ERR_CHARS)}; "
                                     f"{fix}") from exc
             if isinstance(exc, openai.APIStatusError | ModelError):
-                raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {server_words(exc)[:_ERR_CHARS]}") from exc
+                raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {quoted_words(exc, _ERR_CHARS)}") from exc
             raise BackboneFault(stage, "transport", f"unexpected {type(exc).__name__}: "
                                 f"{str(exc)[:_ERR_CHARS]}") from exc
         raw = out["raw"] if isinstance(out, dict) else out
