@@ -62,6 +62,7 @@ from pydantic import BaseModel, Field
 from graph.doctor_check import Check
 from graph.doctor_tools import service_check, tracker_check, vjepa_check
 from graph.settings import BackboneSettings, SettingsError
+from graph.trace_text import printable
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.backbone import Backbone
@@ -337,8 +338,8 @@ def doctor_command(
     table = Table(title="raa doctor")
     for col in ("check", "status", "detail"):
         table.add_column(col, overflow="fold")
-    for c in checks:
-        table.add_row(c.name, c.status, c.detail)
-    Console(markup=False).print(table)
+    for c in checks:  # details are data (a model name, a server's words, paths): control characters written out
+        table.add_row(c.name, c.status, printable(c.detail))
+    Console(markup=False, emoji=False).print(table)  # emoji codes off too, as graph/commands.py's console
     if any(c.status == "problem" for c in checks):
         raise typer.Exit(1)
