@@ -153,17 +153,21 @@ def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
     return None
 
 
+_NOT_TAKEN = "not supported|unsupported"
+"""The servers' words for a part they do not take, shared by `_TOOLS`, `_STRUCTURED`, `_IMAGES` (pinned by
+tests/test_setup_rejection_words.py)."""
+_DOES_NOT = "(?:does not|doesn't)"
 _TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|unsupported tool_call_parser|requires --jinja|"
-                    r"(?:does not|doesn't) support (?:tools|tool call|function call)|\b(?:tools|tool_choice|functions|"
-                    r"(?:tool|function)[ _](?:calls?|calling|use))'? (?:is |are )?(?:not supported|unsupported)")
+                    rf"{_DOES_NOT} support (?:tools|tool call|function call)|\b(?:tools|tool_choice|functions|"
+                    rf"(?:tool|function)[ _](?:calls?|calling|use))'? (?:is |are )?(?:{_NOT_TAKEN})")
 _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_object|guided_\w+|structured output)"
-                         r"[^\n]{0,80}?(?:not supported|unsupported|not valid|invalid value|only supported|"
-                         r"input should be|must be)|unsupported parameter: '?response_format|(?:does not|doesn't) "
+                         rf"[^\n]{{0,80}}?(?:{_NOT_TAKEN}|not valid|invalid value|only supported|"
+                         rf"input should be|must be)|unsupported parameter: '?response_format|{_DOES_NOT} "
                          r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"
                      r"missing data required for image input|"
                      r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content| modality)?s? (?:is |are )?"
-                     r"(?:not supported|only supported|unsupported)|(?:does not|doesn't|cannot) "
+                     rf"(?:{_NOT_TAKEN}|only supported)|(?:does not|doesn't|cannot) "
                      r"(?:support|accept|take) (?:image|vision|multi-?modal)(?![\w/-]*(?: inputs?| content)? "
                      r"(?:larger|bigger|over|above|exceeding|more|of|with|encoded|encoding|format|size|from)\b)")
 """A model or server that takes no images, in the servers' words (module docstring; TGI's "image modality is not
@@ -250,7 +254,7 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if part == "images":
         return (f"the server or model takes no images: set {names.model} to a vision-language model and serve it with "
                 "image input (vLLM: a multimodal model, --limit-mm-per-prompt above 0; llama.cpp: --mmproj)")
-    if part == "tools" and isinstance(sent.get("tool_choice"), dict):  # a forced call: function_calling output
+    if part == "tools" and _forced(sent):  # a forced call: function_calling output
         return (f"the server does not serve tool calls for this model: set {names.method}=json_schema or json_mode "
                 f"(structured output without a tool call), or {SERVE_TOOLS}")
     if part == "tools" and _SCHEMA_COMPILER.search(server_words(exc).lower()):
@@ -261,7 +265,7 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if part == "tools":
         return f"the server does not serve tool calls for this model: {SERVE_TOOLS}" + \
             (f", or {names.no_tools}" if names.no_tools else "")
-    forced = isinstance(sent.get("tool_choice"), dict)  # function_calling's call: its arguments constrained alike
+    forced = _forced(sent)  # function_calling's call: its arguments constrained alike
     rtype = "" if forced else str(sent["response_format"].get("type"))
     kind = "a forced tool call" if forced else f"response_format {rtype}"
     method = "function_calling" if forced else _METHODS.get(rtype)
@@ -302,16 +306,22 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     if (structured or sent.get("tools")) and _NO_GUIDED.search(text):
         return "guided", sent
     if sent.get("tools") and (_TOOLS.search(text) or
-                              (not isinstance(sent.get("tool_choice"), dict) and _SCHEMA_COMPILER.search(text))):
+                              (not _forced(sent) and _SCHEMA_COMPILER.search(text))):
         return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
     if (structured and _STRUCTURED.search(text)) or \
-            (isinstance(sent.get("tool_choice"), dict) and _SCHEMA_COMPILER.search(text)):
+            (_forced(sent) and _SCHEMA_COMPILER.search(text)):
         return "structured", sent
     if sent.get("temperature") is not None and _TEMPERATURE.search(text):
         return "temperature", sent
     if _NO_IMAGES.search(text) or (_carries_images(sent) and _IMAGES.search(text)):
         return "images", sent
     return None
+
+
+def _forced(sent: Sent) -> bool:
+    """Whether the request forces a call of one tool (`tool_choice` naming it: function_calling structured output,
+    `structured_parts`), not a tool round's tools the model may call."""
+    return isinstance(sent.get("tool_choice"), dict)
 
 
 def _sent_body(exc: openai.APIStatusError) -> dict[str, Any]:
