@@ -18,7 +18,7 @@ Decisions where the issue was silent:
   the retries are spent, gives kind "timeout" (other exhausted transport errors give "transport").
 - Retryable: openai.APITimeoutError, APIConnectionError, any APIStatusError with status 408, 409, 429 (but
   OpenAI's for an account without credit, "settings" as a 402 is: `graph.transport.no_credit`)
-  or >= 500 but 501, 505 and a 500 saying a part of the request is not taken (`graph.setup_rejections`) (or
+  or >= 500 but 501, 505 and one the same request meets again (`graph.transport.answered_alike`) (or
   the server's `x-should-retry` header, which decides the retry only: the kind once the tries end is the error's,
   `graph.transport.transient_error`; `Retry-After` paces the wait: graph/transport.py), httpx or httpx2
   (openai >= 3) timeouts/transport errors, TimeoutError, ConnectionError, LangChain `ModelError`s flagged

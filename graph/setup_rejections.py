@@ -1,6 +1,7 @@
 """What a server's rejection of a request says about its setup (graph.transport.settings_problem; DESIGN.md §3
 "Faults"): a limit the request exceeds (`server_limit`), or a part of the request the server or model does not take at
-all (`unsupported_part`), or a model served without a chat template (`_NO_TEMPLATE`). Either way every clip of a run sends the same kind of request and is refused the same way:
+all (`unsupported_part`) (a model served without a chat template, an account without credit: graph/settings_faults.py).
+Either way every clip of a run sends the same kind of request and is refused the same way:
 kind "settings", an outage, naming what to change, not the model's answer about the clip ("refused"), as it was (a
 misconfigured server turned every clip ineligible and the trainer counted them as clips it could not judge).
 
