@@ -155,13 +155,14 @@ def _raw_h264(path: Path, n: int = N) -> Path:
 
 
 def test_frames_counted_before_a_packet_the_decoder_fails_still_read(tmp_path):
-    """A raw H.264 stream ending in an access unit delimiter alone: FFmpeg fails that packet (InvalidDataError). The
+    """A raw H.264 stream ending in a slice whose header is broken: FFmpeg fails that packet (InvalidDataError). The
     count check still held frames 35-37 (waiting on packets fed before they came out) and the error lost them: every
     read from frame 35 on failed ("decoding failed"). They read now; the frames that came out after the failed packet
-    was fed cannot be counted past it (was it a frame shown before them?), and fail naming the decoder's error."""
+    was fed cannot be counted past it (was it a frame shown before them?), and fail naming the decoder's error. (An
+    access unit delimiter alone, which FFmpeg fails too, is no frame: tests/test_video_no_picture.py.)"""
     raw = _raw_h264(tmp_path / "r.h264")
-    path = tmp_path / "aud.h264"
-    path.write_bytes(raw.read_bytes() + b"\x00\x00\x00\x01\x09\xf0")
+    path = tmp_path / "broken.h264"
+    path.write_bytes(raw.read_bytes() + b"\x00\x00\x00\x01\x41\xff\xff\xff")
     with VideoReader(path) as reader:
         assert reader._order[0].pts is None
         total = reader.meta.frames

@@ -38,6 +38,7 @@ from tools.video_slices import (
     HEVC_LEADING,
     HEVC_RADL,
     FieldPairs,
+    codes_no_picture,
     frame_threads,
     slice_thread_count,
     slices_per_frame,
@@ -101,7 +102,8 @@ class FrameIndex:
     fields: tuple[int, ...] = ()
     """The packets (decode order, from 0, those an edit list discards not counted) that code the second field of an
     H.264 field pair (the decoder gives one frame for the pair, on the first field's packet) or a field without its
-    pair, which it shows by no frame (``tools.video_slices.FieldPairs``): they are no frames."""
+    pair, which it shows by no frame (``tools.video_slices.FieldPairs``), or no picture at all (an H.264 / HEVC access
+    unit delimiter alone: ``tools.video_slices.codes_no_picture``): they are no frames."""
     primed: bool = False
     """The decode from the start begins on a keyframe an MP4 / MOV edit list discards (a clip trimmed mid-GOP): the
     decoder decodes it and drops its frame, so the frames it gives after it have their references (the keyframe's own
@@ -254,8 +256,8 @@ def scan(container: av.container.InputContainer, name: str,
     # (those of them it alone references: radl; MPEG's B pictures of a closed GOP); counting them
     first_key_pts, primed = None, False  # of the first keyframe in decode order, one an edit list drops included
     closed = False  # its GOP header says closed GOP (MPEG-1 / 2)
-    codec = stream.codec_context.name
-    fields: list[int] = []  # second fields
+    codec, extradata = stream.codec_context.name, stream.codec_context.extradata
+    fields: list[int] = []  # second fields, and packets of no picture
     pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
@@ -274,7 +276,8 @@ def scan(container: av.container.InputContainer, name: str,
                 first_key_pts, key_at, primed = packet.pts, len(pts), packet.is_discard and not pts
             if packet.is_discard:
                 continue
-            if no_frame:  # a second field, or one without its pair
+            if no_frame or codes_no_picture(packet, codec, extradata):  # a second field, one without its pair, or a
+                # packet of no picture (a raw stream's trailing access unit delimiter)
                 fields.append(len(pts) + len(fields))  # (among the packets not discarded, as the reader tags them)
                 if pts and pts[-1] == max_pts and packet.pts is not None and packet.duration:  # the last frame lasts
                     last_hold = max(last_hold, packet.pts + packet.duration - max_pts)  # to the end of its fields

@@ -104,6 +104,47 @@ def slices_per_frame(data: bytes, codec: str, extradata: bytes | None) -> int | 
     return len(vcl_nal_types(data, codec, extradata) or ()) or None
 
 
+NON_PICTURE_UNITS = {"h264": frozenset({6, 7, 8, 9, 10, 11, 12, 13, 15}), "hevc": frozenset(range(32, 41))}
+"""NAL unit types that code no picture (H.264: SEI, parameter sets, access unit delimiter, end of sequence / stream,
+filler; HEVC: VPS, SPS, PPS, delimiter, end of sequence / bitstream, filler, SEI). Not unspecified or reserved types,
+which a corrupt NAL header gives as well."""
+
+
+def codes_no_picture(data: bytes | memoryview, codec: str, extradata: bytes | None) -> bool:
+    """Whether the H.264 / HEVC packet `data` holds NAL units and every one of them of a type that codes no picture
+    (`NON_PICTURE_UNITS`): a raw stream's trailing access unit delimiter, which FFmpeg's parser gives a packet of its
+    own, or such an MP4 sample. The decoder gives no frame for it. False for another codec and for a packet that does
+    not parse (a NAL length past its end, bytes left over, no start code). The units' headers alone are read, up to
+    the first that codes a picture (the scan asks this of every packet)."""
+    known = NON_PICTURE_UNITS.get(codec)
+    if known is None or not data:
+        return False
+    view, extra = memoryview(data), extradata or b""
+    shift = 1 if codec == "hevc" else 0
+    mask = 0x3F if codec == "hevc" else 0x1F
+    if extra[:1] == b"\x01":  # avcC / hvcC: length-prefixed
+        at = 4 if codec == "h264" else 21
+        if len(extra) <= at:
+            return False
+        size, i = (extra[at] & 3) + 1, 0
+        while i < len(view):
+            n = int.from_bytes(view[i:i + size], "big")
+            i += size
+            if n == 0 or i + n > len(view) or (view[i] >> shift) & mask not in known:
+                return False
+            i += n
+        return True
+    raw = bytes(view)
+    i = raw.find(b"\x00\x00\x01")
+    if i < 0:
+        return False
+    while 0 <= i:
+        if i + 3 >= len(raw) or (raw[i + 3] >> shift) & mask not in known:
+            return False
+        i = raw.find(b"\x00\x00\x01", i + 3)
+    return True
+
+
 HEVC_LEADING = range(6, 10)
 """HEVC's RADL_N, RADL_R, RASL_N and RASL_R NAL unit types: leading pictures, decoded after their keyframe (IRAP)
 and shown before it. A stream that starts on a CRA keyframe (x265's open GOPs, cut there) has RASL pictures whose

@@ -1,0 +1,81 @@
+"""Packets that code no picture (an H.264 / HEVC access unit delimiter, parameter sets or SEI alone): the decoder gives
+no frame for them, and the scan counts none."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import pytest
+
+from tests.test_video import read_ids, write_elementary
+from tools.video import VideoReader
+from tools.video_slices import codes_no_picture
+
+N = 40
+AUD = {"libx264": b"\x00\x00\x00\x01\x09\xf0", "libx265": b"\x00\x00\x00\x01\x46\x01\x50"}
+
+
+def _with_trailing_aud(tmp_path: Path, codec: str, params: str = "keyint=8:log-level=error") -> Path:
+    raw = write_elementary(tmp_path / "r.bin", codec, params, N)
+    path = tmp_path / ("aud.h264" if codec == "libx264" else "aud.hevc")
+    path.write_bytes(raw.read_bytes() + AUD[codec])
+    return path
+
+
+def _to_mp4(src: Path, dest: Path) -> Path:
+    """`src`'s packets, the delimiter's own included, as MP4 samples (length-prefixed, with timestamps in decode
+    order: `src` has no B-frames)."""
+    with av.open(str(src)) as c, av.open(str(dest), "w") as out:
+        stream = out.add_stream_from_template(c.streams.video[0])
+        for i, packet in enumerate(p for p in c.demux(video=0) if p.size):
+            packet.stream, packet.time_base = stream, Fraction(1, 16)
+            packet.pts, packet.dts, packet.duration = i, i, 1
+            out.mux(packet)
+    return dest
+
+
+@pytest.mark.parametrize("codec", ["libx264", "libx265"])
+def test_a_raw_stream_ending_in_a_delimiter_alone_has_no_frame_for_it(tmp_path, codec):
+    """FFmpeg's parser gives a raw stream's trailing access unit delimiter its own packet. The scan counted it as a
+    frame (41 for 40), and the frames the decoder held when it failed that packet (H.264) could not be read."""
+    path = _with_trailing_aud(tmp_path, codec)
+    with av.open(str(path)) as c:  # the premise: a packet of its own
+        assert bytes([p for p in c.demux(video=0) if p.size][-1]) == AUD[codec]
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is None
+        assert reader.meta.frames == N
+        assert read_ids(reader.read(range(30, N))) == list(range(30, N))
+
+
+def test_an_mp4_sample_of_a_delimiter_alone_is_no_frame(tmp_path):
+    """With timestamps: the sample's timestamp was counted as a frame the decoder never gives (frame 40 of 41)."""
+    path = _to_mp4(_with_trailing_aud(tmp_path, "libx264", "keyint=8:bframes=0:log-level=error"), tmp_path / "aud.mp4")
+    with VideoReader(path) as reader:
+        assert reader._order[0].pts is not None
+        assert reader.meta.frames == N
+        assert read_ids(reader.read([0, 17, N - 1])) == [0, 17, N - 1]
+
+
+AVCC = b"\x01\x64\x00\x0a\xff"  # an avcC record's head: 4-byte NAL lengths
+
+
+@pytest.mark.parametrize(("data", "codec", "extradata", "expected"), [
+    (b"\x00\x00\x00\x01\x09\xf0", "h264", None, True),  # an AUD
+    (b"\x00\x00\x01\x09\xf0\x00\x00\x01\x06\x05\x01\x80", "h264", None, True),  # AUD + SEI
+    (b"\x00\x00\x01\x09\xf0\x00\x00\x01\x65\x88", "h264", None, False),  # AUD + IDR slice
+    (b"\x00\x00\x01\x41\x9a", "h264", None, False),  # a slice
+    (b"\x00\x00\x01\x00\x9a", "h264", None, False),  # NAL type 0 (unspecified: a corrupt header?) is not known empty
+    (b"\x9a\x9b\x9c", "h264", None, False),  # no start code: does not parse
+    (b"", "h264", None, False),
+    (b"\x00\x00\x00\x02\x09\xf0", "h264", AVCC, True),
+    (b"\x00\x00\x00\x02\x09\xf0\x00\x00\x00\x02\x65\x88", "h264", AVCC, False),
+    (b"\x00\x00\x00\x09\x09\xf0", "h264", AVCC, False),  # a length past the end
+    (b"\x00\x00\x00\x02\x09\xf0\x00", "h264", AVCC, False),  # bytes left over
+    (b"\x00\x00\x01\x46\x01\x50", "hevc", None, True),  # HEVC AUD
+    (b"\x00\x00\x01\x46\x01\x50\x00\x00\x01\x02\x01\xd0", "hevc", None, False),  # + a TRAIL_R slice
+    (b"\x00\x00\x01\x09\xf0", "mpeg4", None, False),  # another codec
+])
+def test_codes_no_picture(data, codec, extradata, expected):
+    assert codes_no_picture(data, codec, extradata) is expected
