@@ -129,7 +129,7 @@ def test_truncated_mp4_faststart_is_reported(tmp_path):
     data = full.read_bytes()
     cut = tmp_path / "fs_cut.mp4"
     cut.write_bytes(data[: len(data) // 2])
-    with pytest.raises(VideoDecodeError, match=r"fs_cut.mp4: truncated file.*declares 60 frames"):
+    with pytest.raises(VideoDecodeError, match=r"fs_cut.mp4: truncated file.*declares 60 samples"):
         probe(cut)
     assert probe(full).frames == 60
 

@@ -16,6 +16,12 @@ from tools.video_edits import kept_frames
 from tools.video_errors import VideoDecodeError
 
 
+def declared_count(samples: int) -> str:
+    """How the errors name the container's declared count: its samples (MP4) or chunks (AVI) hold frames, or each a
+    field (a stream copy of field-coded broadcast H.264, two to a frame)."""
+    return f"{samples} samples (frames, or fields of interlaced video)"
+
+
 def check_complete(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str,
                    src: str | Path | bytes | None, packets: int, cut: bool, last_dts: int | None,
                    step: int | None) -> None:
@@ -34,12 +40,12 @@ def check_complete(container: av.container.InputContainer, stream: av.video.stre
         if kept is not None and kept < declared:
             if kept > packets:
                 raise VideoDecodeError(
-                    f"{name}: truncated file: its edit list keeps {kept} of the {declared} frames the "
+                    f"{name}: truncated file: its edit list keeps {kept} of the {declared} samples the "
                     f"container declares, but only {packets} could be read")
         else:
             raise VideoDecodeError(
-                f"{name}: truncated file: the container declares {declared} frames but only {packets} "
-                "could be read")
+                f"{name}: truncated file: the container declares {declared_count(declared)} but only "
+                f"{packets} could be read")
     if cut:  # its last frame's data was cut short (a fragmented MP4, FLV or AVI: no count, or its index cut off)
         raise VideoDecodeError(f"{name}: truncated file: the data of its last video packet (of {packets}) is "
                                "cut short")

@@ -21,7 +21,7 @@ import numpy as np
 
 from tools.matroska_tail import segment_shortfall
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, closed_gop, picture_type, without_b_pictures
-from tools.video_complete import check_complete
+from tools.video_complete import check_complete, declared_count
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
 from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
@@ -302,8 +302,8 @@ def scan(container: av.container.InputContainer, name: str,
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
     if frames == 0:  # a header that declares frames (an MP4 cut before its media data) is a truncated file
-        raise VideoDecodeError(f"{name}: truncated file: the container declares {declared} frames but only 0 could "
-                               "be read") if declared else EmptyVideoError(f"{name}: video stream contains no frames")
+        raise VideoDecodeError(f"{name}: truncated file: the container declares {declared_count(declared)} "
+                               "but only 0 could be read") if declared else EmptyVideoError(f"{name}: video stream contains no frames")
     formats = container.format.name.split(",")
     if src is not None and "mov" in formats and (pause := late_empty_edit(src, stream.id)) is not None:
         kept = kept_frames(src, stream.id)
