@@ -76,6 +76,10 @@ AVCC = b"\x01\x64\x00\x0a\xff"  # an avcC record's head: 4-byte NAL lengths
     (b"\x00\x00\x01\x46\x01\x50", "hevc", None, True),  # HEVC AUD
     (b"\x00\x00\x01\x46\x01\x50\x00\x00\x01\x02\x01\xd0", "hevc", None, False),  # + a TRAIL_R slice
     (b"\x00\x00\x01\x09\xf0", "mpeg4", None, False),  # another codec
+    (b"\x00\x00\x01\x09\xf0\x00\x00\x01\x06" + bytes(range(1, 250)) * 40, "h264", None, True),  # past the head
+    (b"\x00\x00\x01\x09\xf0\x00\x00\x01\x06" + bytes(range(1, 250)) * 40 + b"\x00\x00\x01\x65\x88", "h264", None,
+     False),  # a slice past the head
+    (b"\x00\x00\x01\x09\xf0\x00\x00\x01\x06" + bytes(range(1, 250)) * 40 + b"\x00\x00\x01", "h264", None, False),
 ])
 def test_codes_no_picture(data, codec, extradata, expected):
     assert codes_no_picture(data, codec, extradata) is expected

@@ -104,6 +104,10 @@ def slices_per_frame(data: bytes, codec: str, extradata: bytes | None) -> int | 
     return len(vcl_nal_types(data, codec, extradata) or ()) or None
 
 
+HEAD_BYTES = 4096
+"""Bytes of an Annex B packet searched first for a unit that codes a picture (it follows the delimiter, parameter sets
+and SEI, a few hundred bytes); the whole packet only where the head holds none."""
+
 NON_PICTURE_UNITS = {"h264": frozenset({6, 7, 8, 9, 10, 11, 12, 13, 15}), "hevc": frozenset(range(32, 41))}
 """NAL unit types that code no picture (H.264: SEI, parameter sets, access unit delimiter, end of sequence / stream,
 filler; HEVC: VPS, SPS, PPS, delimiter, end of sequence / bitstream, filler, SEI). Not unspecified or reserved types,
@@ -134,15 +138,18 @@ def codes_no_picture(data: bytes | memoryview, codec: str, extradata: bytes | No
                 return False
             i += n
         return True
-    raw = bytes(view)
-    i = raw.find(b"\x00\x00\x01")
-    if i < 0:
-        return False
-    while 0 <= i:
-        if i + 3 >= len(raw) or (raw[i + 3] >> shift) & mask not in known:
+    raw = bytes(view[:HEAD_BYTES])
+    while True:
+        i = raw.find(b"\x00\x00\x01")  # (a unit's data holds no start code: emulation prevention)
+        if i < 0:
             return False
-        i = raw.find(b"\x00\x00\x01", i + 3)
-    return True
+        while 0 <= i and i + 3 < len(raw):
+            if (raw[i + 3] >> shift) & mask not in known:
+                return False
+            i = raw.find(b"\x00\x00\x01", i + 3)
+        if len(raw) == len(view):
+            return i < 0  # (not a start code that ends the packet)
+        raw = bytes(view)  # the head held no picture: the whole packet decides
 
 
 HEVC_LEADING = range(6, 10)
