@@ -19,6 +19,7 @@ from typing import Literal
 import av
 import numpy as np
 
+from tools.hevc_output import HevcOutput
 from tools.matroska_tail import segment_shortfall
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, closed_gop, picture_type, without_b_pictures
 from tools.video_complete import check_complete, declared_count
@@ -102,8 +103,9 @@ class FrameIndex:
     fields: tuple[int, ...] = ()
     """The packets (decode order, from 0, those an edit list discards not counted) that code the second field of an
     H.264 field pair (the decoder gives one frame for the pair, on the first field's packet) or a field without its
-    pair, which it shows by no frame (``tools.video_slices.FieldPairs``), or no picture at all (an H.264 / HEVC access
-    unit delimiter alone: ``tools.video_slices.codes_no_picture``): they are no frames."""
+    pair, which it shows by no frame (``tools.video_slices.FieldPairs``), an HEVC picture not for output
+    (``tools.hevc_output``), or no picture at all (an H.264 / HEVC access unit delimiter alone:
+    ``tools.video_slices.codes_no_picture``): they are no frames."""
     primed: bool = False
     """The decode from the start begins on a keyframe an MP4 / MOV edit list discards (a clip trimmed mid-GOP): the
     decoder decodes it and drops its frame, so the frames it gives after it have their references (the keyframe's own
@@ -259,6 +261,7 @@ def scan(container: av.container.InputContainer, name: str,
     codec, extradata = stream.codec_context.name, stream.codec_context.extradata
     fields: list[int] = []  # second fields, and packets of no picture
     pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
+    output = HevcOutput(extradata) if codec == "hevc" else None  # pictures not for output (and its PPS in band)
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         packets_of = demux(container, stream)
@@ -271,13 +274,14 @@ def scan(container: av.container.InputContainer, name: str,
                 if last_dts is not None and packet.dts > last_dts:  # the shortest frame: the last one's chunks (AVI)
                     step = packet.dts - last_dts if step is None else min(step, packet.dts - last_dts)
                 last_dts = packet.dts if last_dts is None else max(last_dts, packet.dts)
+            no_frame = no_frame or (output is not None and not output.shown(packet))
             key = packet.is_keyframe and key_at is None
             if key:
                 first_key_pts, key_at, primed = packet.pts, len(pts), packet.is_discard and not pts
             if packet.is_discard:
                 continue
-            if no_frame or codes_no_picture(packet, codec, extradata):  # a second field, one without its pair, or a
-                # packet of no picture (a raw stream's trailing access unit delimiter)
+            if no_frame or codes_no_picture(packet, codec, extradata):  # a second field, one without its pair, an
+                # HEVC picture not for output, or a packet of no picture (a raw stream's trailing access unit delimiter)
                 fields.append(len(pts) + len(fields))  # (among the packets not discarded, as the reader tags them)
                 if pts and pts[-1] == max_pts and packet.pts is not None and packet.duration:  # the last frame lasts
                     last_hold = max(last_hold, packet.pts + packet.duration - max_pts)  # to the end of its fields

@@ -176,11 +176,11 @@ def slice_thread_count(codec: str) -> int:
     return 1 if codec in SLICE_THREADS_HIDE_DAMAGE else 0
 
 
-class _Bits:
-    """An H.264 RBSP read bit by bit (emulation prevention bytes removed); IndexError past its end."""
+class Bits:
+    """An H.264 / HEVC RBSP read bit by bit (emulation prevention bytes removed); IndexError past its end."""
 
-    def __init__(self, unit: bytes) -> None:
-        rbsp = unit[1:].replace(b"\x00\x00\x03", b"\x00\x00")  # (after the NAL header byte)
+    def __init__(self, unit: bytes, header: int = 1) -> None:
+        rbsp = unit[header:].replace(b"\x00\x00\x03", b"\x00\x00")  # (after the NAL header: 1 byte, HEVC's 2)
         self._value, self._left = int.from_bytes(rbsp, "big"), 8 * len(rbsp)
 
     def u(self, n: int) -> int:
@@ -212,7 +212,7 @@ class H264Sps:
 
 
 def _sps(unit: bytes) -> H264Sps:
-    b = _Bits(unit)
+    b = Bits(unit)
     profile = b.u(8)
     b.u(16), b.ue()  # constraint flags, level, seq_parameter_set_id
     separate = False
@@ -285,7 +285,7 @@ def h264_pictures(data: bytes, extradata: bytes | None, sps: H264Sps) -> list[tu
     Both fields of a frame may share a packet (an MP4 sample of a frame); empty: no slice."""
     pictures: list[tuple[int, bool] | None] = []
     for unit in _slices(data, extradata):
-        b = _Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
+        b = Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
         try:
             first_mb = b.ue()
             b.ue(), b.ue()  # slice_type, pic_parameter_set_id

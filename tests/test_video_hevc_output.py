@@ -1,0 +1,52 @@
+"""HEVC pictures not for output (``pic_output_flag`` 0): the decoder gives no frame for them, and the scan counts
+none (tools.hevc_output)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from tests.hevc_output import hidden
+from tests.test_video import read_ids
+from tools.video import VideoReader
+
+N = 8
+
+
+def _mp4(src: Path, dest: Path) -> Path:
+    """`src`'s packets as MP4 samples (its parameter sets in the hvcC record), one a frame at 16 fps (all intra: decode
+    order is presentation order)."""
+    with av.open(str(src)) as c, av.open(str(dest), "w") as out:
+        stream = out.add_stream_from_template(c.streams.video[0])
+        for i, packet in enumerate(p for p in c.demux(video=0) if p.size):
+            packet.stream, packet.time_base = stream, Fraction(1, 16)
+            packet.pts, packet.dts, packet.duration = i, i, 1
+            out.mux(packet)
+    return dest
+
+
+@pytest.mark.parametrize("container", ["raw", "mp4"])
+def test_a_picture_not_for_output_is_no_frame(tmp_path, container):
+    """Picture 3 of 8 is not for output: the scan counted 8 frames, the decoder gives 7, and every read from frame 3 on
+    failed (without timestamps) or frame 3 never came (with them)."""
+    path = hidden(tmp_path / "h.hevc", N, {3})
+    if container == "mp4":
+        path = _mp4(path, tmp_path / "h.mp4")
+    with av.open(str(path)) as c:  # the premise
+        assert read_ids(np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])) == [0, 1, 2, 4, 5, 6, 7]
+    with VideoReader(path) as reader:
+        assert (reader._order[0].pts is None) is (container == "raw")
+        assert reader.meta.frames == N - 1
+        assert read_ids(reader.read(range(N - 1))) == [0, 1, 2, 4, 5, 6, 7]
+        assert read_ids(reader.read([4, 3])) == [5, 4]
+
+
+def test_every_picture_for_output_is_a_frame(tmp_path):
+    """The PPS sets the flag, every slice 1: all count."""
+    with VideoReader(hidden(tmp_path / "h.hevc", N, set())) as reader:
+        assert reader.meta.frames == N
+        assert read_ids(reader.read([0, 7])) == [0, 7]

@@ -1,0 +1,117 @@
+"""HEVC pictures not for output: a slice header's ``pic_output_flag`` 0, where its PPS has
+``output_flag_present_flag``. FFmpeg's decoder decodes such a picture (later ones may reference it) and gives no frame
+for it, so the scan (``tools.video_scan.scan``) counts none: counted, each read from it on failed, the decoder's frames
+one short of the count. The PPS are read from the stream's extradata (an hvcC record or Annex B) and from the packets,
+where they may come in band; a stream whose PPS never set the flag (x265 writes none) has no slice header read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import av
+
+from tools.video_slices import Bits
+
+HEAD_BYTES = 16
+"""Bytes of a NAL unit read: a PPS's first fields or a slice header up to ``pic_output_flag``, under 6 bytes with
+their emulation prevention bytes."""
+SEARCHED_BYTES = 16384
+"""Bytes of an Annex B packet searched for its parameter sets and first slice (after SEI of a few KiB at most)."""
+PPS = 34
+IRAP = range(16, 24)
+
+
+@dataclass(frozen=True)
+class _Pps:
+    output_flag_present: bool
+    extra_slice_header_bits: int
+
+
+class HevcOutput:
+    """Tells the HEVC packets whose picture is not for output, in decode order (`shown`)."""
+
+    def __init__(self, extradata: bytes | None) -> None:
+        extra = extradata or b""
+        self._pps: dict[int, _Pps] = {}
+        self._length = (extra[21] & 3) + 1 if extra[:1] == b"\x01" and len(extra) > 22 else None  # hvcC
+        for unit in _record_units(extra) if self._length else _units(memoryview(extra), None) if extra else ():
+            if (unit[0] >> 1) & 0x3F == PPS:
+                self._see_pps(unit)
+
+    def shown(self, packet: av.Packet) -> bool:
+        """Whether the decoder gives a frame for `packet`'s picture, by its first slice (True: for output, no slice, or
+        one that does not parse)."""
+        for unit in _units(memoryview(packet), self._length):
+            kind = (unit[0] >> 1) & 0x3F
+            if kind == PPS:
+                self._see_pps(unit)
+            elif kind < 32:
+                return self._output(unit, kind)
+        return True
+
+    def _see_pps(self, unit: bytes) -> None:
+        b = Bits(unit, header=2)
+        try:
+            pps_id = b.ue()
+            b.ue(), b.u(1)  # pps_seq_parameter_set_id, dependent_slice_segments_enabled_flag
+            self._pps[pps_id] = _Pps(bool(b.u(1)), b.u(3))
+        except IndexError:
+            pass
+
+    def _output(self, unit: bytes, kind: int) -> bool:
+        if not any(p.output_flag_present for p in self._pps.values()):
+            return True
+        b = Bits(unit, header=2)
+        try:
+            if not b.u(1):  # first_slice_segment_in_pic_flag
+                return True
+            if kind in IRAP:
+                b.u(1)  # no_output_of_prior_pics_flag
+            pps = self._pps.get(b.ue())
+            if pps is None or not pps.output_flag_present:
+                return True
+            b.u(pps.extra_slice_header_bits), b.ue()  # slice_reserved_flag(s), slice_type
+            return bool(b.u(1))
+        except IndexError:
+            return True
+
+
+def _units(data: memoryview, length_size: int | None) -> Iterator[bytes]:
+    """The first `HEAD_BYTES` of each NAL unit of the HEVC packet `data` up to its first slice (VCL unit), included:
+    length-prefixed (`length_size` bytes) or, when None, Annex B (its first `SEARCHED_BYTES`)."""
+    if length_size is not None:
+        i = 0
+        while i + length_size < len(data):
+            n = int.from_bytes(data[i:i + length_size], "big")
+            i += length_size
+            if n < 2 or i + n > len(data):
+                return
+            yield bytes(data[i:i + min(n, HEAD_BYTES)])
+            if (data[i] >> 1) & 0x3F < 32:
+                return
+            i += n
+        return
+    head = bytes(data[:SEARCHED_BYTES])
+    i = head.find(b"\x00\x00\x01")
+    while 0 <= i and i + 5 <= len(head):
+        yield head[i + 3:i + 3 + HEAD_BYTES]
+        if (head[i + 3] >> 1) & 0x3F < 32:
+            return
+        i = head.find(b"\x00\x00\x01", i + 3)
+
+
+def _record_units(record: bytes) -> Iterable[bytes]:
+    """The parameter sets and SEI of an hvcC record (after its 22 fixed bytes: arrays of NAL units by type)."""
+    units, at = [], 23
+    for _ in range(record[22]):
+        if at + 3 > len(record):
+            break
+        count, at = int.from_bytes(record[at + 1:at + 3], "big"), at + 3
+        for _ in range(count):
+            n = int.from_bytes(record[at:at + 2], "big")
+            if at + 2 + n > len(record):
+                return units
+            units.append(record[at + 2:at + 2 + n])
+            at += 2 + n
+    return units
