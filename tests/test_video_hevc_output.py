@@ -12,6 +12,7 @@ import pytest
 
 from tests.hevc_output import hidden
 from tests.test_video import read_ids
+from tools.hevc_output import HevcOutput
 from tools.video import VideoReader
 
 N = 8
@@ -50,3 +51,22 @@ def test_every_picture_for_output_is_a_frame(tmp_path):
     with VideoReader(hidden(tmp_path / "h.hevc", N, set())) as reader:
         assert reader.meta.frames == N
         assert read_ids(reader.read([0, 7])) == [0, 7]
+
+
+def test_the_pps_of_an_hvcc_record_alone(tmp_path):
+    """An MP4 whose samples carry no parameter sets (the record holds them): the record's PPS sets the flag."""
+    with av.open(str(_mp4(hidden(tmp_path / "h.hevc", N, {3}), tmp_path / "h.mp4"))) as c:
+        record = c.streams.video[0].codec_context.extradata
+        samples = [bytes(p) for p in c.demux(video=0) if p.size]
+
+    def slices(sample: bytes) -> bytes:  # its slice NAL units alone (4-byte lengths)
+        out, i = b"", 0
+        while i < len(sample):
+            n = int.from_bytes(sample[i:i + 4], "big")
+            out += sample[i:i + 4 + n] if (sample[i + 4] >> 1) & 0x3F < 32 else b""
+            i += 4 + n
+        return out
+
+    output = HevcOutput(record)
+    assert [output.shown(av.Packet(slices(s))) for s in samples] == [k != 3 for k in range(N)]
+    assert all(HevcOutput(None).shown(av.Packet(slices(s))) for s in samples)  # no PPS known: every picture shown
