@@ -4,7 +4,7 @@ Since the count check (tools.video_decode.CountCheck) every read fails: the seco
 its own, so the check takes it for a frame the decoder dropped (FrameDropped: "dropped the frame of packet 1"), where
 before frame 0..19 read as they should. The scan counts packets as frames (40 for 20), a clip twice its length whose
 frames past the middle could never be read. The scan now finds each pair's second field (field_pic_flag and frame_num
-in the slice header, read with the SPS: tools.video_slices.FieldPairs), counts the pair as one frame, and the count
+in the slice header, read with the SPS: tools.h264_field_pairs.FieldPairs), counts the pair as one frame, and the count
 check does not wait on the second field's packet."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from tests.h264_fields import field_coded
+from tools.h264_field_pairs import FieldPairs
 from tools.video import VideoDecodeError, VideoReader, probe
-from tools.video_slices import FieldPairs
 
 N = 20
 
@@ -304,7 +304,7 @@ def test_progressive_h264_reads_no_slice_header(tmp_path: Path, monkeypatch: pyt
     def no_parse(*args: object) -> list[tuple[int, bool] | None]:
         raise AssertionError("a slice header was read")
 
-    monkeypatch.setattr("tools.video_slices.h264_pictures", no_parse)
+    monkeypatch.setattr("tools.h264_field_pairs.h264_pictures", no_parse)
     assert probe(path).frames == 9
     with av.open(str(path)) as c:
         packets = list(c.demux(video=0))
@@ -331,7 +331,7 @@ def test_progressive_avc3_reads_no_slice_header(tmp_path: Path, monkeypatch: pyt
     def no_parse(*args: object) -> list[tuple[int, bool] | None]:
         raise AssertionError("a slice header was read")
 
-    monkeypatch.setattr("tools.video_slices.h264_pictures", no_parse)
+    monkeypatch.setattr("tools.h264_field_pairs.h264_pictures", no_parse)
     assert [(p, n) for p, n in FieldPairs(avc3).frames(samples)] == [(p, False) for p in samples]
 
 

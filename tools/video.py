@@ -51,7 +51,8 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   it came out has given its frame, and one that gives none is a ``VideoDecodeError`` for the frames from there on
   (``tools.video_decode.CountCheck``). An H.264 frame coded as two field pictures (PAFF) is two packets and one
   frame: the scan counts the pair once and the check does not wait on its second field; a field whose pair was lost
-  the decoder shows by no frame, nor does the scan count it (``FrameIndex.fields``, ``tools.video_slices.FieldPairs``).
+  the decoder shows by no frame, nor does the scan count it (``FrameIndex.fields``,
+  ``tools.h264_field_pairs.FieldPairs``); nor a packet of no picture, nor an HEVC picture not for output.
   Any demuxer error is a ``VideoDecodeError``; there is no silent partial decode. Corrupt data the decoder conceals
   (flagging that one frame) or fails a packet on (H.264's InvalidDataError, after which it decodes on) fails the
   frames decoded after it up to the next keyframe, which reference it (a concealed MPEG-1 / 2 or MPEG-4 part 2

@@ -19,6 +19,7 @@ from typing import Literal
 import av
 import numpy as np
 
+from tools.h264_field_pairs import FieldPairs
 from tools.hevc_output import HevcOutput
 from tools.matroska_tail import segment_shortfall
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, closed_gop, picture_type, without_b_pictures
@@ -38,7 +39,6 @@ from tools.video_open import av_open
 from tools.video_slices import (
     HEVC_LEADING,
     HEVC_RADL,
-    FieldPairs,
     codes_no_picture,
     frame_threads,
     slice_thread_count,
@@ -103,7 +103,7 @@ class FrameIndex:
     fields: tuple[int, ...] = ()
     """The packets (decode order, from 0, those an edit list discards not counted) that code the second field of an
     H.264 field pair (the decoder gives one frame for the pair, on the first field's packet) or a field without its
-    pair, which it shows by no frame (``tools.video_slices.FieldPairs``), an HEVC picture not for output
+    pair, which it shows by no frame (``tools.h264_field_pairs.FieldPairs``), an HEVC picture not for output
     (``tools.hevc_output``), or no picture at all (an H.264 / HEVC access unit delimiter alone:
     ``tools.video_slices.codes_no_picture``): they are no frames."""
     primed: bool = False

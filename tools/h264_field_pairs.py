@@ -1,0 +1,203 @@
+"""H.264 field pictures (PAFF) in the scan (``tools.video_scan.scan``): which packets code the second field of a pair,
+or a field without its pair, that the decoder shows by no frame of its own (`FieldPairs`), from the slice headers read
+with their sequence parameter sets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import av
+
+from tools.video_slices import Bits, nal_units
+
+
+@dataclass(frozen=True)
+class H264Sps:
+    """What an H.264 slice header's parse needs of its sequence parameter set."""
+
+    log2_max_frame_num: int
+    frame_mbs_only: bool  # False: pictures may be fields (PAFF) or MBAFF frames
+    separate_colour_plane: bool
+
+
+def _sps(unit: bytes) -> H264Sps:
+    b = Bits(unit)
+    profile = b.u(8)
+    b.u(16), b.ue()  # constraint flags, level, seq_parameter_set_id
+    separate = False
+    if profile in (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135):
+        chroma = b.ue()
+        if chroma == 3:
+            separate = bool(b.u(1))
+        b.ue(), b.ue(), b.u(1)  # bit depths, qpprime_y_zero_transform_bypass
+        if b.u(1):  # seq_scaling_matrix_present
+            for i in range(12 if chroma == 3 else 8):
+                if b.u(1):
+                    last = nxt = 8
+                    for _ in range(16 if i < 6 else 64):
+                        if nxt:
+                            nxt = (last + b.se()) % 256
+                        last = nxt or last
+    log2_max_frame_num = b.ue() + 4
+    poc_type = b.ue()
+    if poc_type == 0:
+        b.ue()
+    elif poc_type == 1:
+        b.u(1), b.se(), b.se()
+        for _ in range(b.ue()):
+            b.se()
+    b.ue(), b.u(1), b.ue(), b.ue()  # max_num_ref_frames, gaps, width and height in macroblocks
+    return H264Sps(log2_max_frame_num, bool(b.u(1)), separate)
+
+
+def h264_sps(data: bytes | memoryview, extradata: bytes | None) -> H264Sps | None:
+    """The last sequence parameter set in the H.264 packet `data` (`extradata`: the stream's avcC record or nothing:
+    Annex B; length-prefixed, only the units ahead of its first slice are looked at, and none copied past them), or,
+    where `extradata` is None and `data` is an avcC record (its first byte 1), that record's first one (Annex B
+    extradata parses as a packet); None: none parsed."""
+    extra = extradata or b""
+    if extradata is None and data[:1] == b"\x01":  # an avcC record
+        units = [bytes(data[8:8 + int.from_bytes(data[6:8], "big")])] if len(data) > 8 and data[5] & 0x1F else []
+    elif extra[:1] == b"\x01" and len(extra) > 4:
+        units = list(_ahead_of_slices(memoryview(data), (extra[4] & 3) + 1))
+    else:
+        units = nal_units(bytes(data), "h264", extradata) or []
+    for unit in reversed(units):
+        if unit and unit[0] & 0x1F == 7:
+            try:
+                return _sps(unit)
+            except IndexError:
+                return None
+    return None
+
+
+def _ahead_of_slices(data: memoryview, length_size: int) -> Iterator[bytes]:
+    """The NAL units of the length-prefixed H.264 packet `data` ahead of its first slice (parameter sets, SEI)."""
+    i = 0
+    while i + length_size < len(data):
+        n = int.from_bytes(data[i:i + length_size], "big")
+        i += length_size
+        if n == 0 or i + n > len(data) or 1 <= data[i] & 0x1F <= 5:
+            return
+        yield bytes(data[i:i + n])
+        i += n
+
+
+SLICE_HEADERS = (1, 2, 5)
+"""H.264 NAL unit types that open with a slice header: a slice (non-IDR, IDR) or data partition A (B and C open with a
+slice_id instead)."""
+
+
+def h264_pictures(data: bytes, extradata: bytes | None, sps: H264Sps) -> list[tuple[int, bool] | None]:
+    """The pictures the H.264 access unit(s) `data` codes, in order, each ``(frame_num, bottom_field_flag)`` for a field
+    or None for a frame picture (or a slice that does not parse): a slice whose first_mb_in_slice is 0 starts one.
+    Both fields of a frame may share a packet (an MP4 sample of a frame); empty: no slice."""
+    pictures: list[tuple[int, bool] | None] = []
+    for unit in _slices(data, extradata):
+        b = Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
+        try:
+            first_mb = b.ue()
+            b.ue(), b.ue()  # slice_type, pic_parameter_set_id
+            if sps.separate_colour_plane:
+                b.u(2)
+            frame_num = b.u(sps.log2_max_frame_num)
+            field = (frame_num, bool(b.u(1))) if not sps.frame_mbs_only and b.u(1) else None  # (field_pic_flag)
+        except IndexError:
+            first_mb, field = 0, None
+        if first_mb == 0 or not pictures:
+            pictures.append(field)
+    return pictures
+
+
+def _slices(data: bytes, extradata: bytes | None) -> list[bytes]:
+    """The slice NAL units of the H.264 packet `data` (Annex B: the first 32 bytes of each, the packet not split)."""
+    if (extradata or b"")[:1] == b"\x01":
+        return [u for u in nal_units(data, "h264", extradata) or [] if u[0] & 0x1F in SLICE_HEADERS]
+    slices, i = [], data.find(b"\x00\x00\x01")
+    while 0 <= i < len(data) - 3:
+        if data[i + 3] & 0x1F in SLICE_HEADERS:
+            slices.append(data[i + 3:i + 35])
+        i = data.find(b"\x00\x00\x01", i + 3)
+    return slices
+
+
+class FieldPairs:
+    """Finds, in decode order, the H.264 packets that code a field picture the decoder gives no frame of its own for
+    (PAFF: FFmpeg's parser gives each field picture its own packet, its decoder one frame for the two), as FFmpeg's
+    decoder pairs them (``h264_field_start``): the field after an unpaired one of the other parity with the same
+    frame_num is the pair's second; a field whose pair never comes (the next picture a frame, a field of its parity, or
+    one of another frame_num: a capture that starts or ends between two fields, a lost packet) is shown by no frame,
+    unless the field before it went unmatched as well (then FFmpeg shows it alone: `unsure`). Only where the SPS allows
+    fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's extradata (an avcC record or
+    Annex B) and in the packets until one is found, then in keyframes, where a new one may come in band whatever the
+    record holds (an 'avc3' record holds none; a stream switching between progressive and field coding, stream-copied,
+    keeps its first in the record). Packets that code no picture leave the pairing as it is."""
+
+    def __init__(self, extradata: bytes | None) -> None:
+        self._extradata = extradata
+        self._sps = h264_sps(extradata, None) if extradata else None
+        self._first: tuple[int, bool] | None = None  # the last picture, while it is a field without its pair
+        self._shown = False  # whether that field was shown alone (FFmpeg: after more than one unmatched field)
+        self._unmatched = 0  # fields left unmatched in a row (FFmpeg's missing_fields)
+        self.unsure = False
+        """Whether fields went unmatched two or more in a row: FFmpeg then shows a field alone, and may show a frame
+        twice (a field decoded into a new picture after the one shown): the frames it gives are not counted here."""
+
+    def frames(self, packets: Iterable[av.Packet]) -> Iterator[tuple[av.Packet, bool]]:
+        """Each of `packets` (decode order, empty ones included) with whether it codes only fields that give no frame
+        of their own (the second of a pair: its frame comes on the first's packet; or one without its pair). A field's
+        pair is known at the next picture: until then its packet, and the packets after it, are held back."""
+        held: list[av.Packet] = []
+        shows = False  # whether the held packet shows a frame, by its pictures before its last
+        for packet in packets:
+            pictures = self._pictures(packet) if packet.size else []
+            if not pictures:
+                if held:
+                    held.append(packet)
+                else:
+                    yield packet, False
+                continue
+            frame = False  # whether this packet shows a frame
+            for picture in pictures:
+                before, alone = self._next(picture)
+                if before is not None and held:  # (the held packet's last field)
+                    yield held[0], before and not shows
+                    yield from ((p, False) for p in held[1:])
+                    held = []
+                elif before is not None:  # (a field earlier in this packet)
+                    frame = frame or not before
+                frame = frame or alone is False
+            if self._first is None:
+                yield packet, not frame
+            else:
+                held, shows = [packet], frame
+        if held:  # its last field never paired
+            yield held[0], not (shows or self._shown)
+            yield from ((p, False) for p in held[1:])
+
+    def _next(self, field: tuple[int, bool] | None) -> tuple[bool | None, bool | None]:
+        """The next picture, `field` (None: a frame): whether the field before it, unpaired till now, gives no frame
+        (None: there is none), and whether this one gives none (None: a field whose pair may follow)."""
+        first, shown = self._first, self._shown
+        self._first, before = None, None
+        if first is not None:
+            paired = field is not None and field[1] != first[1]
+            self._unmatched = 0 if paired else self._unmatched + 1
+            if field is not None and paired and field[0] == first[0]:
+                return False, True  # its pair (after a field shown alone FFmpeg may start a new picture: `unsure`)
+            before = not shown  # unmatched: shown by no frame unless it was shown alone
+        if field is None:
+            return before, False
+        self._first, self._shown = field, self._unmatched > 1
+        self.unsure = self.unsure or self._shown
+        return before, None
+
+    def _pictures(self, packet: av.Packet) -> list[tuple[int, bool] | None]:
+        """The pictures `packet` codes (`h264_pictures`); one frame picture where fields are not parsed, none where it
+        codes no picture."""
+        if self._sps is None or packet.is_keyframe:  # (a new SPS comes with an IDR picture, a keyframe)
+            self._sps = h264_sps(memoryview(packet), self._extradata) or self._sps
+        if self._sps is None or self._sps.frame_mbs_only:
+            return [None]
+        return h264_pictures(bytes(packet), self._extradata, self._sps)
