@@ -45,28 +45,28 @@ def _nal(nal_type: int, rbsp: bytes) -> bytes:
     return b"\x00\x00\x00\x01" + bytes([0x60 | nal_type]) + bytes(out)  # nal_ref_idc 3
 
 
-def _sps() -> bytes:
+def _sps(sid: int) -> bytes:
     b = _Bits()
     b.u(8, 77), b.u(8, 0), b.u(8, 30)  # Main, level 3
-    b.ue(0), b.ue(0), b.ue(2), b.ue(1)  # id, log2_max_frame_num - 4, POC type 2, one reference frame
+    b.ue(sid), b.ue(0), b.ue(2), b.ue(1)  # id, log2_max_frame_num - 4, POC type 2, one reference frame
     b.u(1, 0), b.ue(WIDTH_MBS - 1), b.ue(FIELD_HEIGHT_MBS - 1)
     b.u(1, 0), b.u(1, 0), b.u(1, 1)  # frame_mbs_only 0 (fields), no MBAFF, direct_8x8_inference
     b.u(1, 0), b.u(1, 0)  # no cropping, no VUI (no timing)
     return _nal(7, b.rbsp())
 
 
-def _pps() -> bytes:
+def _pps(sid: int) -> bytes:
     b = _Bits()
-    b.ue(0), b.ue(0), b.u(1, 0), b.u(1, 0), b.ue(0), b.ue(0), b.ue(0), b.u(1, 0), b.u(2, 0)
+    b.ue(sid), b.ue(sid), b.u(1, 0), b.u(1, 0), b.ue(0), b.ue(0), b.ue(0), b.u(1, 0), b.u(2, 0)  # PPS id = SPS id
     b.ue(0), b.ue(0), b.ue(0)  # QP offsets 0 (se(0) is ue(0))
     b.u(1, 1), b.u(1, 0), b.u(1, 0)  # deblocking control present
     return _nal(8, b.rbsp())
 
 
-def _field(frame: int, bottom: bool, gop: int) -> bytes:
+def _field(frame: int, bottom: bool, gop: int, sid: int) -> bytes:
     idr = frame % gop == 0 and not bottom  # the second field of an IDR frame is a non-IDR I picture
     b = _Bits()
-    b.ue(0), b.ue(7), b.ue(0), b.u(4, frame % gop % 16), b.u(1, 1), b.u(1, int(bottom))  # I slice, field_pic_flag
+    b.ue(0), b.ue(7), b.ue(sid), b.u(4, frame % gop % 16), b.u(1, 1), b.u(1, int(bottom))  # I slice, field_pic_flag
     if idr:
         b.ue(0), b.u(1, 0), b.u(1, 0)  # idr_pic_id; no_output_of_prior_pics, long_term_reference
     else:
@@ -80,7 +80,8 @@ def _field(frame: int, bottom: bool, gop: int) -> bytes:
     return _nal(5 if idr else 1, b.rbsp())
 
 
-def field_coded(frames: int, gop: int | None = None) -> bytes:
+def field_coded(frames: int, gop: int | None = None, sid: int = 0) -> bytes:
     """The Annex B stream of `frames` frames, each coded as two field pictures; an IDR frame every `gop` (else the
-    first only)."""
-    return _sps() + _pps() + b"".join(_field(i, bottom, gop or frames) for i in range(frames) for bottom in (False, True))
+    first only); its SPS and PPS of id `sid`."""
+    return _sps(sid) + _pps(sid) + b"".join(_field(i, bottom, gop or frames, sid) for i in range(frames)
+                                            for bottom in (False, True))

@@ -4,7 +4,7 @@ with their sequence parameter sets."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import av
@@ -19,12 +19,14 @@ class H264Sps:
     log2_max_frame_num: int
     frame_mbs_only: bool  # False: pictures may be fields (PAFF) or MBAFF frames
     separate_colour_plane: bool
+    sps_id: int = 0
 
 
 def _sps(unit: bytes) -> H264Sps:
     b = Bits(unit)
     profile = b.u(8)
-    b.u(16), b.ue()  # constraint flags, level, seq_parameter_set_id
+    b.u(16)  # constraint flags, level
+    sps_id = b.ue()
     separate = False
     if profile in (100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 139, 134, 135):
         chroma = b.ue()
@@ -48,28 +50,53 @@ def _sps(unit: bytes) -> H264Sps:
         for _ in range(b.ue()):
             b.se()
     b.ue(), b.u(1), b.ue(), b.ue()  # max_num_ref_frames, gaps, width and height in macroblocks
-    return H264Sps(log2_max_frame_num, bool(b.u(1)), separate)
+    return H264Sps(log2_max_frame_num, bool(b.u(1)), separate, sps_id)
 
 
-def h264_sps(data: bytes | memoryview, extradata: bytes | None) -> H264Sps | None:
-    """The last sequence parameter set in the H.264 packet `data` (`extradata`: the stream's avcC record or nothing:
-    Annex B; length-prefixed, only the units ahead of its first slice are looked at, and none copied past them), or,
-    where `extradata` is None and `data` is an avcC record (its first byte 1), that record's first one (Annex B
-    extradata parses as a packet); None: none parsed."""
+def h264_parameter_sets(data: bytes | memoryview, extradata: bytes | None) -> tuple[list[H264Sps], dict[int, int]]:
+    """The sequence parameter sets in the H.264 packet `data`, in order, and its picture parameter sets' SPS ids by
+    PPS id (`extradata`: the stream's avcC record or nothing: Annex B; length-prefixed, only the units ahead of its
+    first slice are looked at, and none copied past them), or, where `extradata` is None and `data` is an avcC record
+    (its first byte 1), that record's (Annex B extradata parses as a packet). A unit that does not parse is left out."""
     extra = extradata or b""
     if extradata is None and data[:1] == b"\x01":  # an avcC record
-        units = [bytes(data[8:8 + int.from_bytes(data[6:8], "big")])] if len(data) > 8 and data[5] & 0x1F else []
+        units = _record_units(bytes(data))
     elif extra[:1] == b"\x01" and len(extra) > 4:
         units = list(_ahead_of_slices(memoryview(data), (extra[4] & 3) + 1))
     else:
         units = nal_units(bytes(data), "h264", extradata) or []
-    for unit in reversed(units):
-        if unit and unit[0] & 0x1F == 7:
-            try:
-                return _sps(unit)
-            except IndexError:
-                return None
-    return None
+    sps, pps = [], {}
+    for unit in units:
+        try:
+            if unit[:1] and unit[0] & 0x1F == 7:
+                sps.append(_sps(unit))
+            elif unit[:1] and unit[0] & 0x1F == 8:
+                b = Bits(unit[:16])
+                pps_id = b.ue()
+                pps[pps_id] = b.ue()
+        except IndexError:
+            continue
+    return sps, pps
+
+
+def _record_units(record: bytes) -> list[bytes]:
+    """The SPS and PPS of an avcC record (numOfSequenceParameterSets in its byte 5, each 16-bit length and unit, then
+    numOfPictureParameterSets and theirs); those up to one that runs past its end."""
+    units, at = [], 6
+    for count_at in (5, None):
+        if count_at is None:
+            if at >= len(record):
+                break
+            count, at = record[at], at + 1
+        else:
+            count = record[count_at] & 0x1F if len(record) > count_at else 0
+        for _ in range(count):
+            n = int.from_bytes(record[at:at + 2], "big")
+            if at + 2 + n > len(record):
+                return units
+            units.append(record[at + 2:at + 2 + n])
+            at += 2 + n
+    return units
 
 
 def _ahead_of_slices(data: memoryview, length_size: int) -> Iterator[bytes]:
@@ -89,16 +116,21 @@ SLICE_HEADERS = (1, 2, 5)
 slice_id instead)."""
 
 
-def h264_pictures(data: bytes, extradata: bytes | None, sps: H264Sps) -> list[tuple[int, bool] | None]:
+def h264_pictures(data: bytes, extradata: bytes | None,
+                  sps_of: Callable[[int], H264Sps | None]) -> list[tuple[int, bool] | None]:
     """The pictures the H.264 access unit(s) `data` codes, in order, each ``(frame_num, bottom_field_flag)`` for a field
-    or None for a frame picture (or a slice that does not parse): a slice whose first_mb_in_slice is 0 starts one.
-    Both fields of a frame may share a packet (an MP4 sample of a frame); empty: no slice."""
+    or None for a frame picture (or a slice that does not parse, or whose SPS, `sps_of` its PPS id, is not known): a
+    slice whose first_mb_in_slice is 0 starts one. Both fields of a frame may share a packet (an MP4 sample of a
+    frame); empty: no slice."""
     pictures: list[tuple[int, bool] | None] = []
     for unit in _slices(data, extradata):
         b = Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
         try:
             first_mb = b.ue()
-            b.ue(), b.ue()  # slice_type, pic_parameter_set_id
+            b.ue()  # slice_type
+            sps = sps_of(b.ue())
+            if sps is None:
+                raise IndexError("no SPS")
             if sps.separate_colour_plane:
                 b.u(2)
             frame_num = b.u(sps.log2_max_frame_num)
@@ -128,15 +160,21 @@ class FieldPairs:
     decoder pairs them (``h264_field_start``): the field after an unpaired one of the other parity with the same
     frame_num is the pair's second; a field whose pair never comes (the next picture a frame, a field of its parity, or
     one of another frame_num: a capture that starts or ends between two fields, a lost packet) is shown by no frame,
-    unless the field before it went unmatched as well (then FFmpeg shows it alone: `unsure`). Only where the SPS allows
-    fields (frame_mbs_only_flag 0) are slice headers read; it is looked for in the stream's extradata (an avcC record or
-    Annex B) and in the packets until one is found, then in keyframes, where a new one may come in band whatever the
-    record holds (an 'avc3' record holds none; a stream switching between progressive and field coding, stream-copied,
-    keeps its first in the record). Packets that code no picture leave the pairing as it is."""
+    unless the field before it went unmatched as well (then FFmpeg shows it alone: `unsure`). Only where an SPS allows
+    fields (frame_mbs_only_flag 0) are slice headers read, each with the SPS its PPS names (by id: a stream may hold a
+    progressive and a field-coded one side by side). The SPS and PPS are looked for in the stream's extradata (an avcC
+    record, all of its sets, or Annex B) and in the packets until an SPS is found, then in keyframes, where a new one
+    may come in band whatever the record holds (an 'avc3' record holds none; a stream switching between progressive
+    and field coding, stream-copied, keeps its first in the record). Packets that code no picture leave the pairing as
+    it is."""
 
     def __init__(self, extradata: bytes | None) -> None:
         self._extradata = extradata
-        self._sps = h264_sps(extradata, None) if extradata else None
+        self._sps: dict[int, H264Sps] = {}  # by id
+        self._pps: dict[int, int] = {}  # PPS id -> SPS id
+        self._last: H264Sps | None = None  # the last SPS found
+        if extradata:
+            self._learn(extradata, None)
         self._first: tuple[int, bool] | None = None  # the last picture, while it is a field without its pair
         self._shown = False  # whether that field was shown alone (FFmpeg: after more than one unmatched field)
         self._unmatched = 0  # fields left unmatched in a row (FFmpeg's missing_fields)
@@ -196,8 +234,19 @@ class FieldPairs:
     def _pictures(self, packet: av.Packet) -> list[tuple[int, bool] | None]:
         """The pictures `packet` codes (`h264_pictures`); one frame picture where fields are not parsed, none where it
         codes no picture."""
-        if self._sps is None or packet.is_keyframe:  # (a new SPS comes with an IDR picture, a keyframe)
-            self._sps = h264_sps(memoryview(packet), self._extradata) or self._sps
-        if self._sps is None or self._sps.frame_mbs_only:
+        if not self._sps or packet.is_keyframe:  # (a new SPS comes with an IDR picture, a keyframe)
+            self._learn(memoryview(packet), self._extradata)
+        if all(sps.frame_mbs_only for sps in self._sps.values()):
             return [None]
-        return h264_pictures(bytes(packet), self._extradata, self._sps)
+        return h264_pictures(bytes(packet), self._extradata, self._sps_of)
+
+    def _learn(self, data: bytes | memoryview, extradata: bytes | None) -> None:
+        sps, pps = h264_parameter_sets(data, extradata)
+        self._sps.update((s.sps_id, s) for s in sps)
+        self._pps.update(pps)
+        self._last = sps[-1] if sps else self._last
+
+    def _sps_of(self, pps_id: int) -> H264Sps | None:
+        """The SPS the PPS `pps_id` names; the last one found where either is not known."""
+        sps_id = self._pps.get(pps_id)
+        return self._sps.get(sps_id, self._last) if sps_id is not None else self._last

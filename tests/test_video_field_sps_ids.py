@@ -1,0 +1,58 @@
+"""H.264 field pictures whose stream holds two sequence parameter sets by id (a progressive one and a field-coded one,
+each with its PPS): each slice's fields are read with the SPS its PPS names."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import pytest
+
+from tests.h264_fields import field_coded
+from tests.test_video_field_pictures import _decoded, _progressive, _read_all
+from tools.video import probe
+
+
+def _units(stream: bytes) -> list[bytes]:
+    return [b"\x00\x00\x00\x01" + u for u in stream.split(b"\x00\x00\x00\x01")[1:]]
+
+
+def _two_sps(tmp_path: Path, order: str) -> Path:
+    """x264's 9 progressive frames (SPS and PPS 0) then 8 field-coded ones (SPS and PPS 1, sent only up front: ahead
+    of the first frame, before or after the progressive ones)."""
+    progressive = _progressive(tmp_path / "p.h264", "h264", bframes=0).read_bytes()
+    fields = _units(field_coded(8, gop=4, sid=1))
+    sets, pictures = b"".join(fields[:2]), b"".join(fields[2:])
+    path = tmp_path / f"{order}.h264"
+    at = progressive.index(b"\x00\x00\x01\x06")  # x264's SEI, after its SPS and PPS
+    path.write_bytes(sets + progressive + pictures if order == "fields-sps-first" else
+                     progressive[:at] + sets + progressive[at:] + pictures)
+    return path
+
+
+@pytest.mark.parametrize("order", ["fields-sps-first", "fields-sps-last"])
+def test_fields_read_with_the_sps_their_pps_names(tmp_path, order):
+    """Both parameter sets ahead of the first frame: only the last SPS of a packet was kept. Read last, the progressive
+    one hid the fields (each counted: 25 frames for the decoder's 17); read last, the field-coded one had the
+    progressive slices read as fields."""
+    path = _two_sps(tmp_path, order)
+    want = _decoded(path)
+    assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
+
+
+def test_fields_of_an_avcc_record_with_two_sps(tmp_path):
+    """The same stream copied to Matroska: its avcC record holds both SPS and both PPS; only its first SPS was read."""
+    raw = _two_sps(tmp_path, "fields-sps-first")
+    path = tmp_path / "two.mkv"
+    with av.open(str(raw)) as i, av.open(str(path), "w", format="matroska") as o:
+        s = o.add_stream_from_template(i.streams.video[0])
+        s.time_base = tb = Fraction(1, 1000)
+        for k, p in enumerate(p for p in i.demux(video=0) if p.size):
+            p.stream, p.time_base, p.pts, p.dts, p.duration = s, tb, 40 * min(k, 9) + 20 * max(k - 9, 0), None, 20
+            o.mux(p)
+    with av.open(str(path)) as c:
+        record = c.streams.video[0].codec_context.extradata
+    assert record[:1] == b"\x01"
+    want = _decoded(path)
+    assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
