@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from evals.compare import compare
@@ -40,43 +41,48 @@ def _commands(output: str) -> list[str]:
     return [line for line in _lines(output) if line.startswith("raa score-batch")]
 
 
-def test_draws_names_the_batch_of_each_outage_draw(tmp_path):
+def _draws_of_two_draws(tmp_path: Path) -> tuple[list[str], list[str], str]:
     path = _write(tmp_path / "scores.jsonl", [_row("a", 0, 0.2), _row("a", 1, None), _row("a", 3, None),
                                               _row("b", 0, 0.6), _row("b", 1, 0.4), _row("b", 3, None)])
-    res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
-    assert res.exit_code == 0, res.output
-    assert _commands(res.output) == [
-        f"raa score-batch MANIFEST --out {path} --preset fast --draw 1 --retry-ineligible",
-        f"raa score-batch MANIFEST --out {path} --preset fast --draw 3 --retry-ineligible"], res.output
-    assert "MANIFEST: the manifest" in " ".join(_lines(res.output))
+    return (["draws", str(path)], [f"raa score-batch MANIFEST --out {path} --preset fast --draw 1 --retry-ineligible",
+                                   f"raa score-batch MANIFEST --out {path} --preset fast --draw 3 --retry-ineligible"],
+            "MANIFEST: the manifest")
 
 
-def test_draws_of_draw_0_name_no_draw_but_the_preset(tmp_path):
+def _draws_of_draw_0(tmp_path: Path) -> tuple[list[str], list[str], str]:
+    """Draw 0 names no --draw, but the preset."""
     path = _write(tmp_path / "scores.jsonl", [_row("a", 0, None), _row("a", 1, 0.4), _row("b", 0, 0.3),
                                               _row("b", 1, 0.6)])
-    res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
-    assert res.exit_code == 0, res.output
-    assert _commands(res.output) == [f"raa score-batch MANIFEST --out {path} --preset fast --retry-ineligible"]
+    return (["draws", str(path)], [f"raa score-batch MANIFEST --out {path} --preset fast --retry-ineligible"],
+            "MANIFEST: the manifest")
 
 
-def test_rows_without_a_preset_name_none(tmp_path):
+def _draws_without_a_preset(tmp_path: Path) -> tuple[list[str], list[str], str]:
     """score-batch's default preset is no guess for rows that do not record theirs: PRESET, said as unknown."""
     path = _write(tmp_path / "scores.jsonl", [_row("a", 0, None, None), _row("a", 1, 0.4, None)])
-    res = CliRunner().invoke(app, ["eval", "draws", str(path)], terminal_width=300)
-    assert res.exit_code == 0, res.output
-    assert _commands(res.output) == [f"raa score-batch MANIFEST --out {path} --preset PRESET --retry-ineligible"]
-    assert "PRESET: the preset" in " ".join(_lines(res.output))
+    return (["draws", str(path)], [f"raa score-batch MANIFEST --out {path} --preset PRESET --retry-ineligible"],
+            "PRESET: the preset")
 
 
-def test_compare_names_each_side_with_its_batch(tmp_path):
+def _compare_of_two_batches(tmp_path: Path) -> tuple[list[str], list[str], str]:
     a = _write(tmp_path / "a.jsonl", [_row("1", 2, 0.9), _row("2", 2, None)])
     b = _write(tmp_path / "b.jsonl", [_row("1", 2, None, "full"), _row("2", 2, 0.3, "full")])
-    res = CliRunner().invoke(app, ["eval", "compare", str(a), str(b)], terminal_width=300)
+    return (["compare", str(a), str(b)],
+            [f"raa score-batch MANIFEST_A --out {a} --preset fast --draw 2 --retry-ineligible",
+             f"raa score-batch MANIFEST_B --out {b} --preset full --draw 2 --retry-ineligible"],
+            "MANIFEST_A, MANIFEST_B: the manifests")
+
+
+@pytest.mark.parametrize("case", [_draws_of_two_draws, _draws_of_draw_0, _draws_without_a_preset,
+                                  _compare_of_two_batches])
+def test_hint_names_the_batch_of_each_outage(tmp_path, case):
+    """Each outage batch's own command (--out, --preset, --draw as its rows record them), and what its
+    placeholders stand for."""
+    argv, commands, note = case(tmp_path)
+    res = CliRunner().invoke(app, ["eval", *argv], terminal_width=300)
     assert res.exit_code == 0, res.output
-    assert _commands(res.output) == [
-        f"raa score-batch MANIFEST_A --out {a} --preset fast --draw 2 --retry-ineligible",
-        f"raa score-batch MANIFEST_B --out {b} --preset full --draw 2 --retry-ineligible"], res.output
-    assert "MANIFEST_A, MANIFEST_B: the manifests" in " ".join(_lines(res.output))
+    assert _commands(res.output) == commands, res.output
+    assert note in " ".join(_lines(res.output)), res.output
 
 
 def test_compare_names_an_unpaired_outage_row(tmp_path):
