@@ -5,10 +5,15 @@ the optional fields' types and ranges. Split from evals/clipsuite.py (its size).
 compares them with the suite's side, reports print them). They are whole numbers >= 1 now, like ``frames``;
 the 16 to ``MAX_SIDE`` range is the renderer's (`evals.clipsuite`), not a manifest's, which may list clips
 rendered elsewhere.
+
+``fps`` must be a finite number > 0: Python's json reads ``Infinity`` (and ``NaN``) in a manifest line, and an
+infinite frame rate passed the ``> 0`` check, so a manifest naming no real frame rate read as valid (NaN did not
+pass; its message now says why too).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 
@@ -41,6 +46,6 @@ def check_row(row: object, where: str, labels: Iterable[str]) -> dict:
     for key in AT_LEAST_ONE:
         if row.get(key) is not None and row[key] < 1:
             raise ManifestError(f"{where}: {key} must be >= 1, got {row[key]}")
-    if row.get("fps") is not None and not row["fps"] > 0:
-        raise ManifestError(f"{where}: fps must be > 0, got {row['fps']}")
+    if row.get("fps") is not None and not (math.isfinite(row["fps"]) and row["fps"] > 0):
+        raise ManifestError(f"{where}: fps must be a finite number > 0, got {row['fps']}")
     return row

@@ -83,6 +83,11 @@ def test_make_clips_rejects_unknown_names_and_bad_limits(tmp_path):
     ('{"path": "a.mp4", "instruction": "x", "label": "great"}', "not one of"),
     ('{"path": "a.mp4", "instruction": "x", "label": "failure", "frames": 0}', "frames must be >= 1"),
     ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": "16"}', "'fps'"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": Infinity}', "fps must be a finite number > 0"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": -Infinity}', "fps must be a finite number > 0"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": NaN}', "fps must be a finite number > 0"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": 0}', "fps must be a finite number > 0"),
+    ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": -16.0}', "fps must be a finite number > 0"),
 ])
 def test_load_manifest_names_the_bad_line(tmp_path, line, problem):
     good = json.dumps({"path": "a.mp4", "instruction": "Push it.", "label": "ordinary"})
