@@ -81,8 +81,10 @@ Decisions where the issue was silent:
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
+* Rows pair by the JSON value of their field, a string or a finite number (`evals.pair_keys`: 1 and "1" are two keys,
+  1 and 1.0 one; a line whose key is neither is skipped and named).
 * The bootstrap interval and sign test are `evals.paired_stats`'s; the pairs are taken in the order of their keys
-  (as text), not in A's row order: score-batch writes rows as runs finish, and the same videos in another order
+  (`evals.pair_keys.key_order`), not in A's row order: score-batch writes rows as runs finish, and the same videos in another order
   gave another interval for the same seed.
 """
 
@@ -104,6 +106,7 @@ from evals.batch_rows import (
     score_batch_row,
     shown_preset,
 )
+from evals.pair_keys import PairKey, key_order, pair_key, text_twins
 from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
 from evals.path_pairs import by_name, two_names
 from evals.table_rows import outage
@@ -186,7 +189,7 @@ class Comparison:
     """Pairs in the statistics with a row whose scorer (model, temperature) is not recorded."""
     pairs_instruction_differs: int = 0
     """Pairs in the statistics whose two rows name different instructions."""
-    first_instruction_mismatch: str | None = None
+    first_instruction_mismatch: PairKey | None = None
     """The pairing key of the first such pair (None when there is none)."""
     by_instruction: list[dict[str, Any]] = field(default_factory=list)
     """Per instruction: n, mean_a, mean_b, mean_diff over its eligible pairs."""
@@ -208,7 +211,7 @@ class Comparison:
 
 
 def _parsed(where: str, row: Any, pair_by: str,
-            identity: Callable[[Any], str]) -> tuple[str, dict[str, Any], str | None]:
+            identity: Callable[[Any], str]) -> tuple[str, dict[str, Any], PairKey | None]:
     """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
     raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported).
     `identity`: `graph.batch.path_identities`' (a path's key)."""
@@ -223,11 +226,13 @@ def _parsed(where: str, row: Any, pair_by: str,
     key = manifest.get(pair_by, row.get(pair_by))
     if key is None:
         raise LineError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
-    return where, row, identity(key) if pair_by == "path" else str(key)  # a link and its target: one clip
+    return where, row, identity(key) if pair_by == "path" else pair_key(where, key, pair_by)  # path: a link and its
+    # target are one clip
 
 
 def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Callable[[Any], str] | None = None,
-                 preset: str | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[SkippedLine]]:
+                 preset: str | None = None) -> tuple[dict[PairKey, dict[str, Any]], list[dict[str, Any]],
+                                                     list[SkippedLine]]:
     """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), the rows of
     manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw` / `preset`,
     only the rows of that draw / preset. Raises CompareError for a missing file, one whose every line is skipped, and rows
@@ -240,7 +245,7 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by, identity))
     if skipped and not parsed:
         raise no_usable_row(path, skipped, CompareError)
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[PairKey, dict[str, Any]] = {}
     bad: list[dict[str, Any]] = []
     draws: set[int] = set()
     presets: set[str] = set()
@@ -312,7 +317,7 @@ def _reward(row: dict[str, Any]) -> float | None:
     return eligible_reward(row["result"])
 
 
-def _side(path: Path, keyed: dict[str, dict[str, Any]], bad: list[dict[str, Any]],
+def _side(path: Path, keyed: dict[PairKey, dict[str, Any]], bad: list[dict[str, Any]],
           skipped: list[SkippedLine]) -> SideSummary:
     rows = [*keyed.values(), *bad]
     statuses = [r["result"].get("status") for r in rows]
@@ -346,7 +351,8 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
     if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there
         rows_b = by_name(rows_b, rows_a)
         rows_a = by_name(rows_a, rows_b)
-    shared = sorted(k for k in rows_a if k in rows_b)  # not A's row order: the bootstrap's draws index the pairs
+    shared = sorted((k for k in rows_a if k in rows_b), key=key_order)  # not A's row order: the bootstrap's draws
+    # index the pairs
     kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
     kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
     ra = np.array([x[1] for x in kept], dtype=np.float64)
@@ -361,7 +367,11 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
     mismatched = [k for k, _, _ in kept if rows_a[k].get("instruction") != rows_b[k].get("instruction")]
     hint = None
-    if not shared and pair_by != "path":
+    if not shared and pair_by != "path" and (twins := text_twins(rows_a, rows_b)):
+        hint = (f"no row of A shares a {pair_by!r} with a row of B, but {twins} key(s) are the same as text: a number "
+                "on one side, a string on the other (a hand edit, or another tool's manifest?); rows pair by the "
+                "field's JSON value, so write the keys alike on both sides")
+    elif not shared and pair_by != "path":
         paths = {identity(r["path"]) for r in rows_a.values() if r.get("path") is not None} & \
             {identity(r["path"]) for r in rows_b.values() if r.get("path") is not None}
         if paths:
