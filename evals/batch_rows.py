@@ -1,7 +1,8 @@
 """Rows of a `raa score-batch` output as the evaluation readers take them (`evals.compare`, `evals.draws`): which
 line is a usable row (`score_batch_row`: a ``result`` whose status and reward agree, `checked_reward`; an integer
 draw, `row_draw`; a string path and instruction), a file that is none (`results_file_problem`), a row's preset
-(`row_preset`, `shown_preset`) and its reward (`eligible_reward`). The rules are argued in `evals.compare`'s module
+(`row_preset`, `shown_preset`), who scored it (`scorer_label`, `scored_differently`) and its reward
+(`eligible_reward`). The rules are argued in `evals.compare`'s module
 docstring. Split from evals/compare.py (its size)."""
 
 from __future__ import annotations
@@ -93,3 +94,22 @@ def eligible_reward(result: dict[str, Any]) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
+
+
+def scorer_label(row: dict[str, Any]) -> str:
+    """Who scored a score-batch row: "preset · model @ T=temperature", or "preset · model unrecorded"."""
+    preset, scorer = row.get("preset") or "preset unrecorded", row.get("scorer")
+    if not isinstance(scorer, dict):
+        return f"{preset} · model unrecorded"
+    return f"{preset} · {scorer.get('model')} @ T={scorer.get('temperature')}"
+
+
+def scored_differently(row_a: dict[str, Any], row_b: dict[str, Any]) -> bool:
+    """True when two rows were scored by other presets, or by recorded scorers that differ (`graph.batch.same_scorer`;
+    an unrecorded one is not "different")."""
+    if row_a.get("preset") != row_b.get("preset"):
+        return True
+    from graph.batch import same_scorer
+
+    sa, sb = row_a.get("scorer"), row_b.get("scorer")
+    return isinstance(sa, dict) and isinstance(sb, dict) and not same_scorer(sa, sb)

@@ -104,6 +104,8 @@ from evals.batch_rows import (
     row_draw,
     row_preset,
     score_batch_row,
+    scored_differently,
+    scorer_label,
     shown_preset,
 )
 from evals.pair_keys import PairKey, key_order, pair_key, text_twins
@@ -296,23 +298,6 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     return rows, bad, skipped
 
 
-def scorer_label(row: dict[str, Any]) -> str:
-    """Who scored a score-batch row: "preset · model @ T=temperature", or "preset · model unrecorded"."""
-    preset, scorer = row.get("preset") or "preset unrecorded", row.get("scorer")
-    if not isinstance(scorer, dict):
-        return f"{preset} · model unrecorded"
-    return f"{preset} · {scorer.get('model')} @ T={scorer.get('temperature')}"
-
-
-def _scored_differently(row_a: dict[str, Any], row_b: dict[str, Any]) -> bool:
-    if row_a.get("preset") != row_b.get("preset"):
-        return True
-    from graph.batch import same_scorer
-
-    sa, sb = row_a.get("scorer"), row_b.get("scorer")
-    return isinstance(sa, dict) and isinstance(sb, dict) and not same_scorer(sa, sb)
-
-
 def _reward(row: dict[str, Any]) -> float | None:
     return eligible_reward(row["result"])
 
@@ -388,7 +373,7 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
         mean_a=float(ra.mean()) if len(kept) else None, mean_b=float(rb.mean()) if len(kept) else None,
         mean_diff=float(d.mean()) if len(kept) else None, ci95=bootstrap_ci(d, seed),
         wins=wins, ties=len(kept) - wins - losses, losses=losses, p_sign=sign_test(wins, losses),
-        pairs_scored_differently=sum(_scored_differently(rows_a[k], rows_b[k]) for k, _, _ in kept),
+        pairs_scored_differently=sum(scored_differently(rows_a[k], rows_b[k]) for k, _, _ in kept),
         pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
