@@ -30,9 +30,14 @@ Decisions where the issue was silent:
   count every row results.jsonl keeps, earlier manifests' too, and disagree with the run's table.md.
   Deleting the file (or rerunning `raa eval reward`) is the way to index every row. A summary.json
   without `paths` (written before it named the run's clips) still scopes nothing, as before. One without
-  `schema_version` is version 1 (the fields read here kept their meaning); a `schema_version` newer than
-  `evals.table.SUMMARY_SCHEMA_VERSION` (a newer raa wrote the folder: its fields may mean something else) or not a
-  positive integer is a `SummaryError` too: it was read as if it were of this version.
+  `schema_version` is version 1 (the fields read here kept their meaning); a `schema_version` that is not a
+  positive integer is a `SummaryError` too: it was read as if it were of this version. So is one newer than
+  `evals.table.SUMMARY_SCHEMA_VERSION` (a newer raa wrote the folder), though the fields read here (paths,
+  presets, run, manifest, finished) keep their meaning across versions: the page's table is not read from the
+  file but computed again from results.jsonl by this raa's metric definitions, and a newer version says that some of
+  them changed (`evals.table`'s docstring: 1 to 2 moved R% to `n_r`), so the page would show other numbers than
+  the folder's table.md under a header naming that run, without a word. Decided: refuse, naming the version and
+  the raa to use, rather than a page whose table disagrees with its own run.
 - A results.jsonl without rows, or none of the clips and presets summary.json names, still gets its page,
   whose header line says so (`empty_note`), and `on_empty` hears it (`raa eval report` prints "no rows in
   FILE: nothing to report", exit 0, as `raa eval draws`): the page had empty tables and "0 clips", and the
@@ -172,7 +177,9 @@ def read_scope(summary: Path) -> Scope | None:
                            "`raa eval reward`, or delete it to index every row of results.jsonl")
     if version > SUMMARY_SCHEMA_VERSION:
         raise SummaryError(f"{summary} has schema_version {version}, newer than this raa reads (up to "
-                           f"{SUMMARY_SCHEMA_VERSION}): it was written by a newer raa; report the folder with that one")
+                           f"{SUMMARY_SCHEMA_VERSION}): it was written by a newer raa, whose metrics this one would "
+                           "compute otherwise (the page's table would disagree with the folder's table.md); report "
+                           "the folder with that one")
     if "paths" not in scope:
         return None
     fields = {}

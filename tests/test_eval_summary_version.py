@@ -2,7 +2,8 @@
 (written before it existed: version 1) is read as before, since the fields the report takes (paths, presets, run,
 manifest) kept their meaning; a version newer than this code knows (a folder a newer raa wrote) or one that is not
 an integer (a hand edit) is a `SummaryError` naming the file and the version. It was read as if its fields meant
-what this code thinks they mean."""
+what this code thinks they mean. A newer one is refused though the fields the report reads keep their meaning: the
+page's table is computed again by this code's metric definitions, which a newer version says changed."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def test_a_summary_without_a_version_and_one_of_each_known_version_is_read(tmp_p
 
 def test_a_newer_summary_is_refused_naming_its_version(tmp_path):
     path = _summary(tmp_path, schema_version=SUMMARY_SCHEMA_VERSION + 1)
-    with pytest.raises(SummaryError, match=rf"{path}.*schema_version {SUMMARY_SCHEMA_VERSION + 1}.*newer"):
+    with pytest.raises(SummaryError, match=rf"{path}.*schema_version {SUMMARY_SCHEMA_VERSION + 1}.*newer") as err:
         read_scope(path)
+    assert "table.md" in str(err.value)  # why: this raa computes the page's table by its own definitions
 
 
 @pytest.mark.parametrize("version", ["2", True, 0, 2.5, None])
