@@ -202,9 +202,11 @@ class Comparison:
     preset: str | None = None
     """The preset compared (None: every row of both files; module docstring)."""
     outage_draws: list[int] = field(default_factory=list)
-    """The draws of the outage rows of both sides (`SideSummary.outage_batches`)."""
+    """The draws of the outage rows of both sides, paired or not (`SideSummary.outage_batches`): wider than
+    `pairs_outage`, which counts only the pairs left out; it once held the draws of those pairs alone, so a reader of
+    that meaning sees more draws. It names neither the side nor the preset: the batches do."""
     outage_draws_a: list[int] = field(default_factory=list)
-    """Of those, the draws of A's outage rows (each file is retried on its own: `--out A --draw K`)."""
+    """Of those, the draws of A's outage rows (each file is retried on its own: `--out A --preset P --draw K`)."""
     outage_draws_b: list[int] = field(default_factory=list)
     """Of those, the draws of B's outage rows."""
 
