@@ -369,7 +369,8 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
 def load_manifest(path: str | Path) -> list[dict]:
     """Rows of a manifest (a ``manifest.jsonl`` file or a folder holding one), ``path`` made absolute.
 
-    Blank lines are skipped; any other malformed line raises :class:`ManifestError` naming the line.
+    Blank lines are skipped; any other malformed line raises :class:`ManifestError` naming the line, a path that
+    cannot be resolved (a symlink loop) too.
     """
     p = Path(path)
     if p.is_dir():
@@ -380,6 +381,9 @@ def load_manifest(path: str | Path) -> list[dict]:
     rows = []
     for where, row in json_lines(p, ManifestError):
         row = dict(check_row(row, where, LABELS))
-        row["path"] = str((base / row["path"]).resolve())
+        try:
+            row["path"] = str((base / row["path"]).resolve())
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13): a traceback
+            raise ManifestError(f"{where}: field 'path' {row['path']!r} cannot be resolved ({exc})") from None
         rows.append(row)
     return rows

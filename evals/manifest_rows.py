@@ -37,6 +37,8 @@ def check_row(row: object, where: str, labels: Iterable[str]) -> dict:
     for key in ("path", "instruction", "label"):
         if not isinstance(row.get(key), str) or not row[key].strip():
             raise ManifestError(f"{where}: field {key!r} must be a non-empty string, got {row.get(key)!r}")
+    if "\0" in row["path"]:  # no file has such a name: resolving it raised a bare "embedded null byte"
+        raise ManifestError(f"{where}: field 'path' holds a NUL character, so it names no file name ({row['path']!r})")
     if row["label"] not in (labels := tuple(labels)):
         raise ManifestError(f"{where}: label {row['label']!r} is not one of {', '.join(labels)}")
     for key, types in OPTIONAL_TYPES.items():

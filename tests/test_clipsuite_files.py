@@ -88,6 +88,7 @@ def test_make_clips_rejects_unknown_names_and_bad_limits(tmp_path):
     ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": NaN}', "fps must be a finite number > 0"),
     ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": 0}', "fps must be a finite number > 0"),
     ('{"path": "a.mp4", "instruction": "x", "label": "failure", "fps": -16.0}', "fps must be a finite number > 0"),
+    ('{"path": "a\\u0000.mp4", "instruction": "x", "label": "failure"}', "field 'path' .*no file name"),
 ])
 def test_load_manifest_names_the_bad_line(tmp_path, line, problem):
     good = json.dumps({"path": "a.mp4", "instruction": "Push it.", "label": "ordinary"})
@@ -96,6 +97,17 @@ def test_load_manifest_names_the_bad_line(tmp_path, line, problem):
     with pytest.raises(ManifestError, match=problem) as err:
         load_manifest(path)
     assert f"{path}:3:" in str(err.value)
+
+
+def test_load_manifest_names_a_path_in_a_symlink_loop(tmp_path):
+    """Resolving such a path raised a bare RuntimeError ("Symlink loop"): a traceback from `raa eval reward`."""
+    (tmp_path / "l1").symlink_to(tmp_path / "l2")
+    (tmp_path / "l2").symlink_to(tmp_path / "l1")
+    path = tmp_path / "manifest.jsonl"
+    path.write_text(json.dumps({"path": "l1/a.mp4", "instruction": "Push it.", "label": "ordinary"}) + "\n")
+    with pytest.raises(ManifestError, match="field 'path'.*cannot be resolved") as err:
+        load_manifest(path)
+    assert f"{path}:1:" in str(err.value)
 
 
 def test_load_manifest_missing_file(tmp_path):
