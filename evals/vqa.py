@@ -177,7 +177,10 @@ def _parsed(where: str, row: Any, folder: Path) -> tuple[str, VQAItem]:
             raise LineError(f"{where}: answer must be 'yes' or 'no', got {q.get('answer')!r}")
         pairs.append((q["question"].strip(), answer))
     video = Path(row["path"])
-    video = (video if video.is_absolute() else folder / video).resolve()
+    try:
+        video = (video if video.is_absolute() else folder / video).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL character: it was a traceback
+        raise LineError(f"{where}: 'path' {row['path']!r} cannot be resolved ({exc})") from None
     return where, VQAItem(str(video), str(row.get("task") or "-"), tuple(pairs))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from evals.vqa import (
     QuestionResult,
     VQAManifestError,
     load_vqa_manifest,
+    read_vqa_manifest,
     run_vqa,
     summarize,
     write_vqa_report,
@@ -233,3 +235,14 @@ def test_a_partial_failure_still_counts_as_incorrect():
     assert report.domain == pytest.approx(100 / 3) and report.by_task["pick"]["accuracy"] == 50.0
     assert report.by_task["push"]["accuracy"] is None  # a task without an answer has no accuracy either
     assert [r["reason"] for r in report.failure_reasons] == ["invalid_reply", "video: EmptyVideoError"]
+
+
+@pytest.mark.parametrize("bad", ["a\0.mp4", "loop/a.mp4"])
+def test_a_path_that_cannot_be_resolved_is_a_skipped_named_line(tmp_path, bad):
+    """A NUL character or a symlink loop in a row's path raised ValueError / RuntimeError out of the reader: a
+    traceback from `raa eval world-model`, and the manifest's other rows were not asked."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    path = _rows(tmp_path / "m.jsonl", ("b.mp4", [("Q1?", "yes")]), (bad, [("Q1?", "yes")]))
+    items, skipped = read_vqa_manifest(path)
+    assert [Path(item.path).name for item in items] == ["b.mp4"]
+    assert [s.line for s in skipped] == [f"{path}:2"] and "'path'" in skipped[0].reason, skipped
