@@ -58,15 +58,20 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from evals.manifest_rows import ManifestError, check_row
+from evals.manifest_rows import (  # noqa: F401  (re-exported: reading a manifest is evals.manifest_rows')
+    LABELS,
+    MANIFEST_NAME,
+    Label,
+    ManifestError,
+    load_manifest,
+    manifest_lines,
+)
 from evals.motions import TASKS
 from evals.scenes import MAX_SIDE, Layout, RenderError, render_states, sample_layout
 from evals.variants import VARIANTS, apply_effects, plan_clip
 from tools.jsonl import json_lines, write_text_atomic
 
-Label = Literal["ordinary", "failure", "unobservable", "progress"]
 Preset = Literal["paper", "small"]
-LABELS: tuple[str, ...] = get_args(Label)
 PRESETS: tuple[str, ...] = get_args(Preset)
 FAILURE_PATTERNS = ("approach_no_contact", "ineffective_contact", "wrong_object", "static", "frozen",
                     "occlusion", "blur", "background_simplified", "teleport", "interpenetration",
@@ -75,7 +80,6 @@ PATTERN_LABELS: dict[str, str] = {"success": "ordinary", "partial": "progress", 
                                   "out_of_view": "unobservable", **dict.fromkeys(FAILURE_PATTERNS, "failure")}
 PRESET_SIZE = {"paper": 256, "small": 128}
 FPS = 16.0
-MANIFEST_NAME = "manifest.jsonl"
 SUITE_VERSION = 4
 """Clip generator version in every manifest row: 2 when push slip, partial pick_lift and missed attempts changed
 (the same seed renders other clips); 3 when the pick_lift instructions came to ask for more than the object's own
@@ -364,26 +368,3 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
             f"not written by make_clips; first: {foreign[0]}): rendering part of this suite there would mix "
             "them in one manifest. Use another output folder, or render the whole preset there to replace it")
     return kept, previous
-
-
-def load_manifest(path: str | Path) -> list[dict]:
-    """Rows of a manifest (a ``manifest.jsonl`` file or a folder holding one), ``path`` made absolute.
-
-    Blank lines are skipped; any other malformed line raises :class:`ManifestError` naming the line, a path that
-    cannot be resolved (a symlink loop) too.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / MANIFEST_NAME
-    if not p.is_file():
-        raise ManifestError(f"manifest not found: {p}")
-    base = p.resolve().parent
-    rows = []
-    for where, row in json_lines(p, ManifestError):
-        row = dict(check_row(row, where, LABELS))
-        try:
-            row["path"] = str((base / row["path"]).resolve())
-        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13): a traceback
-            raise ManifestError(f"{where}: field 'path' {row['path']!r} cannot be resolved ({exc})") from None
-        rows.append(row)
-    return rows

@@ -250,6 +250,7 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     if skipped and not parsed:
         raise no_usable_row(path, skipped, CompareError)
     rows: dict[PairKey, dict[str, Any]] = {}
+    lines: dict[PairKey, str] = {}  # the line of each key's row, named when the key comes again
     bad: list[dict[str, Any]] = []
     draws: set[int] = set()
     presets: set[str] = set()
@@ -270,10 +271,12 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
             named.add(key)
             earlier = rows.pop(key)
             rows[str(earlier.get("path"))] = earlier
+            lines[str(earlier.get("path"))] = lines.pop(key)
             key = str(row.get("path"))
         if key in rows:
             if same_run(rows[key], row):  # a repeated line's row and its line's: the line's own stays
-                rows[key] = rows[key] if row.get("repeat_of") else row
+                if not row.get("repeat_of"):
+                    rows[key], lines[key] = row, where
                 continue
             if (other := row_preset(rows[key])) != scorer:
                 raise CompareError(f"{where}: {pair_by} {key!r} is held by presets "
@@ -283,8 +286,8 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
                 raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {drawn}: the file "
                                    "holds several draws of its manifest; compare one draw (--draw K), or "
                                    "summarise the draws with `raa eval draws`")
-            raise CompareError(f"{where}: {pair_by} {key!r} appears twice")
-        rows[key] = row
+            raise CompareError(f"{where}: {pair_by} {key!r} appears twice (first at {lines[key]})")
+        rows[key], lines[key] = row, where
     if draw is not None and draw not in draws:
         found = ", ".join(map(str, sorted(draws))) or "none"
         maybe = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"

@@ -181,6 +181,7 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
     identity = path_identities()  # each folder resolved once, not each row's path in full
     seen: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
     shown: dict[tuple[str, str, str], str] = {}  # per clip: the path its last row names it by
+    lines: dict[tuple[tuple[str, str, str], Any], str] = {}  # per clip and draw: its row's line
     bad: dict[str, int] = {}
     for where, row in parsed:
         if is_bad_line_row(row):
@@ -191,8 +192,9 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
         if (earlier := seen.setdefault(clip, {}).get(draw)) is not None:
             if same_run(earlier, row):  # a repeated line's row: its line's result again, not another draw
                 continue
-            raise DrawsError(f"{where}: draw {draw} of {row.get('path')} ({clip[2]}) appears twice")
-        seen[clip][draw], shown[clip] = row, str(row.get("path"))
+            raise DrawsError(f"{where}: draw {draw} of {row.get('path')} ({clip[2]}) appears twice (first at "
+                             f"{lines[clip, draw]})")
+        seen[clip][draw], shown[clip], lines[clip, draw] = row, str(row.get("path")), where
     clips = []
     for (resolved, instruction, preset), rows in seen.items():
         video = shown[(resolved, instruction, preset)]

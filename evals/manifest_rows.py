@@ -1,5 +1,6 @@
-"""One clip-suite manifest row checked (`evals.clipsuite.load_manifest`): the required fields, the label, and
-the optional fields' types and ranges. Split from evals/clipsuite.py (its size).
+"""A clip-suite manifest read (`load_manifest`, `manifest_lines`; re-exported by `evals.clipsuite`) and one row of it
+checked (`check_row`): the required fields, the label, and the optional fields' types and ranges. Split from
+evals/clipsuite.py (its size).
 
 ``width`` and ``height`` were not checked: "128", 128.5, -1 or true came through as a clip's size (graph/demo.py
 compares them with the suite's side, reports print them). They are whole numbers >= 1 now, like ``frames``;
@@ -15,6 +16,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal, get_args
+
+from tools.jsonl import json_lines
+
+Label = Literal["ordinary", "failure", "unobservable", "progress"]
+LABELS: tuple[str, ...] = get_args(Label)
+MANIFEST_NAME = "manifest.jsonl"
 
 
 class ManifestError(ValueError):
@@ -51,3 +60,32 @@ def check_row(row: object, where: str, labels: Iterable[str]) -> dict:
     if row.get("fps") is not None and not (math.isfinite(row["fps"]) and row["fps"] > 0):
         raise ManifestError(f"{where}: fps must be a finite number > 0, got {row['fps']}")
     return row
+
+
+def load_manifest(path: str | Path) -> list[dict]:
+    """Rows of a manifest (a ``manifest.jsonl`` file or a folder holding one), ``path`` made absolute.
+
+    Blank lines are skipped; any other malformed line raises :class:`ManifestError` naming the line, a path that
+    cannot be resolved (a symlink loop) too.
+    """
+    return [row for _, row in manifest_lines(path)]
+
+
+def manifest_lines(path: str | Path) -> list[tuple[str, dict]]:
+    """`load_manifest`'s rows with their lines, ``("PATH:N", row)`` (`evals.reward_scorer` names both lines of a
+    clip listed twice)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / MANIFEST_NAME
+    if not p.is_file():
+        raise ManifestError(f"manifest not found: {p}")
+    base = p.resolve().parent
+    rows = []
+    for where, row in json_lines(p, ManifestError):
+        row = dict(check_row(row, where, LABELS))
+        try:
+            row["path"] = str((base / row["path"]).resolve())
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13): a traceback
+            raise ManifestError(f"{where}: field 'path' {row['path']!r} cannot be resolved ({exc})") from None
+        rows.append((where, row))
+    return rows

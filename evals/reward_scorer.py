@@ -47,21 +47,22 @@ def load_eval_manifest(path: str | Path) -> list[EvalClip]:
     """Clips of a clip-suite manifest (a manifest.jsonl or a folder holding one; rows read and validated by
     `evals.clipsuite.load_manifest`); raises ManifestError naming the problem."""
     from evals.clipsuite import ManifestError as SuiteManifestError
-    from evals.clipsuite import load_manifest
+    from evals.clipsuite import manifest_lines
 
     try:
-        rows = load_manifest(path)
+        rows = manifest_lines(path)
     except SuiteManifestError as exc:
         raise ManifestError(str(exc)) from exc
     if not rows:
         raise ManifestError(f"manifest {path} has no rows")
     clips = [EvalClip(row["path"], row["instruction"], row["label"], str(row.get("pattern") or "-"),
-                      str(row.get("task") or "")) for row in rows]
-    seen: set[str] = set()
-    for clip in clips:
-        if clip.path in seen:
-            raise ManifestError(f"{path}: clip {clip.path} appears twice (results are keyed by clip path and preset)")
-        seen.add(clip.path)
+                      str(row.get("task") or "")) for _, row in rows]
+    seen: dict[str, str] = {}  # clip path -> the line listing it
+    for (where, _), clip in zip(rows, clips, strict=True):
+        if (first := seen.get(clip.path)) is not None:
+            raise ManifestError(f"{where}: clip {clip.path} appears twice (first at {first}; results are keyed by "
+                                "clip path and preset)")
+        seen[clip.path] = where
     return clips
 
 
