@@ -230,7 +230,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
     from evals.eval_runs import finish_command, run_manifest, shown_run, unfinished_note, unfinished_run
     from evals.result_rows import results_lines
-    from evals.table_rows import check_row
+    from evals.table_rows import check_label, check_row
 
     out = Path(out_dir)
     results = out / "results.jsonl"
@@ -261,7 +261,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         on_empty(empty_note(results, out / scoped_out if scoped_out else None, known=bool(unknown)))
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
     for row in rows:  # the table's own check, naming the file and line: "full row 3" named neither
-        check_row(row, lines[(row["path"], row["preset"])][0])
+        check_label(check_row(row, where := lines[(row["path"], row["preset"])][0]), where)
     metrics = all_metrics(rows, presets) if presets else []
 
     found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,

@@ -1,6 +1,7 @@
 """The reward table's reading of one result row (`evals.table`): whether the metrics can count it (`check_row`,
 `TableRowError`), the faults it recorded (`row_faults`), whether an outage of the reward machinery made it ineligible
-(`outage`) and whether its verdict is a true/false one (`not_boolean`). `raa eval compare`, `raa eval draws` and
+(`outage`), whether its label is one the table counts (`check_label`) and whether its verdict is a true/false one
+(`not_boolean`). `raa eval compare`, `raa eval draws` and
 `raa eval reward`'s resume read rows the same way.
 """
 
@@ -57,6 +58,18 @@ def check_row(row: object, where: str) -> dict:
     except ValueError:
         raise TableRowError(f"{where}: field 'faults' must be a list of fault records (stage, kind, message) or "
                             f"null, got {row['faults']!r}") from None
+    return row
+
+
+def check_label(row: dict, where: str) -> dict:
+    """``row`` when its ``label`` is one of the clip suite's (`evals.manifest_rows.LABELS`); else `TableRowError`
+    naming `where` and the value. F+ and P0 count rows by label: another one (a hand edit's "failrue", another tool's
+    row without one) stayed in N but left n_neg and n_prog unsaid. `raa eval report` checks the rows it reads;
+    `raa eval reward` takes each current row's label from its checked manifest."""
+    from evals.manifest_rows import LABELS
+
+    if row.get("label") not in LABELS:
+        raise TableRowError(f"{where}: field 'label' must be one of {', '.join(LABELS)}, got {row.get('label')!r}")
     return row
 
 
