@@ -84,8 +84,8 @@ Decisions where the issue was silent:
 * Rows pair by the JSON value of their field, a string or a finite number (`evals.pair_keys`: 1 and "1" are two keys,
   1 and 1.0 one; a line whose key is neither is skipped and named).
 * The bootstrap interval and sign test are `evals.paired_stats`'s; the pairs are taken in the order of their keys
-  (`evals.pair_keys.key_order`), not in A's row order: score-batch writes rows as runs finish, and the same videos in another order
-  gave another interval for the same seed.
+  (`evals.pair_keys.key_order`), not in A's row order: score-batch writes rows as runs finish, and the same videos
+  in another order gave another interval for the same seed.
 """
 
 from __future__ import annotations
@@ -230,8 +230,9 @@ def _parsed(where: str, row: Any, pair_by: str,
     key = manifest.get(pair_by, row.get(pair_by))
     if key is None:
         raise LineError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
-    return where, row, identity(key) if pair_by == "path" else pair_key(where, key, pair_by)  # path: a link and its
-    # target are one clip
+    if pair_by == "path":  # a link and its target: one clip
+        return where, row, identity(key)
+    return where, row, pair_key(where, key, pair_by)
 
 
 def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Callable[[Any], str] | None = None,
@@ -341,8 +342,8 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
     if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there
         rows_b = by_name(rows_b, rows_a)
         rows_a = by_name(rows_a, rows_b)
-    shared = sorted((k for k in rows_a if k in rows_b), key=key_order)  # not A's row order: the bootstrap's draws
-    # index the pairs
+    # not A's row order: the bootstrap's draws index the pairs
+    shared = sorted((k for k in rows_a if k in rows_b), key=key_order)
     kept = [(k, _reward(rows_a[k]), _reward(rows_b[k])) for k in shared]
     kept = [(k, ra, rb) for k, ra, rb in kept if ra is not None and rb is not None]
     ra = np.array([x[1] for x in kept], dtype=np.float64)
