@@ -15,7 +15,7 @@ def test_a_resume_closes_a_kept_row_that_lost_its_newline(tmp_path):
     (tmp_path / "eval.jsonl").write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[1]))  # no final newline
     log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=True)
     assert log.trim_after(2) == {}
-    log.write_eval({"iteration": 3, "eval_reward_mean": 0.7})
+    log.write_evaluation({"iteration": 3, "eval_reward_mean": 0.7}, [])
     log.close()
     assert json_objects(tmp_path / "eval.jsonl") == ([*rows, {"iteration": 3, "eval_reward_mean": 0.7}], 0)
 
@@ -32,7 +32,7 @@ def test_an_iteration_without_advantages_logs_them_as_null_not_0(tmp_path):
     row = summarize(3, [_part([None, None], ineligible_none=2, update_skipped=True), _part([None])])
     assert all(math.isnan(row[k]) for k in ("adv_mean", "adv_std", "adv_abs_max", "reward_mean")), row
     log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
-    log.write(row)
+    log.write_iteration(row, [])
     log.close()
     logged = json_objects(tmp_path / "metrics.jsonl")[0][0]
     assert logged["adv_mean"] is None and logged["adv_std"] is None and logged["adv_abs_max"] is None

@@ -78,8 +78,8 @@ def test_evaluate_scores_every_item_with_fixed_noise():
 
 def test_eval_rows_have_their_own_file(tmp_path):
     log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
-    log.write_eval({"iteration": 0, "eval_reward_mean": math.nan, "eval_videos": 2})
-    log.write({"iteration": 1, "reward_mean": 0.5})
+    log.write_evaluation({"iteration": 0, "eval_reward_mean": math.nan, "eval_videos": 2}, [])
+    log.write_iteration({"iteration": 1, "reward_mean": 0.5}, [])
     assert json.loads((tmp_path / "eval.jsonl").read_text()) == {"iteration": 0, "eval_reward_mean": None,
                                                                  "eval_videos": 2}
     assert "eval_videos" not in (tmp_path / "metrics.jsonl").read_text()
@@ -155,8 +155,8 @@ def test_eval_items_have_their_own_file(tmp_path):
     log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
     row = {"iteration": 3, "prompt": 0, "sample": 0, "text": "a", "reward": None, "reason": "x", "run_id": None,
            "video": None}
-    log.write_eval_items(3, [row])
-    log.write_eval_items(4, [])  # nothing scored on this rank's log: no line
+    log.write_evaluation({"iteration": 3, "eval_reward_mean": math.nan}, [row])
+    log.write_evaluation({"iteration": 4, "eval_reward_mean": math.nan}, [])  # nothing scored: no line
     assert [json.loads(line) for line in (tmp_path / "eval_rewards.jsonl").read_text().splitlines()] == [row]
     MetricsLog(tmp_path, enabled=True, tensorboard=False, append=True)  # a resume appends
     assert (tmp_path / "eval_rewards.jsonl").exists()

@@ -201,7 +201,7 @@ def test_summarize_over_ranks_and_log(tmp_path):
     assert progress_postfix({**uneven, "mu_kl": 73.9}, beta=0.01, steps_per_iteration=2) == {
         "reward": "1.5000", "kl_ref": "7.39e+01", "kl_old": "2.50e-01"}
     log = MetricsLog(tmp_path, enabled=True, tensorboard=True)
-    log.write(row)
+    log.write_iteration(row, [])
     log.close()
     line = json.loads((tmp_path / "metrics.jsonl").read_text())
     assert line["mu_kl"] is None and line["seconds_update"] == 3.0
@@ -278,11 +278,11 @@ def test_a_resume_trims_every_log_to_its_checkpoint(tmp_path):
     being counted next to the resumed run's (ineligible counts and rollout tables doubled)."""
     first = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
     for it in (1, 2, 3):
-        first.write({"iteration": it, "reward_mean": 0.5})
-        first.write_ineligible(it, [{"prompt": "p", "reason": "video fault", "ineligible_kind": "none"}])
-        first.write_rewards(it, [{"rank": 0, "group": 0, "sample": 0, "reward": 0.5}])
-        first.write_eval({"iteration": it, "eval_reward_mean": 0.1 * it})
-        first.write_eval_items(it, [{"iteration": it, "prompt": 0, "sample": 0, "reward": 0.1}])
+        first.write_iteration({"iteration": it, "reward_mean": 0.5}, [{
+            "ineligible_items": [{"prompt": "p", "reason": "video fault", "ineligible_kind": "none"}],
+            "reward_items": [{"rank": 0, "group": 0, "sample": 0, "reward": 0.5}]}])
+        first.write_evaluation({"iteration": it, "eval_reward_mean": 0.1 * it},
+                               [{"iteration": it, "prompt": 0, "sample": 0, "reward": 0.1}])
     first.close()
     with (tmp_path / "metrics.jsonl").open("a") as fh:
         fh.write('{"iteration": 4, "rew')  # torn by the crash: appending after it would merge two rows
@@ -293,7 +293,7 @@ def test_a_resume_trims_every_log_to_its_checkpoint(tmp_path):
     assert (tmp_path / "rewards.jsonl").read_text() == before
     assert resumed.trim_after(2) == {name: 1 for name in ("metrics.jsonl", "ineligible.jsonl", "eval.jsonl",
                                                           "rewards.jsonl", "eval_rewards.jsonl")}
-    resumed.write({"iteration": 3, "reward_mean": 0.7})
+    resumed.write_iteration({"iteration": 3, "reward_mean": 0.7}, [])
     for name in ("metrics.jsonl", "ineligible.jsonl", "eval.jsonl", "rewards.jsonl", "eval_rewards.jsonl"):
         rows = [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
         assert [r["iteration"] for r in rows] == ([1, 2, 3] if name == "metrics.jsonl" else [1, 2]), name
@@ -306,12 +306,12 @@ def test_a_resume_purges_the_crashed_attempts_tensorboard_points(tmp_path):
 
     first = MetricsLog(tmp_path, enabled=True, tensorboard=True, append=False)
     for it in (1, 2, 3, 4):
-        first.write({"iteration": it, "reward_mean": 0.5})
+        first.write_iteration({"iteration": it, "reward_mean": 0.5}, [])
     first.close()
     resumed = MetricsLog(tmp_path, enabled=True, tensorboard=True, append=True)
     resumed.trim_after(2)
     for it in (3, 4):
-        resumed.write({"iteration": it, "reward_mean": 0.9})
+        resumed.write_iteration({"iteration": it, "reward_mean": 0.9}, [])
     resumed.close()
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
@@ -344,8 +344,8 @@ def test_the_share_of_clipped_advantages_is_logged_over_all_ranks(tmp_path):
     row = summarize(4, parts)
     assert row["adv_clipped_fraction"] == pytest.approx(2 / 6)
     log = MetricsLog(tmp_path, enabled=True, tensorboard=False, append=False)
-    log.write(row)
-    log.write(summarize(5, [_part([None], ineligible_none=1)]))
+    log.write_iteration(row, [])
+    log.write_iteration(summarize(5, [_part([None], ineligible_none=1)]), [])
     log.close()
     logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert logged[0]["adv_clipped_fraction"] == pytest.approx(2 / 6) and logged[1]["adv_clipped_fraction"] is None

@@ -31,6 +31,18 @@ class _Run:
         self.calls.append(("finish",) if not exit_code else ("finish", exit_code))
 
 
+def _iteration(log: MetricsLog, row: dict) -> None:
+    """A training iteration's row as the trainer logs it: its files, then W&B."""
+    log.write_iteration(row, [])
+    log.wandb_iteration(row)
+
+
+def _evaluation(log: MetricsLog, row: dict, items: list | None = None) -> None:
+    """A held-out evaluation's row and samples as training/evaluate.py logs them: its files, then W&B."""
+    log.write_evaluation(row, items or [])
+    log.wandb_evaluation(row, items or [])
+
+
 @pytest.fixture
 def fake_wandb(monkeypatch):
     calls: list = []
@@ -54,8 +66,8 @@ def test_rows_go_to_wandb_under_their_section_at_their_iteration(tmp_path, fake_
     out = tmp_path / "my-run"
     log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo",
                      config={"learning_rate": 0.01})
-    log.write({"iteration": 1, "reward_mean": 0.5, "approx_kl": math.nan, "update_skipped": 0})
-    log.write_eval({"iteration": 1, "eval_reward_mean": 0.25})
+    _iteration(log, {"iteration": 1, "reward_mean": 0.5, "approx_kl": math.nan, "update_skipped": 0})
+    _evaluation(log, {"iteration": 1, "eval_reward_mean": 0.25})
     log.close()
     log.close()  # twice: finished once
     (_, init), *rest = calls
@@ -82,12 +94,14 @@ def test_saved_held_out_videos_go_to_wandb_at_their_iteration(tmp_path, fake_wan
              "video": "eval_videos/iter_000010/p001_s00.mp4"},  # written by a rank on another node
             {"iteration": 10, "prompt": 2, "sample": 0, "text": "c", "reward": None, "reason": "x", "run_id": None,
              "video": None}]
-    log.write_eval_items(10, rows)
-    log.write_eval_items(20, rows[2:])  # no video: no W&B call
+    _evaluation(log, {"iteration": 10, "eval_reward_mean": 0.5}, rows)
+    _evaluation(log, {"iteration": 20, "eval_reward_mean": 0.75}, rows[2:])  # no video: no video call
     log.close()
     logged = [c[1] for c in calls if c[0] == "log"]
     video = str(out / "eval_videos" / "iter_000010" / "p000_s00.mp4")
-    assert logged == [{"eval/video/p000_s00": ("Video", video, "open the drawer", "mp4"), "iteration": 10}]
+    assert logged == [{"eval/reward_mean": 0.5, "iteration": 10},
+                      {"eval/video/p000_s00": ("Video", video, "open the drawer", "mp4"), "iteration": 10},
+                      {"eval/reward_mean": 0.75, "iteration": 20}]  # each row's scalars, then its videos
     assert len((out / "eval_rewards.jsonl").read_text().splitlines()) == 4
 
 
@@ -100,15 +114,15 @@ def test_a_resume_rewinds_the_wandb_run_to_its_checkpoint(tmp_path, fake_wandb):
     out = tmp_path / "run"
     log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="grpo")
     for i in (1, 2, 3):
-        log.write({"iteration": i, "reward_mean": i / 10})
-    log.write_eval({"iteration": 2, "eval_reward_mean": 0.5})
+        _iteration(log, {"iteration": i, "reward_mean": i / 10})
+    _evaluation(log, {"iteration": 2, "eval_reward_mean": 0.5})
     log.close()
     run_id = json.loads((out / ID_FILE).read_text())["id"]
     del calls[:]
     log = MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo", resume_step=2)
     assert log.trim_after(2) == {"metrics.jsonl": 1}
     for i in (3, 4):
-        log.write({"iteration": i, "reward_mean": i / 10 + 1})
+        _iteration(log, {"iteration": i, "reward_mean": i / 10 + 1})
     log.close()
     init = calls[0][1]
     assert init["resume_from"] == f"{run_id}?_step=1" and "resume" not in init and init["id"] == run_id
@@ -135,7 +149,7 @@ def test_a_rewind_wandb_refuses_continues_the_run_and_says_what_it_shows(tmp_pat
     del calls[:]
     log = MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="grpo", resume_step=5)
     log.trim_after(5)
-    log.write({"iteration": 6, "reward_mean": 0.5})
+    _iteration(log, {"iteration": 6, "reward_mean": 0.5})
     log.close()
     assert calls[0][1]["resume"] == "allow" and "resume_from" not in calls[0][1]
     assert [c[2] for c in calls if c[0] == "log"] == [6]
@@ -214,7 +228,7 @@ def test_real_wandb_offline_takes_the_rows(tmp_path, monkeypatch):
     for append, iteration in ((False, 1), (True, 2)):
         log = MetricsLog(out, enabled=True, tensorboard=False, append=append, wandb_project="raa-test",
                          config={"seed": 0})
-        log.write({"iteration": iteration, "reward_mean": 0.125 * iteration})
+        _iteration(log, {"iteration": iteration, "reward_mean": 0.125 * iteration})
         log.close()
     run_id = json.loads((out / ID_FILE).read_text())["id"]
     files = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
@@ -243,11 +257,11 @@ def test_real_wandb_offline_rewinds_a_resumed_run(tmp_path, monkeypatch):
     out = tmp_path / "run"
     log = MetricsLog(out, enabled=True, tensorboard=False, append=False, wandb_project="raa-test")
     for i in (1, 2, 3):
-        log.write({"iteration": i, "reward_mean": 0.125 * i})
+        _iteration(log, {"iteration": i, "reward_mean": 0.125 * i})
     log.close()
     log = MetricsLog(out, enabled=True, tensorboard=False, append=True, wandb_project="raa-test", resume_step=2)
     log.trim_after(2)
-    log.write({"iteration": 3, "reward_mean": 1.0})
+    _iteration(log, {"iteration": 3, "reward_mean": 1.0})
     log.close()
     run_id = json.loads((out / ID_FILE).read_text())["id"]
     files = sorted((out / "wandb").glob(f"offline-run-*-{run_id}*/run-{run_id}.wandb"))
@@ -305,8 +319,9 @@ def test_real_wandb_offline_takes_a_saved_video(tmp_path, monkeypatch):
     name = "eval_videos/iter_000000/p000_s00.mp4"
     (out / name).parent.mkdir(parents=True)
     write_video(out / name, np.full((9, 32, 48, 3), 90, np.uint8), fps=8.0)
-    log.write_eval_items(0, [{"iteration": 0, "prompt": 0, "sample": 0, "text": "open the drawer", "reward": 0.5,
-                              "reason": None, "run_id": None, "video": name}])
+    _evaluation(log, {"iteration": 0, "eval_reward_mean": 0.5},
+                [{"iteration": 0, "prompt": 0, "sample": 0, "text": "open the drawer", "reward": 0.5, "reason": None,
+                  "run_id": None, "video": name}])
     log.close()
     uploaded = list((out / "wandb").glob("offline-run-*/files/media/videos/eval/video/p000_s00*.mp4"))
     assert len(uploaded) == 1 and uploaded[0].read_bytes() == (out / name).read_bytes()

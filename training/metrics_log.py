@@ -153,17 +153,13 @@ class MetricsLog:
                 run.log(section_scalars(section, row), iteration)
         self._wandb_videos(iteration, rows_of(self.eval_rewards_path, iteration))
 
-    def write(self, row: dict[str, float | int]) -> None:
-        """One training iteration's row (metrics.jsonl, TensorBoard train/*)."""
-        self._append(self.path, "train", row)
-
     def write_iteration(self, row: dict[str, float | int], parts: list[dict[str, Any]]) -> None:
         """A training iteration's logs from its row and all ranks' parts (`gather`): metrics.jsonl (and
         TensorBoard), ineligible.jsonl, rewards.jsonl; not W&B (`wandb_iteration`): what ``--resume`` keeps is
         these files, and a W&B error raised in the middle of them left the iteration's ineligible and rewards
         lines unwritten (training/checkpointing.py)."""
         iteration = int(row["iteration"])
-        self._append(self.path, "train", row, wandb=False)
+        self._append(self.path, "train", row)
         self.write_ineligible(iteration, [item for p in parts for item in p["ineligible_items"]])
         self.write_rewards(iteration, [item for p in parts for item in p["reward_items"]])
 
@@ -172,16 +168,12 @@ class MetricsLog:
         if self.enabled and self.wandb is not None:
             self.wandb.log(section_scalars("train", row), int(row["iteration"]))
 
-    def write_eval(self, row: dict[str, float | int]) -> None:
-        """One held-out evaluation's row (eval.jsonl, TensorBoard eval/*)."""
-        self._append(self.eval_path, "eval", row)
-
     def write_evaluation(self, row: dict[str, float | int], items: list[dict[str, Any]]) -> None:
         """A held-out evaluation's logs (training/evaluate.py): eval.jsonl (and TensorBoard), eval_rewards.jsonl;
         not W&B (`wandb_evaluation`, after it), as `write_iteration`: a W&B error between the files left the
         evaluation's samples unwritten, and a resume that found its eval.jsonl row did not evaluate again
         (training/best.py ``pending_eval``), so eval_rewards.jsonl lacked them for good."""
-        self._append(self.eval_path, "eval", row, wandb=False)
+        self._append(self.eval_path, "eval", row)
         self._lines(self.eval_rewards_path, items)
 
     def wandb_evaluation(self, row: dict[str, float | int], items: list[dict[str, Any]]) -> None:
@@ -190,7 +182,9 @@ class MetricsLog:
             self.wandb.log(section_scalars("eval", row), int(row["iteration"]))
             self._wandb_videos(int(row["iteration"]), items)
 
-    def _append(self, path: Path, section: str, row: dict[str, float | int], *, wandb: bool = True) -> None:
+    def _append(self, path: Path, section: str, row: dict[str, float | int]) -> None:
+        """One row to its JSONL log (non-finite values as null) and TensorBoard ``section/*``; W&B gets it
+        separately (`wandb_iteration`, `wandb_evaluation`)."""
         if not self.enabled:
             return
         clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
@@ -202,8 +196,6 @@ class MetricsLog:
             for tag, value in scalars.items():
                 self.writer.add_scalar(tag, value, step)
             self.writer.flush()
-        if wandb and self.wandb is not None:
-            self.wandb.log(scalars, step)
 
     def write_ineligible(self, iteration: int, items: list[dict[str, Any]]) -> None:
         """One line per ineligible reward of `iteration`, from all ranks: its prompt, reason and ineligible_kind
@@ -220,15 +212,9 @@ class MetricsLog:
         ineligible) and the run id of the reward's trace when it has one (`raa trace RUN_ID`)."""
         self._lines(self.rewards_path, [{"iteration": iteration, **item} for item in items])
 
-    def write_eval_items(self, iteration: int, rows: list[dict[str, Any]]) -> None:
-        """One line per held-out sample of the evaluation at `iteration` (training.evaluate.summarize_items);
-        with W&B, the saved videos rank 0 can read are uploaded as ``eval/video/pPPP_sSS``."""
-        self._lines(self.eval_rewards_path, rows)
-        if self.enabled:
-            self._wandb_videos(iteration, rows)
-
     def _wandb_videos(self, iteration: int, rows: list[dict[str, Any]]) -> None:
-        """Upload the saved videos of held-out sample ``rows`` that rank 0 can read (nothing without W&B)."""
+        """Upload the saved videos of held-out sample ``rows`` that rank 0 can read, as ``eval/video/pPPP_sSS``
+        (nothing without W&B)."""
         if self.wandb is None:
             return
         videos = {f"eval/video/{Path(r['video']).stem}": (self.output_dir / r["video"], r["text"])
