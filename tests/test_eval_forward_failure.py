@@ -92,5 +92,5 @@ def test_one_ranks_failed_held_out_forward_names_the_iteration_and_the_resume(tm
     events, forwards, exc = _run(tmp_path, monkeypatch, partitioned=partitioned, fail_forward=2, world=1)
     assert isinstance(exc, RankFailed) and str(exc).startswith("iteration 0: the held-out evaluation failed")
     assert "(RuntimeError: CUDA out of memory)" in str(exc) and "Last checkpoint: none yet" in str(exc)
-    assert "--resume" in str(exc) and exc.failure.code == 1
+    assert "start the run again without --resume" in str(exc) and exc.failure.code == 1  # no checkpoint yet
     assert events[-1] == "close" and forwards == 2

@@ -108,6 +108,29 @@ def test_every_rank_exits_with_the_failing_ranks_code(tmp_path):
     assert "Last checkpoint: none yet" in str(exc)
 
 
+def test_a_stop_before_any_checkpoint_says_to_start_again_not_to_resume(tmp_path):
+    """A failure before the first checkpoint (the baseline evaluation of a fresh run, an iteration before
+    checkpoint_every) said "Last checkpoint: none yet; fix the cause, then continue with --resume", and --resume
+    then refused: no checkpoint to continue from (training/resume.py). With a checkpoint it still says --resume."""
+    from training.preemption import TrainingDiverged
+    from training.prompt_failures import PromptFailure, PromptImagesFailed
+
+    failure = RankFailure(0, "the held-out evaluation", "RuntimeError: CUDA out of memory", 1)
+    ckpt_dir = tmp_path / "checkpoints"
+    images = [PromptFailure("open the drawer", "prompts.jsonl:1", "a.png", "prompts.jsonl:1: a.png: FileNotFoundError")]
+    stops = [RankFailed(0, failure, ckpt_dir, world=1), TrainingDiverged(3, 1, ckpt_dir),
+             PromptImagesFailed(2, images, ckpt_dir, tmp_path / "failed_prompts.jsonl")]
+    for text in map(str, stops):
+        assert "none yet" in text and "start the run again without --resume" in text, text
+        assert "continue with --resume" not in text and "(--resume)" not in text, text
+    ckpt_dir.mkdir()
+    (ckpt_dir / "latest").write_text("iter_000002")
+    again = [RankFailed(4, failure, ckpt_dir, world=1), TrainingDiverged(3, 1, ckpt_dir),
+             PromptImagesFailed(4, images, ckpt_dir, tmp_path / "failed_prompts.jsonl")]
+    for text in map(str, again):
+        assert str(ckpt_dir / "iter_000002") in text and "--resume" in text and "without --resume" not in text, text
+
+
 def test_one_ranks_stop_does_not_say_every_rank_stopped(tmp_path):
     """A single-GPU run's RankFailed said "every rank stopped (rank 0's stderr has the traceback)": there is no
     other rank, and the traceback is the one printed just above it."""

@@ -50,8 +50,7 @@ import torch
 import torch.distributed as dist
 
 from tools.procstat import PPID, read_stat_field
-from training import engine as ds_engine
-from training.rank_failures import RankFailure, failed_on
+from training.rank_failures import RankFailure, failed_on, last_checkpoint
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 """The signals that ask for a checkpoint and a stop."""
@@ -166,16 +165,15 @@ class TrainingDiverged(RuntimeError):
 
     def __init__(self, iteration: int, count: int, ckpt_dir: Path, rollouts: int = 0,
                  unlogged: RankFailure | None = None) -> None:
-        tag = ds_engine.latest_tag(ckpt_dir)
-        last = "none yet" if tag is None else str(ckpt_dir / tag)
+        last, goes_on = last_checkpoint(ckpt_dir)
         what = " and ".join([f"{count} update loss(es)"] * bool(count)
                             + [f"the latents of {rollouts} rollout(s)"] * bool(rollouts))
         logs = "" if unlogged is None else (f"; {failed_on(unlogged)}, so the iteration's logs are incomplete "
                                             f"(rank {unlogged.rank}'s stderr has the traceback)")
         super().__init__(
             f"iteration {iteration}: {what} were NaN or inf, so the policy has diverged; stopped "
-            f"without saving it{logs}. Last checkpoint: {last}. Resume from it (--resume) with a lower "
-            "learning_rate, or set nonfinite_loss: skip to go on regardless")
+            f"without saving it{logs}. Last checkpoint: {last}. With a lower learning_rate, {goes_on}, or set "
+            "nonfinite_loss: skip to go on regardless")
         self.iteration = iteration
 
 

@@ -88,15 +88,14 @@ class PromptImagesFailed(RuntimeError):
                  recorded: bool = True) -> None:
         """``record``: failed_prompts.jsonl; ``recorded``: whether the iteration's failures were written to it (False:
         writing them failed, and the message names the ranks' warnings instead of a file that lacks them)."""
-        from training.engine import latest_tag
+        from training.rank_failures import last_checkpoint
 
-        tag = latest_tag(ckpt_dir)
-        last = "none yet" if tag is None else str(ckpt_dir / tag)
+        last, goes_on = last_checkpoint(ckpt_dir)
         where = record if recorded else (f"the ranks' stderr, their 'warning: iteration {iteration}' lines; writing "
                                          f"{record} failed, its error is printed above")
         super().__init__(
             f"iteration {iteration}: the image of every prompt of the iteration ({len(failures)}) could not be "
             f"read, so there is nothing to train on; e.g. {failures[0].reason[:400]} (all: {where}). Restore or "
-            f"fix the images (`python -m training.train --check` reads them all), then continue with --resume "
+            f"fix the images (`python -m training.train --check` reads them all), then {goes_on} "
             f"(last checkpoint: {last})")
         self.iteration = iteration

@@ -112,6 +112,21 @@ def failed_on(failure: RankFailure) -> str:
     return f"{failure.what} failed on rank {failure.rank} ({failure.error})"
 
 
+NO_CHECKPOINT = ("start the run again without --resume (there is no checkpoint to continue from; add "
+                 "--overwrite_output_dir where its metrics.jsonl has rows)")
+"""How a run stopped before its first checkpoint goes on: --resume refuses it (training/resume.py)."""
+
+
+def last_checkpoint(ckpt_dir: Path) -> tuple[str, str]:
+    """``(last, goes_on)`` for a stop's message: the checkpoint ``--resume`` would load ("none yet" without one)
+    and how the run goes on, "continue with --resume", or `NO_CHECKPOINT` before its first checkpoint (the
+    baseline evaluation of a fresh run, an iteration before ``checkpoint_every``)."""
+    from training.engine import latest_tag
+
+    tag = latest_tag(ckpt_dir)
+    return ("none yet", NO_CHECKPOINT) if tag is None else (str(ckpt_dir / tag), "continue with --resume")
+
+
 def exit_code_of(exc: BaseException) -> int:
     """The exit code of a run that stops with ``exc``: training/train.py ``exit_status``'s, 128 + SIGINT for a
     Ctrl-C, 1 for any other."""
@@ -259,16 +274,13 @@ class RankFailed(RuntimeError):
 
     def __init__(self, iteration: int, failure: RankFailure, ckpt_dir: Path, *, world: int,
                  todo: str | None = None) -> None:
-        """``todo``: what the user does next, where it is not "fix the cause, then continue with --resume" (a run
-        that had ended: training/run_end.py ``finish``)."""
-        from training.engine import latest_tag
-
-        tag = latest_tag(ckpt_dir)
-        last = "none yet" if tag is None else str(ckpt_dir / tag)
+        """``todo``: what the user does next, where it is not "fix the cause, then" `last_checkpoint`'s way on (a
+        run that had ended: training/run_end.py ``finish``)."""
+        last, goes_on = last_checkpoint(ckpt_dir)
         stopped = ("the run stopped (its traceback is printed above)" if world == 1 else
                    f"every rank stopped (rank {failure.rank}'s stderr has the traceback)")
         super().__init__(
             f"iteration {iteration}: {failed_on(failure)}; {stopped}. "
-            f"Last checkpoint: {last}; {todo or 'fix the cause, then continue with --resume'}")
+            f"Last checkpoint: {last}; {todo or f'fix the cause, then {goes_on}'}")
         self.iteration = iteration
         self.failure = failure
