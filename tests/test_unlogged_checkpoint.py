@@ -159,8 +159,9 @@ def test_a_wandb_failure_keeps_the_checkpoint_whose_logs_were_written(tmp_path, 
     monkeypatch.setattr(fake_wandb[0], "__spec__", ModuleSpec("wandb", None), raising=False)  # which diffusers probes
     with pytest.raises(RankFailed, match=r"iteration 1: logging the iteration to W&B failed on rank 0 "
                                          r"\(ConnectionResetError: .*Last checkpoint: .*iter_000001; that was the "
-                                         r"run's last iteration: once W&B is back, finish the run with --resume"):
+                                         r"run's last iteration: once W&B is back, finish the run with --resume") as info:
         train(dataclasses.replace(_eval_cfg(tmp_path, "--wandb_project", "grpo"), max_iterations=1))
+    assert str(info.value).endswith("runs what the stop skipped (the held-out evaluation of iteration 1)")
     run = tmp_path / "run"
     assert latest_tag(run / "checkpoints") == "iter_000001"
     assert _iterations(run / "metrics.jsonl") == [1]
@@ -268,6 +269,41 @@ def test_a_wandb_failure_on_an_evaluation_keeps_the_iterations_checkpoint(tmp_pa
     assert latest_tag(run / "checkpoints") == "iter_000001"
     assert _iterations(run / "eval.jsonl") == [0, 1]
     assert set(_iterations(run / "eval_rewards.jsonl")) == {0, 1}
+
+
+def test_the_last_iterations_wandb_stop_names_only_what_is_left():
+    """W&B failing after the last iteration's checkpoint said the resume runs "the held-out evaluation, the final
+    export" whatever the stop had skipped: after W&B failed on the evaluation's rows, whose files were written,
+    only the export was left (and with ``export: none`` nothing but the W&B rows)."""
+    from pathlib import Path
+
+    from training.trainer import last_wandb_todo
+
+    both = last_wandb_todo(3, Path("out/final"))
+    assert both.endswith("trains no further and runs what the stop skipped (the held-out evaluation of iteration 3 "
+                         "and the final export to out/final)"), both
+    assert last_wandb_todo(None, Path("out/final")).endswith("(the final export to out/final)")
+    assert "evaluation" not in last_wandb_todo(None, Path("out/final"))
+    alone = last_wandb_todo(None, None)
+    assert alone.endswith("finish the run with --resume, which trains no further") and "skipped" not in alone
+
+
+@pytest.mark.slow  # a training iteration and two evaluations in process (~30 s here)
+def test_a_wandb_failure_on_the_last_evaluation_leaves_only_the_export(tmp_path, one_rank_env, fake_wandb,  # noqa: F811
+                                                                       monkeypatch):
+    """W&B failed on the last iteration's held-out row: the evaluation's files are written (the resume does not
+    evaluate again), so the stop names the final export alone as what the resume runs."""
+    from training.engine import latest_tag
+    from training.rank_failures import RankFailed
+    from training.trainer import train
+
+    _wandb_log_fails(monkeypatch, fake_wandb, lambda data, step: step == 1 and any(k.startswith("eval/") for k in data))
+    cfg = dataclasses.replace(_eval_cfg(tmp_path, "--wandb_project", "grpo", "--export", "final"), max_iterations=1)
+    with pytest.raises(RankFailed, match=r"iteration 1: logging the held-out evaluation to W&B failed") as info:
+        train(cfg)
+    run = tmp_path / "run"
+    assert str(info.value).endswith(f"runs what the stop skipped (the final export to {run / 'final'})"), info.value
+    assert latest_tag(run / "checkpoints") == "iter_000001" and _iterations(run / "eval.jsonl") == [0, 1]
 
 
 def _wandb_log_fails(monkeypatch, fake_wandb, fails) -> None:  # noqa: F811

@@ -97,9 +97,15 @@ from training.run_end import Opened, finish
 from training.run_start import build_engine, resume_position, start_run
 from training.update import Group, metric_parts, rollout_config, update_policy
 
-_LAST_WANDB = ("that was the run's last iteration: once W&B is back, finish the run with --resume, which trains no "
-               "further and runs what the stop skipped (the held-out evaluation, the final export)")
-"""What a W&B failure after the last iteration's checkpoint leaves to do (`training.rank_failures.RankFailed`)."""
+
+def last_wandb_todo(evaluation: int | None, export_to: Path | None) -> str:
+    """What a W&B failure after the last iteration's checkpoint leaves to do (`training.rank_failures.RankFailed`):
+    ``evaluation``, the iteration whose held-out evaluation the stop skipped (None: none was due, or it ran and W&B
+    failed on its rows, its files written); ``export_to``, the final export (``export: final``)."""
+    skipped = ([f"the held-out evaluation of iteration {evaluation}"] if evaluation is not None else []) + \
+        ([f"the final export to {export_to}"] if export_to is not None else [])
+    return ("that was the run's last iteration: once W&B is back, finish the run with --resume, which trains no "
+            "further" + (f" and runs what the stop skipped ({' and '.join(skipped)})" if skipped else ""))
 
 
 def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str] | None = None,
@@ -315,8 +321,10 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             if wandb_down is not None:  # the stop's exit code is what a scheduler's requeue reads
                 stop.add_note(f"also: {failed_on(wandb_down)}")
             raise closed_before_stop(close, stop)
-        stop_on([wandb_down], it + 1, ckpt_dir, close,  # after its checkpoint: --resume continues from it
-                todo=_LAST_WANDB if it + 1 == cfg.max_iterations else None)  # or only runs what the stop skipped
+        stop_on([wandb_down], it + 1, ckpt_dir, close,  # after its checkpoint: --resume continues from it, or
+                todo=last_wandb_todo(it + 1 if due and not evaluated else None,  # only runs what the stop skipped
+                                     out_dir / "final" if cfg.export == "final" else None)
+                if it + 1 == cfg.max_iterations else None)
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             stop_early(it + 1)
             break
