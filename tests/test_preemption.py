@@ -259,3 +259,38 @@ def test_a_reward_that_keeps_failing_stops_the_run_with_a_checkpoint(tmp_path):
     proc = _train(out, *dead, "--resume", timeout=600)
     assert proc.returncode == 3 and "iteration 3: 3 iterations in a row" in proc.stderr, proc.stderr[-4000:]
     assert [r["update_skipped"] for r in _rows(out)] == [1, 1, 1]
+
+
+@pytest.mark.slow  # a model and a held-out evaluation in process (~20 s here)
+def test_a_signal_during_the_baseline_evaluation_stops_the_run_after_it(tmp_path, one_rank_env, monkeypatch):
+    """The signal handlers were installed after a fresh run's opening (baseline) evaluation: a scheduler's SIGTERM
+    during it took the default action and killed the rank, its W&B run and logs left open. The handler is there
+    now; the evaluation ends, then the run stops with nothing trained and no checkpoint, and says to start again
+    (not to --resume, which has nothing to load)."""
+    import training.trainer
+    from tests.test_trainer_closing import _cfg
+    from training.train import exit_status
+
+    real = training.trainer.evaluate_everywhere
+    handlers: list = []
+
+    def evaluating(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        handler = signal.getsignal(signal.SIGTERM)
+        handlers.append(handler)
+        if isinstance(getattr(handler, "__self__", None), StopRequest):  # never the default action: it ends pytest
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training.trainer, "evaluate_everywhere", evaluating)
+    cfg = _cfg(tmp_path, "--tensorboard", "false", "--eval_every", "1", "--eval_dataset",
+               "[{text: 'open the drawer', image_seed: 3}]")
+    with pytest.raises(TrainingStopped) as info:
+        training.trainer.train(cfg)
+    assert isinstance(getattr(handlers[0], "__self__", None), StopRequest), handlers
+    text = str(info.value)
+    assert text.startswith("stopped by SIGTERM before the first iteration") and "without --resume" in text, text
+    assert exit_status(info.value)[0] == 128 + signal.SIGTERM
+    run = tmp_path / "run"
+    assert _rows(run) == [] and not (run / "checkpoints" / "latest").exists()
+    assert [json.loads(line)["iteration"] for line in (run / "eval.jsonl").read_text().splitlines()] == [0]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back

@@ -12,6 +12,9 @@ Decisions where the issue was silent:
 * The iteration in progress is finished, not abandoned: its rollouts and update are the expensive part,
   and a checkpoint must sit between iterations (the prompt position and the RNG are saved per iteration).
   A grace period shorter than one iteration loses that iteration anyway; ask for the signal early enough.
+* The handlers are installed before the opening held-out evaluation (a fresh run's baseline, or the one a
+  resumed run owes): a signal during it stops the run once it has ended, before the first iteration; a fresh
+  run has no checkpoint then, and `TrainingStopped` says to start it again (without ``--resume``).
 * Ranks agree with one ``all_reduce`` (max) per iteration, so a signal that reached only some ranks (or
   reached them in different iterations) still stops all of them after the same iteration.
 * Later SIGTERM / SIGUSR1 are ignored: a rank often gets the stop more than once (from the scheduler,
@@ -50,7 +53,7 @@ import torch
 import torch.distributed as dist
 
 from tools.procstat import PPID, read_stat_field
-from training.rank_failures import RankFailure, failed_on, last_checkpoint
+from training.rank_failures import NO_CHECKPOINT, RankFailure, failed_on, last_checkpoint
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 """The signals that ask for a checkpoint and a stop."""
@@ -59,11 +62,17 @@ SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 class TrainingStopped(RuntimeError):
     """The run stopped on a signal after saving a checkpoint; continue it with ``--resume``."""
 
-    def __init__(self, iteration: int, signum: int, checkpoint: str, *, last: bool = False,
+    def __init__(self, iteration: int, signum: int, checkpoint: str | None, *, last: bool = False,
                  export_to: Path | None = None) -> None:
         """``last``: ``iteration`` was the run's last (``max_iterations``); ``export_to``: the final export
-        (``export: final``) that the stop skipped."""
+        (``export: final``) that the stop skipped; ``checkpoint`` None: a fresh run stopped after its baseline
+        evaluation (iteration 0), before anything was trained or saved."""
         name = signal.Signals(signum).name
+        if checkpoint is None:
+            super().__init__(f"stopped by {name} before the first iteration (after the baseline evaluation); "
+                             f"nothing was trained and no checkpoint saved: {NO_CHECKPOINT}")
+            self.signum = signum
+            return
         if not last:
             todo = "Continue the run with --resume"
         else:  # the run trained to its end: only what follows its last save is left (a held-out evaluation

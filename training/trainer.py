@@ -159,11 +159,18 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         if rank == 0:  # rank 0 wrote eval.jsonl
             print(early_stop_message(cfg, iteration, ckpt_dir, log.eval_path, key), flush=True)
 
+    # preemption.py: before the opening evaluation, where a scheduler's signal took the default action (the rank
+    stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # killed, W&B open)
     end = cfg.max_iterations
     if eval_prompts and start == 0:  # the baseline of a fresh run
         stop_on([held_out(0)], 0, ckpt_dir, close)  # W&B alone failed (its files whole): stop, as after a checkpoint
     elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
         stop_on([held_out(start)], start, ckpt_dir, close)
+    if stops is not None and (signum := stops.agreed(device)):  # came during it: stop now, as after a save
+        dist.barrier()  # (a fresh run's baseline: nothing trained, no checkpoint; a resume's: its checkpoint's)
+        raise closed_before_stop(close, TrainingStopped(
+            start, signum, str(ckpt_dir / ds_engine.iteration_tag(start)) if start else None,
+            last=start == cfg.max_iterations, export_to=out_dir / "final" if cfg.export == "final" else None))
     if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
         # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
         # it trained on to its next evaluation
@@ -174,7 +181,6 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         save_checkpoint(engine, ckpt_dir, iteration, stream.position, skipped=skipped, rank=rank, local_rank=local_rank,
                         world=world, layout=run.layout, stamp=stamp, keep=cfg.keep_checkpoints, evals=(log.eval_path, key),
                         close=close)
-    stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # preemption.py
     # rank 0's logs of an iteration could not be written: agreed before its evaluation and checkpoint (logs_agreed:
     unlogged: RankFailure | None = None  # training/checkpointing.py), at the next iteration's first gather or after
     # the loop (rank_failures.py); a divergence stop (no checkpoint) names them in TrainingDiverged's message, with
