@@ -23,33 +23,44 @@ from a move). ``.type()`` takes a dtype only: a tensor type name would move the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, TypedDict
 
 import torch
 
 if TYPE_CHECKING:  # pragma: no cover
+    # its module, not the package: mypy reads diffusers/__init__ as giving its torch-less placeholder class
+    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan
+
     from policy.text import TextEncoder
     from policy.wan_i2v import ClipImageEncoder
 
 
-class FrozenHelpersModule(torch.nn.Module):
-    """A module holding frozen helpers in ``_frozen`` (``vae``, ``text_encoder``, ``image_encoder``; None where
-    absent) that follow its moves as the module docstring says."""
+class FrozenHelpers(TypedDict):
+    """The frozen helpers of a `FrozenHelpersModule` (None where absent)."""
 
-    _frozen: dict[str, object]
+    vae: AutoencoderKLWan | None
+    text_encoder: TextEncoder | None
+    image_encoder: ClipImageEncoder | None
+
+
+class FrozenHelpersModule(torch.nn.Module):
+    """A module holding frozen helpers in ``_frozen`` (`FrozenHelpers`) that follow its moves as the module
+    docstring says."""
+
+    _frozen: FrozenHelpers
 
     @property
-    def vae(self) -> torch.nn.Module | None:
-        return self._frozen["vae"]  # type: ignore[return-value]
+    def vae(self) -> AutoencoderKLWan | None:
+        return self._frozen["vae"]
 
     @property
     def text_encoder(self) -> TextEncoder | None:
-        return self._frozen["text_encoder"]  # type: ignore[return-value]
+        return self._frozen["text_encoder"]
 
     @property
     def image_encoder(self) -> ClipImageEncoder | None:
         """Wan 2.1 I2V's CLIP image encoder (`policy.wan_i2v`); None for the other checkpoints."""
-        return self._frozen["image_encoder"]  # type: ignore[return-value]
+        return self._frozen["image_encoder"]
 
     def _apply(self, fn, recurse: bool = True):  # noqa: D401 - torch hook
         super()._apply(fn, recurse)
@@ -64,8 +75,9 @@ class FrozenHelpersModule(torch.nn.Module):
         if device is None:  # empty_like on each tensor's own device: nothing moves
             return self
         device = torch.device(device)
-        if self.vae is not None:
-            self.vae.to(device)
+        if self.vae is not None:  # as an nn.Module: diffusers' @wraps(Module.to) leaves ModelMixin.to unbound to mypy
+            vae: torch.nn.Module = self.vae
+            vae.to(device)
         self._encoders_to(device, None)
         return self
 

@@ -46,11 +46,17 @@ trainer's rollouts, training/generate.py per clip).
 from __future__ import annotations
 
 import math
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, cast, get_args
 
 import numpy as np
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:  # pragma: no cover
+    # its module, not the package: mypy reads diffusers/__init__ as giving its torch-less placeholder class
+    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan
+    from diffusers.models.autoencoders.vae import DecoderOutput
+    from diffusers.models.modeling_outputs import AutoencoderKLOutput
 
 TinyVaeInit = Literal["responsive", "default"]
 NonFinite = Literal["nan", "inf"]
@@ -73,7 +79,7 @@ def nonfinite_kinds(latents: Tensor) -> list[NonFinite | None]:
     return ["nan" if n else "inf" if i else None for n, i in zip(nan, inf, strict=True)]
 
 
-def tiny_wan_vae(seed: int = 0, z_dim: int = 16, init: TinyVaeInit = "responsive"):
+def tiny_wan_vae(seed: int = 0, z_dim: int = 16, init: TinyVaeInit = "responsive") -> AutoencoderKLWan:
     """Small random ``AutoencoderKLWan`` (base_dim 8, one res block per level).
 
     ``init="responsive"`` re-initialises the decoder with :func:`init_responsive_decoder` (seeded by
@@ -94,7 +100,7 @@ def tiny_wan_vae(seed: int = 0, z_dim: int = 16, init: TinyVaeInit = "responsive
     return vae.eval().requires_grad_(False)
 
 
-def _captured(vae, module: torch.nn.Module, z: Tensor, *, inputs: bool) -> Tensor:
+def _captured(vae: AutoencoderKLWan, module: torch.nn.Module, z: Tensor, *, inputs: bool) -> Tensor:
     """The input (``inputs``) or output of ``module`` while ``vae`` decodes ``z``, frames concatenated."""
     seen: list[Tensor] = []
     if inputs:
@@ -109,7 +115,7 @@ def _captured(vae, module: torch.nn.Module, z: Tensor, *, inputs: bool) -> Tenso
 
 
 @torch.no_grad()
-def init_responsive_decoder(vae, generator: torch.Generator, *, anchor: float = 16.0, contrast: float = 0.15,
+def init_responsive_decoder(vae: AutoencoderKLWan, generator: torch.Generator, *, anchor: float = 16.0, contrast: float = 0.15,
                             residual_scale: float = 0.1, luma: float = 0.8) -> None:
     """Re-initialise an ``AutoencoderKLWan`` decoder in place so its frames follow the latents.
 
@@ -154,22 +160,23 @@ def init_responsive_decoder(vae, generator: torch.Generator, *, anchor: float = 
             block.conv2.weight.mul_(residual_scale)
         elif isinstance(block, WanAttentionBlock):
             block.proj.weight.mul_(residual_scale)
-    w = dec.conv_out.weight
-    z = torch.randn(1, vae.config.z_dim, 3, 4, 4, generator=generator).to(dtype=w.dtype, device=w.device)
+    w, in_bias, out_bias = dec.conv_out.weight, dec.conv_in.bias, dec.conv_out.bias
+    assert in_bias is not None and out_bias is not None  # Wan's causal convs always have one
+    z = torch.randn(1, vae.config["z_dim"], 3, 4, 4, generator=generator).to(dtype=w.dtype, device=w.device)
     zero = torch.zeros_like(z)
     signal = _captured(vae, dec.norm_out, z, inputs=True)  # no bias anywhere yet: the feature change z causes
-    bias = torch.randn(dec.conv_in.bias.shape, generator=generator).to(dtype=w.dtype, device=w.device)
-    dec.conv_in.bias.copy_(bias)
+    bias = torch.randn(in_bias.shape, generator=generator).to(dtype=w.dtype, device=w.device)
+    in_bias.copy_(bias)
     constant = _captured(vae, dec.norm_out, zero, inputs=True)
-    dec.conv_in.bias.mul_(anchor * signal.pow(2).mean().sqrt() / constant.pow(2).mean().sqrt())
+    in_bias.mul_(anchor * signal.pow(2).mean().sqrt() / constant.pow(2).mean().sqrt())
     w.copy_((1.0 - luma) * w + luma * math.sqrt(w.shape[0]) * w.mean(dim=0, keepdim=True))
     change = (_captured(vae, dec.conv_out, z, inputs=False) - _captured(vae, dec.conv_out, zero, inputs=False))
     w.mul_(2.0 * contrast / change.mean(dim=1).std())  # brightness = (mean colour + 1) / 2
     # centre: the zero latent decodes (before the clamp) to mean 0 per colour, i.e. mid-grey
-    dec.conv_out.bias.sub_(_captured(vae, dec.conv_out, zero, inputs=False).mean(dim=(0, 2, 3, 4)))
+    out_bias.sub_(_captured(vae, dec.conv_out, zero, inputs=False).mean(dim=(0, 2, 3, 4)))
 
 
-def vae_scale_factors(vae) -> tuple[int, int]:
+def vae_scale_factors(vae: AutoencoderKLWan) -> tuple[int, int]:
     """(temporal, spatial) compression of an ``AutoencoderKLWan``: what its encoder applies
     (`policy.shapes.vae_compression`), not the config's ``scale_factor_*`` fields."""
     from policy.shapes import vae_compression
@@ -177,10 +184,10 @@ def vae_scale_factors(vae) -> tuple[int, int]:
     return vae_compression(vae.config)
 
 
-def _stats(vae, like: Tensor) -> tuple[Tensor, Tensor]:
-    z = vae.config.z_dim
-    mean = torch.tensor(vae.config.latents_mean, dtype=torch.float32, device=like.device).view(1, z, 1, 1, 1)
-    std = torch.tensor(vae.config.latents_std, dtype=torch.float32, device=like.device).view(1, z, 1, 1, 1)
+def _stats(vae: AutoencoderKLWan, like: Tensor) -> tuple[Tensor, Tensor]:
+    z = vae.config["z_dim"]
+    mean = torch.tensor(vae.config["latents_mean"], dtype=torch.float32, device=like.device).view(1, z, 1, 1, 1)
+    std = torch.tensor(vae.config["latents_std"], dtype=torch.float32, device=like.device).view(1, z, 1, 1, 1)
     return mean, std
 
 
@@ -193,31 +200,38 @@ def images_to_tensor(images: np.ndarray | Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def encode_first_frames(vae, images: np.ndarray | Tensor) -> Tensor:
+def encode_first_frames(vae: AutoencoderKLWan, images: np.ndarray | Tensor) -> Tensor:
     """uint8 [B, H, W, 3] -> normalised latent [B, C, 1, H/s, W/s] (float32, distribution mode)."""
     _, spatial = vae_scale_factors(vae)
     pix = images_to_tensor(images)
     h, w = pix.shape[-2:]
     if h % spatial or w % spatial:
         raise ValueError(f"image size {h}x{w} must be divisible by the VAE's spatial factor {spatial}")
-    param = next(vae.parameters())
-    lat = vae.encode(pix.to(device=param.device, dtype=param.dtype)).latent_dist.mode().float()
+    lat = latent_mode(vae, pix)
     mean, std = _stats(vae, lat)
     return (lat - mean) / std
 
 
+def latent_mode(vae: AutoencoderKLWan, pixels: Tensor) -> Tensor:
+    """The mode of ``vae``'s latent distribution of ``pixels`` [B, 3, T, H, W] in [-1, 1] (on the VAE's device and
+    dtype), float32 and not normalised."""
+    param = next(vae.parameters())
+    out = cast("AutoencoderKLOutput", vae.encode(pixels.to(device=param.device, dtype=param.dtype)))  # return_dict
+    return out.latent_dist.mode().float()
+
+
 @torch.no_grad()
-def decode_latents(vae, latents: Tensor) -> np.ndarray:
+def decode_latents(vae: AutoencoderKLWan, latents: Tensor) -> np.ndarray:
     """Normalised latent [B, C, F, H, W] -> uint8 frames [B, T, H*s, W*s, 3] (numpy);
     :class:`NonFiniteLatentsError` when a row holds NaN or inf."""
-    if latents.ndim != 5 or latents.shape[1] != vae.config.z_dim:
-        raise ValueError(f"latents must be [B, {vae.config.z_dim}, F, H, W], got {tuple(latents.shape)}")
+    if latents.ndim != 5 or latents.shape[1] != (z_dim := vae.config["z_dim"]):
+        raise ValueError(f"latents must be [B, {z_dim}, F, H, W], got {tuple(latents.shape)}")
     kinds = nonfinite_kinds(latents)
     if any(kinds):
         raise NonFiniteLatentsError(kinds)
     mean, std = _stats(vae, latents)
     param = next(vae.parameters())
     z = (latents.float() * std + mean).to(device=param.device, dtype=param.dtype)
-    video = vae.decode(z).sample.float()  # [B, 3, T, H, W] in ~[-1, 1]
+    video = cast("DecoderOutput", vae.decode(z)).sample.float()  # [B, 3, T, H, W] in ~[-1, 1] (return_dict)
     frames = ((video.clamp(-1, 1) + 1.0) * 127.5).round().to(torch.uint8)
     return frames.permute(0, 2, 3, 4, 1).cpu().numpy()

@@ -54,7 +54,7 @@ import json
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -63,13 +63,17 @@ from torch import Tensor
 from policy.checkpoint import CheckpointFileUnreachable, load_checkpoint_json
 from policy.clip_preprocess import ClipPreprocess
 from policy.shapes import wan_channels
-from policy.vae import _stats, images_to_tensor, vae_scale_factors
+from policy.vae import _stats, images_to_tensor, latent_mode, vae_scale_factors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan  # as policy/vae.py
 
 
-def concat_channels(transformer_config: Any, z_dim: int, temporal: int) -> int:
-    """How many condition channels the transformer takes after the ``z_dim`` latent: 0 (TI2V) or
-    ``temporal + z_dim`` (I2V-14B); ValueError for any other ``in_channels``."""
-    c_in = int(transformer_config.in_channels)
+def concat_channels(transformer_config: Mapping[str, Any], z_dim: int, temporal: int) -> int:
+    """How many condition channels the transformer with this diffusers config (`policy.diffusers_model.model_config`)
+    takes after the ``z_dim`` latent: 0 (TI2V) or ``temporal + z_dim`` (I2V-14B); ValueError for any other
+    ``in_channels``."""
+    c_in = int(transformer_config["in_channels"])
     if c_in == z_dim:
         return 0
     if c_in == 2 * z_dim + temporal:
@@ -89,7 +93,7 @@ def condition_mask(batch: int, num_frames: int, temporal: int, size: tuple[int, 
 
 
 @torch.no_grad()
-def image_condition(vae, images: np.ndarray | Tensor, num_frames: int) -> Tensor:
+def image_condition(vae: AutoencoderKLWan, images: np.ndarray | Tensor, num_frames: int) -> Tensor:
     """uint8 [B, H, W, 3] first frames -> the pipeline's ``condition`` [B, T + C, F, H/s, W/s] (float32):
     mask channels, then the normalised latent of ``[image, 0 x (num_frames - 1)]`` (distribution mode)."""
     temporal, spatial = vae_scale_factors(vae)
@@ -98,8 +102,7 @@ def image_condition(vae, images: np.ndarray | Tensor, num_frames: int) -> Tensor
     first = images_to_tensor(images)  # [B, 3, 1, H, W]
     b, _, _, h, w = first.shape
     video = torch.cat([first, first.new_zeros(b, 3, num_frames - 1, h, w)], dim=2)
-    param = next(vae.parameters())
-    lat = vae.encode(video.to(device=param.device, dtype=param.dtype)).latent_dist.mode().float()
+    lat = latent_mode(vae, video)
     mean, std = _stats(vae, lat)
     lat = (lat - mean) / std
     mask = condition_mask(b, num_frames, temporal, (h // spatial, w // spatial)).to(lat.device)

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
@@ -63,7 +63,7 @@ from policy.checkpoint import (
 from policy.conditioning import Conditioning, make_cond_mask
 from policy.cosmos import TINY_COSMOS, build_cosmos_transformer, cosmos_text_dim, cosmos_velocity
 from policy.diffusers_model import model_config, model_dtype
-from policy.frozen import FrozenHelpersModule
+from policy.frozen import FrozenHelpers, FrozenHelpersModule
 from policy.shapes import clip_latent_size, native_num_frames
 from policy.text import HashTextEncoder, TextEncoder
 from policy.vae import decode_latents, encode_first_frames, tiny_wan_vae, vae_scale_factors
@@ -77,6 +77,9 @@ from policy.wan_i2v import (
     text_to_video_problem,
     two_expert_problem,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan  # as policy/vae.py
 
 Backend = Literal["cosmos", "wan"]
 
@@ -105,7 +108,7 @@ class FlowWorldModel(FrozenHelpersModule):
         self,
         backend: Backend,
         transformer: torch.nn.Module,
-        vae: torch.nn.Module | None = None,
+        vae: AutoencoderKLWan | None = None,
         text_encoder: TextEncoder | None = None,
         *,
         image_encoder: ClipImageEncoder | None = None,
@@ -119,7 +122,7 @@ class FlowWorldModel(FrozenHelpersModule):
         self.backend: Backend = backend
         self.transformer = transformer
         # Frozen helpers kept outside the module tree (policy/frozen.py).
-        self._frozen: dict[str, object] = {"vae": vae, "text_encoder": text_encoder, "image_encoder": image_encoder}
+        self._frozen = FrozenHelpers(vae=vae, text_encoder=text_encoder, image_encoder=image_encoder)
         if vae is not None:
             vae.eval().requires_grad_(False)
         self.cond_frame_sigma = cond_frame_sigma
@@ -205,7 +208,7 @@ class FlowWorldModel(FrozenHelpersModule):
             negative = self.text_encoder.encode([negative_prompt] * len(texts), device=device,
                                                 dtype=model_dtype(self.transformer))
         image, embeds = None, None
-        if self.backend == "wan" and concat_channels(self.transformer.config, first.shape[1],
+        if self.backend == "wan" and concat_channels(model_config(self.transformer), first.shape[1],
                                                      vae_scale_factors(self.vae)[0]):
             image = image_condition(self.vae, images, n).to(device)
         if self.backend == "wan" and model_config(self.transformer)["image_dim"] is not None:
