@@ -69,8 +69,8 @@ class TrainingStopped(RuntimeError):
         evaluation (iteration 0), before anything was trained or saved."""
         name = signal.Signals(signum).name
         if checkpoint is None:
-            super().__init__(f"stopped by {name} before the first iteration (after the baseline evaluation); "
-                             f"nothing was trained and no checkpoint saved: {NO_CHECKPOINT}")
+            super().__init__(f"stopped by {name} before the first iteration; nothing was trained and no checkpoint "
+                             f"saved: {NO_CHECKPOINT}")
             self.signum = signum
             return
         if not last:

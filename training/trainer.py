@@ -162,15 +162,14 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
     # preemption.py: before the opening evaluation, where a scheduler's signal took the default action (the rank
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # killed, W&B open)
     end = cfg.max_iterations
-    if eval_prompts and start == 0:  # the baseline of a fresh run
-        stop_on([held_out(0)], 0, ckpt_dir, close)  # W&B alone failed (its files whole): stop, as after a checkpoint
-    elif eval_prompts and pending_eval(cfg, start, log.eval_path, key):  # a stop skipped it, or a new measurement
-        stop_on([held_out(start)], start, ckpt_dir, close)
-    if stops is not None and (signum := stops.agreed(device)):  # came during it: stop now, as after a save
-        dist.barrier()  # (a fresh run's baseline: nothing trained, no checkpoint; a resume's: its checkpoint's)
-        raise closed_before_stop(close, TrainingStopped(
-            start, signum, str(ckpt_dir / ds_engine.iteration_tag(start)) if start else None,
-            last=start == cfg.max_iterations, export_to=out_dir / "final" if cfg.export == "final" else None))
+    # the opening evaluation: a fresh run's baseline, or the one a resume owes (a stop skipped it, a new measurement)
+    if eval_prompts and (start == 0 or pending_eval(cfg, start, log.eval_path, key)):
+        stop_on([held_out(start)], start, ckpt_dir, close)  # W&B alone failed (its files whole): stop, as after a save
+        if stops is not None and (signum := stops.agreed(device)):  # came during it: stop now, as after a save
+            dist.barrier()  # (a fresh run's baseline: nothing trained, no checkpoint; a resume's: its checkpoint's)
+            raise closed_before_stop(close, TrainingStopped(
+                start, signum, str(ckpt_dir / ds_engine.iteration_tag(start)) if start else None,
+                last=start == cfg.max_iterations, export_to=out_dir / "final" if cfg.export == "final" else None))
     if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
         # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
         # it trained on to its next evaluation
