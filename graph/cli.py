@@ -39,7 +39,8 @@ class _Commands(TyperGroup):
 
 app = typer.Typer(cls=_Commands, no_args_is_help=True, add_completion=False,
                   help="Reward as an Agent: score robot videos with an evidence-grounded reward agent.")
-app.command("demo", help="Generate sample clips and run the project's main job on them.")(demo_command)
+app.command("demo", help="Render the sample clip suite, check it without a model (quality, motion tracks) and, "
+                  "with an endpoint configured, score it with the reward agent.")(demo_command)
 app.command("doctor", help="Check the endpoint, model, trace/cache files, video I/O and tools before scoring.")(
     doctor_command)
 app.command("make-clips", help="Render the labelled MuJoCo clip suite and its manifest.")(make_clips_command)

@@ -319,7 +319,8 @@ def _video() -> Check:
 
 
 def doctor_command(
-    call: bool = typer.Option(False, "--call", help="Also send one image request and one tool request."),
+    call: bool = typer.Option(False, "--call", help="Also send one structured request with 48 images and, "
+                              "under RAA_INSPECT_MODE=tools, one tool-calling request."),
     wait: float = typer.Option(10.0, "--wait", min=0.0, help="Seconds to wait for the endpoint to answer."),
 ) -> None:
     """Check the endpoint, the model, the trace and cache files, video I/O and the evidence tools."""

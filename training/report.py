@@ -294,8 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", required=True, type=Path, action="append",
                         help="the run's output_dir; repeat it to compare runs on one page (needs --out)")
     parser.add_argument("--out", type=Path, default=None, help="the HTML file (default: RUN/report.html)")
-    parser.add_argument("--columns", type=int, default=6, help="held-out evaluations shown in the table (>= 2)")
-    parser.add_argument("--frames", type=int, default=4, help="frames per held-out sample strip (>= 1)")
+    parser.add_argument("--columns", type=int, default=6,
+                        help="held-out evaluations shown in the table (>= 2; default 6)")
+    parser.add_argument("--frames", type=int, default=4, help="frames per held-out sample strip (>= 1; default 4)")
     args = parser.parse_args(argv)
     try:
         if args.out is not None and args.out.is_dir():  # the rename over it failed with "Is a directory"

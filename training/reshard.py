@@ -132,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", required=True, type=Path, help="The run's output_dir (holds checkpoints/).")
     parser.add_argument("--tag", default=None, help="Checkpoint to convert (default: the latest).")
     parser.add_argument("--force", action="store_true", help="Convert again even if a conversion exists.")
-    parser.add_argument("--workers", type=int, default=2, help="Processes extracting ZeRO shards.")
+    parser.add_argument("--workers", type=int, default=2, help="Processes extracting ZeRO shards (default 2).")
     args = parser.parse_args(argv)
     try:
         target = reshard(args.run / "checkpoints", args.tag, force=args.force, workers=max(1, args.workers))
