@@ -9,7 +9,8 @@ rendered elsewhere.
 
 ``fps`` must be a finite number > 0: Python's json reads ``Infinity`` (and ``NaN``) in a manifest line, and an
 infinite frame rate passed the ``> 0`` check, so a manifest naming no real frame rate read as valid (NaN did not
-pass; its message now says why too).
+pass; its message now says why too). The bounds are compared, not the value converted to a float: a whole number
+too large for one is still > 0 (``math.isfinite`` raised OverflowError on it, a traceback).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def check_row(row: object, where: str, labels: Iterable[str]) -> dict:
     for key in AT_LEAST_ONE:
         if row.get(key) is not None and row[key] < 1:
             raise ManifestError(f"{where}: {key} must be >= 1, got {row[key]}")
-    if row.get("fps") is not None and not (math.isfinite(row["fps"]) and row["fps"] > 0):
+    if row.get("fps") is not None and not 0 < row["fps"] < math.inf:  # compared, not converted: a huge int overflowed
         raise ManifestError(f"{where}: fps must be a finite number > 0, got {row['fps']}")
     return row
 

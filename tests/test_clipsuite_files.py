@@ -99,6 +99,18 @@ def test_load_manifest_names_the_bad_line(tmp_path, line, problem):
     assert f"{path}:3:" in str(err.value)
 
 
+def test_load_manifest_reads_any_positive_frame_rate_or_none(tmp_path):
+    """make_clips writes 16.0; a hand-written 16, null or no fps is read too. A whole number too large for a float
+    is still a number > 0: the finite check converted it, an OverflowError traceback instead of the manifest."""
+    rows = [{"fps": 16.0}, {"fps": 16}, {"fps": None}, {}]
+    path = tmp_path / "manifest.jsonl"
+    lines = [json.dumps({"path": f"{i}.mp4", "instruction": "Push it.", "label": "ordinary", **r})
+             for i, r in enumerate(rows)]
+    lines.append('{"path": "big.mp4", "instruction": "Push it.", "label": "ordinary", "fps": 1' + "0" * 400 + "}")
+    path.write_text("".join(line + "\n" for line in lines))
+    assert [r.get("fps") for r in load_manifest(path)] == [16.0, 16, None, None, 10 ** 400]
+
+
 def test_load_manifest_names_a_path_in_a_symlink_loop(tmp_path):
     """Resolving such a path raised a bare RuntimeError ("Symlink loop"): a traceback from `raa eval reward`."""
     (tmp_path / "l1").symlink_to(tmp_path / "l2")
