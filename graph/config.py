@@ -247,13 +247,22 @@ def server_settings(cfg: ResolvedConfig) -> dict[str, str]:
     return {name: getattr(cfg, name) for name in SERVER_FIELDS}
 
 
+def run_caps(cfg: ResolvedConfig) -> dict[str, int]:
+    """`cfg`'s caps by name, all of them, at their values (not as differences from `AgentConfig`'s defaults): every
+    setting but the preset, the switches, the server and speed settings and the draw."""
+    other = ("preset", "draw", *SWITCHES, *SERVER_FIELDS, *SPEED_FIELDS)
+    return {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name not in other}
+
+
 def run_settings(cfg: ResolvedConfig, extra_tools: Sequence[str] = ()) -> dict[str, Any]:
     """What a run records of the config it runs under (the quality step writes it to the state): `preset`, the
-    `switches`, the `overrides` (`config_overrides`), the `server` settings (`server_settings`) and the names of the
-    agent's `extra_tools` (`tools.extra`, which wire the extra node). A run resumed from its checkpoint must continue
-    under the same (`graph.thread_guard.resume_refusal`)."""
+    `switches`, the `overrides` (`config_overrides`), the `caps` (`run_caps`), the `server` settings
+    (`server_settings`), the `draw` (whose stage-cache entries it takes) and the names of the agent's `extra_tools`
+    (`tools.extra`, which wire the extra node). A run resumed from its checkpoint must continue under the same
+    (`graph.thread_guard.resume_refusal`), judged by the caps in full: the overrides are differences from the
+    defaults of the version that ran, which a later version may change."""
     return {"preset": cfg.preset, "switches": cfg.switches(), "overrides": config_overrides(cfg),
-            "server": server_settings(cfg), "extra_tools": list(extra_tools)}
+            "caps": run_caps(cfg), "server": server_settings(cfg), "draw": cfg.draw, "extra_tools": list(extra_tools)}
 
 
 def recorded_settings(overrides: Mapping[str, Any], server: Mapping[str, Any]) -> tuple[dict, dict]:

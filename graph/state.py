@@ -171,8 +171,13 @@ class AgentState(TypedDict, total=False):
     overrides: dict[str, Any]
     """The settings that differ from the preset's (`graph.config.config_overrides`; empty for the plain preset):
     switches and caps, so two runs labelled with one preset can be told apart."""
+    caps: dict[str, int]
+    """Every cap of the config the run started under, at its value (`graph.config.run_caps`; a resume is judged by
+    them, not by the overrides, which a later version's defaults would read otherwise)."""
     server: dict[str, str]
     """How the agent was fitted to its server (`graph.config.server_settings`: inspect_mode, coordinates)."""
+    draw: int
+    """The stage-cache draw the run takes (`AgentConfig.draw`)."""
     extra_tools: list[str]
     """Names of the agent's extra evidence tools (`tools.extra`; empty without), which wire its extra node."""
     meta: dict[str, Any]

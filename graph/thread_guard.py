@@ -22,7 +22,7 @@ Decisions where the issue was silent:
   new thread), besides the API's own look-up.
 - A resume (input None, or a `Command`) is refused with `ResumeMismatchError` before anything is written when the
   checkpoint it continues was started by an agent of another config (`resume_refusal`: the preset, switches,
-  overrides or server settings its quality step recorded, `graph.config.run_settings`, differ from this agent's), or
+  caps, draw or server settings its quality step recorded, `graph.config.run_settings`, differ from this agent's), or
   with extra evidence tools where this agent has none, or the opposite (they wire the extra node: a run started with
   one and resumed without it scored without its report; other tools are the caller's to choose, as for a context,
   `graph.context.tools_mismatch`).
@@ -30,12 +30,17 @@ Decisions where the issue was silent:
   agent skipped the final check and scored a clip whose failure `full` establishes, and its result carried the other
   preset's label beside a trace of the first one's stages. A checkpoint with no recorded config (before the quality
   step, or written before the config was recorded) is not checked, nor is what a checkpoint of an older version did
-  not record yet (its switches, or its overrides: a run of 2026-11-29..12-04 recorded its preset alone, or without
-  its overrides, and was refused as if it had been started with other switches, or with none of this agent's caps).
-  The draw (`AgentConfig.draw`) is not recorded, so not checked: a run resumed at another draw takes another sample
-  of the same configuration's answers. Nor is `motion_prefetch` (`graph.config.SPEED_FIELDS`), which decides when
-  the grid track is computed, not what the run gathers: a run started with it off was refused a resume under the
-  default.
+  not record yet (its switches, overrides, caps or draw: a run of 2026-11-29..12-04 recorded its preset alone, or
+  without its overrides, and was refused as if it had been started with other switches, or with none of this
+  agent's caps).
+  The caps are judged by their recorded values (`graph.config.run_caps`), not by the overrides, which are
+  differences from the defaults of the version that ran: read against a later version's defaults, a run of an old
+  default passed for one of the new, and a run that set the new default explicitly was refused (a run recorded before
+  its caps is still judged by its overrides). Only the caps both know are compared: one added since says nothing.
+  The draw (`AgentConfig.draw`) is checked too: it salts the stage-cache keys, so a draw-0 run resumed at draw 1
+  took its stages left from draw 1's answers, a run of neither draw (its draw-0 rerun was no longer served from the
+  cache). Not `motion_prefetch` (`graph.config.SPEED_FIELDS`), which decides when the grid track is computed, not
+  what the run gathers: a run started with it off was refused a resume under the default.
 - The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
   for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
   API's, is seen in flight or dead.
@@ -113,9 +118,17 @@ def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, A
                 "overrides": result_overrides(overrides),  # a speed setting (motion_prefetch) may differ
                 "server": {**settings["server"], **server}}  # a run that recorded none: this agent's
     settings = {**settings, "overrides": result_overrides(settings["overrides"])}
-    # what an older version did not record (the switches, the overrides) is not held against this agent
-    checked = ["preset", *(k for k in ("switches", "overrides") if k in values), "server"]
+    # what an older version did not record (the switches, the overrides, the caps, the draw) is not held against this
+    # agent; a run that recorded its caps is judged by them, not by its overrides (differences from its defaults)
+    caps = values.get("caps") if isinstance(values.get("caps"), dict) else None
+    checked = ["preset", *(k for k in ("switches", "overrides") if k in values and (caps is None or k != "overrides")),
+               "server"]
     diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in checked if recorded[k] != settings[k]]
+    # the caps both versions know (one added since, or removed, says nothing), and the draw
+    diffs += [f"{k} {v!r} (agent {settings['caps'][k]!r})" for k, v in (caps or {}).items()
+              if k in settings["caps"] and v != settings["caps"][k]]
+    if "draw" in values and values["draw"] != settings["draw"]:  # another draw's stage-cache entries
+        diffs.append(f"draw {values['draw']!r} (agent {settings['draw']!r})")
     if "extra_tools" in values and bool(values["extra_tools"]) != bool(settings["extra_tools"]):  # the wiring
         diffs.append(f"extra evidence tools {values['extra_tools']!r} (agent {settings['extra_tools']!r})")
     if not diffs:

@@ -136,5 +136,21 @@ def test_a_run_recorded_by_an_older_version_is_not_refused_for_what_it_did_not_r
     assert resume_refusal("old", values, run_settings(AgentConfig(preset="full").resolved())) is None
     capped = AgentConfig(preset="full", max_tool_rounds=2)  # whether the run had this cap was not recorded
     assert resume_refusal("old", values, run_settings(capped.resolved())) is None
+    drawn = AgentConfig(preset="full", draw=2)  # nor the draw it took
+    assert resume_refusal("old", values, run_settings(drawn.resolved())) is None
     refused = resume_refusal("old", values, run_settings(AgentConfig(preset="no_audit").resolved()))
     assert refused is not None and "preset 'full' (agent 'no_audit')" in str(refused)
+
+
+def test_a_run_resumed_at_another_draw_is_refused(clip):
+    """The draw salts the stage-cache keys (`Backbone.for_draw`): a draw-0 run resumed at draw 1 took its stages
+    left from draw 1's answers, a run of neither draw (its draw-0 rerun no longer served from the cache)."""
+    from graph.thread_guard import ResumeMismatchError
+
+    saver = _interrupted(clip)
+    before = len(list(saver.list(CONFIG)))
+    with pytest.raises(ResumeMismatchError, match=r"draw 0 \(agent 1\)"):
+        _agent(saver, AgentConfig(preset="full", draw=1)).invoke(None, CONFIG)
+    assert len(list(saver.list(CONFIG))) == before  # nothing written
+    out = _agent(saver, AgentConfig(preset="full")).invoke(None, CONFIG)
+    assert out["result"].status == "zero" and out["draw"] == 0
