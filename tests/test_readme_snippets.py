@@ -99,6 +99,20 @@ def test_the_snippets_durability_comment_names_every_accepted_value():
     assert set(re.findall(r'"(\w+)"', comment)) == set(get_args(TraceDurability)), comment
 
 
+def test_each_error_the_agent_snippet_says_a_call_raises_is_named_by_where_it_is_imported_from():
+    """The comments said "raises ThreadInUseError" / "ResumeMismatchError", names `graph` does not export (it
+    exports no error): a reader who wrote `except ThreadInUseError` had nothing to import it from."""
+    import importlib
+
+    block = python_block("## The reward agent")
+    errors = set(re.findall(r"\b([A-Z]\w*Error)\b", block))
+    assert {"ThreadInUseError", "ResumeMismatchError"} <= errors
+    for error in errors:
+        paths = re.findall(rf"\b((?:graph|tools)(?:\.\w+)+)\.{error}\b", block)
+        assert paths, f"README's agent snippet names {error} without its module"
+        assert all(getattr(importlib.import_module(p), error, None) is not None for p in paths), (error, paths)
+
+
 def test_the_score_batch_manifest_example_is_a_manifest_line_and_the_row_fields_exist(tmp_path):
     """The CLI section's manifest line reads as a good item (its extra field kept), and the row fields it
     names are the ones `graph.batch` writes."""
