@@ -101,7 +101,9 @@ async def run_checks(settings: BackboneSettings, tools: ToolSettings, *, call: b
     """Every check (see the module docstring); `--call` talks to the endpoint through ChatOpenAI, as runs do."""
     checks = [_endpoint(settings, wait_s)]
     if not call:
-        checks.append(Check("model calls", "skipped", "add --call to send one image request and one tool request"))
+        sends = ("one image request and one tool request" if settings.inspect_mode == "tools" else
+                 "one image request (RAA_INSPECT_MODE=plan: inspection needs no tool calls)")  # as `_calls`
+        checks.append(Check("model calls", "skipped", f"add --call to send {sends}"))
     elif checks[0].status == "problem":
         checks.append(Check("model calls", "skipped", "the endpoint check failed"))
     else:

@@ -88,6 +88,18 @@ def test_a_server_without_tool_calling_is_a_problem_that_says_what_to_set(tmp_pa
     assert plan["model calls"][0] == "skipped"
 
 
+def test_without_call_the_skipped_row_says_what_call_would_send_under_the_inspect_mode(tmp_path):
+    """Under RAA_INSPECT_MODE=plan it promised "one image request and one tool request": --call sends no tool
+    request there (`_calls`), so the row told a plan-mode user to expect a check that never runs."""
+    def skipped(mode: str) -> str:
+        settings = _settings("http://127.0.0.1:9/v1", tmp_path, inspect_mode=mode)
+        return _by_name(asyncio.run(run_checks(settings, ToolSettings(), call=False, wait_s=0)))["model calls"][1]
+
+    assert "tool request" not in skipped("plan") and "one image request" in skipped("plan")
+    assert "RAA_INSPECT_MODE=plan" in skipped("plan")
+    assert "one image request and one tool request" in skipped("tools")
+
+
 @pytest.mark.parametrize("method", ["json_schema", "function_calling", "json_mode"])
 def test_a_url_that_answers_with_a_web_page_says_to_check_the_base_url(tmp_path, local_vjepa, method):
     """It was "unexpected AttributeError: 'str' object has no attribute 'choices'" (json_schema, json_mode) or an
