@@ -1,8 +1,9 @@
 """CLI command for the clip suite: ``raa make-clips --out DIR [--seed S] [--preset paper|small]``.
 
 This is the edge: it is the one place that sets ``MUJOCO_GL`` (to ``egl`` unless the caller chose a GL
-backend) so that headless machines render without extra set-up. A bad preset or size is a usage error
-(exit code 2); a clip-suite or renderer failure prints its message and exits with code 1.
+backend) so that headless machines render without extra set-up. A bad preset or size, or an `--out` that
+cannot be a folder (a file, a place that cannot be written), is a usage error (exit code 2); a clip-suite or
+renderer failure prints its message and exits with code 1.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def make_clips_command(
 
     if size is not None and (problem := suite_size_problem(size)):
         raise typer.BadParameter(problem, param_hint="--size")
+    from evals.eval_cli_common import out_dir
+
+    out_dir(out)  # a file at (or above) --out is a usage error, exit 2, as for `raa eval reward --out`
     os.environ.setdefault("MUJOCO_GL", "egl")
     from evals.clipsuite import ClipSuiteError, load_manifest, make_clips
     from evals.scenes import RenderError

@@ -161,12 +161,25 @@ def test_a_negative_seed_is_a_usage_error_not_a_traceback(tmp_path):
         suite_specs("small", -1)
 
 
-def test_an_out_that_is_a_file_is_an_error_line_not_a_traceback(tmp_path):
-    """`--out FILE` ended in a FileExistsError traceback; it is a ClipSuiteError naming the path (exit 1)."""
+@pytest.mark.parametrize("under", [False, True])
+def test_an_out_that_is_a_file_is_a_usage_error_line_not_a_traceback(tmp_path, under):
+    """`--out FILE` ended in a FileExistsError traceback, then exited 1 (the code of a render that failed) where
+    `raa eval reward --out FILE` and `raa score-batch --out DIR` exit 2: it is a usage error naming the path."""
     (tmp_path / "taken").write_text("a file")
-    result = _run_cli(["--out", str(tmp_path / "taken"), "--limit", "1", "--size", "32", "--no-progress"])
-    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-    assert f"error: cannot write the clip suite to {tmp_path / 'taken'}" in result.output
+    out = tmp_path / "taken" / "clips" if under else tmp_path / "taken"
+    result = _run_cli(["--out", str(out), "--limit", "1", "--size", "32", "--no-progress"])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert f"error: cannot use --out {out}: " in result.output and "(it must be a folder)" in result.output
+    assert (tmp_path / "taken").read_text() == "a file"
+
+
+def test_make_clips_still_refuses_a_file_at_out_dir(tmp_path):
+    """The library keeps its own refusal (a ClipSuiteError naming the path) for callers outside the CLI."""
+    from evals.clipsuite import ClipSuiteError, make_clips
+
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(ClipSuiteError, match="cannot write the clip suite to"):
+        make_clips(tmp_path / "taken", limit=1, size=32, progress=False)
 
 
 @pytest.mark.slow
