@@ -94,7 +94,10 @@ def serve_tools_command(
     try:  # before uvicorn starts: missing weights are one error line, not a failed lifespan's traceback
         tracker, scorer = load_service_tools(settings, enable_surprise=surprise)
     except ToolFault as exc:
-        hint = "; start with --no-surprise to serve tracks only" if exc.tool == "surprise" else ""
+        no_weights = settings.cotracker_checkpoint is None and settings.cotracker_hub_dir is None
+        hint = ("; start with --no-surprise to serve tracks only" if exc.tool == "surprise" else
+                "; on this command: --cotracker-checkpoint PATH or --cotracker-hub-dir DIR"  # the fault names the env
+                if exc.tool == "motion" and no_weights else "")
         typer.echo(f"error: {exc}{hint}", err=True)
         raise typer.Exit(2) from exc
     app = create_app(settings, allowed_root, token=token, workers=workers, max_upload_mb=max_upload_mb,
