@@ -25,6 +25,18 @@ def test_a_value_that_cannot_be_used_names_its_variable(var, value, field):
     assert "validation error" not in text and "errors.pydantic.dev" not in text
 
 
+@pytest.mark.parametrize("var", ["RAA_SURPRISE_SHORT_SIDE", "RAA_TRACK_SHORT_SIDE", "RAA_EXTRA_SHORT_SIDE"])
+def test_a_frame_size_that_is_no_number_says_full_is_accepted_too(var):
+    """"abc" said only "write ASCII digits only": `full` (no downscaling) is the other value these take."""
+    with pytest.raises(ValueError) as info:
+        ToolSettings.from_env({var: "abc"})
+    assert f"{var}='abc'" in str(info.value) and "or full (no downscaling)" in str(info.value)
+    assert getattr(ToolSettings.from_env({var: "Full"}), var.removeprefix("RAA_").lower()) is None
+    with pytest.raises(ValueError) as other:  # a number field that takes no word is not told about one
+        ToolSettings.from_env({"RAA_TOOLS_RETRIES": "abc"})
+    assert "full" not in str(other.value)
+
+
 def test_every_bad_variable_is_named_and_a_token_is_never_echoed():
     with pytest.raises(ValueError) as info:
         ToolSettings.from_env({"RAA_TOOLS_MAX_FRAMES": "many", "RAA_TOOLS_TOKEN": "pässwort",

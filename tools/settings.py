@@ -101,7 +101,7 @@ def _number_errors(env: Mapping[str, str], fields: Mapping[str, tuple[type[BaseM
             continue
         why = number_text_error(raw, kind)
         if why is not None:
-            bad[var] = f"{var}={raw[:100]!r}: {why}"
+            bad[var] = f"{var}={raw[:100]!r}: {why}" + ("; or full (no downscaling)" if field in _SIDES else "")
     return bad
 
 
