@@ -43,19 +43,30 @@ _NO_QUOTA = "insufficient_quota"
 """OpenAI's code for an account without credit, as a gateway relays it inside its own message (LiteLLM: its own type
 and `"code": "429"`, OpenAI's error quoted in the message, as its users quote it: OpenHands/OpenHands#998). Not
 OpenAI's words "You exceeded your current quota": Gemini's free tier says them of a rate limit (no such code)."""
+_SPENT_BUDGET = "budget_exceeded"
+"""A LiteLLM proxy's error type for a key, team or user whose budget is spent ("Budget has been exceeded! Current
+cost: ..., Max budget: ...": a 429 in its current versions, BerriAI/litellm#36729; a 400 before, BerriAI/litellm#4139),
+which a wait of seconds does not refill."""
+_NO_BALANCE = "credit balance is too low"
+"""Anthropic's words for an account without credit, a 400 `invalid_request_error` ("Your credit balance is too low to
+access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", as its users quote it:
+anthropics/claude-code#4208)."""
 
 
 def no_credit(exc: BaseException) -> bool:
     """True for an answer saying the API key's account has no credit left: HTTP 402 Payment Required (DeepSeek's
     "Insufficient Balance", api-docs.deepseek.com/quick_start/error_codes; OpenRouter's, Mistral's), or OpenAI's
     `insufficient_quota` ("You exceeded your current quota, please check your plan and billing details.", a 429) as
-    its code or type, or in its words under another status or code (`_NO_QUOTA`): no wait tops the account up, so not
-    retried (a 429 was, as a rate limit, then "transport"; a 402 was "refused", the model's answer about every clip),
-    and "settings" (`settings_problem`)."""
+    its code or type, or in its words under another status or code (`_NO_QUOTA`), a LiteLLM proxy's spent budget
+    (`_SPENT_BUDGET`), Anthropic's spent balance (`_NO_BALANCE`): no wait tops the account up, so not retried (a 429
+    was, as a rate limit, then "transport"; a 402 or 400 was "refused", the model's answer about every clip), and
+    "settings" (`settings_problem`)."""
     if not isinstance(exc, openai.APIStatusError):
         return False
-    return exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or (
-        exc.status_code >= 400 and _NO_QUOTA in server_words(exc).lower())
+    if exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or exc.type == _SPENT_BUDGET:
+        return True
+    words = server_words(exc).lower()
+    return exc.status_code >= 400 and (_NO_QUOTA in words or _NO_BALANCE in words)
 
 
 _NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set|"
@@ -112,8 +123,8 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
     if isinstance(exc, openai.APIStatusError) and no_credit(exc):
-        return (f"HTTP {exc.status_code}: the API key's account has no credit left (its balance or quota): top it "
-                f"up, or check {names.api_key}")
+        return (f"HTTP {exc.status_code}: the API key's account has no credit left (its balance, quota or budget): "
+                f"top it up, or check {names.api_key}")
     if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
                 f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "

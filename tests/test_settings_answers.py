@@ -97,3 +97,25 @@ def test_x_should_retry_true_does_not_retry_a_missing_template() -> None:
     exc = _status(500, {"error": {"message": HF_NO_TEMPLATE}}, {"x-should-retry": "true"})
     assert not is_transient(exc)
     assert settings_problem(exc, BACKBONE_NAMES) is not None
+
+
+LITELLM_BUDGET = {"error": {"message": "Budget has been exceeded! Current cost: 10.51, Max budget: 10.0",
+                            "type": "budget_exceeded", "param": None, "code": "429"}}
+"""A LiteLLM proxy's key, team or user whose budget is spent: type `budget_exceeded`, as a 429 (BerriAI/litellm#36729)
+or, in the versions before, a 400 (BerriAI/litellm#4139): no wait within a run refills it."""
+ANTHROPIC_NO_CREDIT = {"type": "error", "error": {
+    "type": "invalid_request_error", "message": "Your credit balance is too low to access the Anthropic API. Please go "
+                                               "to Plans & Billing to upgrade or purchase credits."}}
+"""Anthropic's account without credit, a 400 (as its users quote it: anthropics/claude-code#4208)."""
+
+
+@pytest.mark.parametrize(("status", "body"), [(429, {**LITELLM_BUDGET}),
+                                              (400, {"error": {**LITELLM_BUDGET["error"], "code": "400"}}),
+                                              (400, ANTHROPIC_NO_CREDIT)],
+                         ids=["litellm_budget_429", "litellm_budget_400", "anthropic_400"])
+def test_a_spent_budget_or_balance_is_settings_not_retried_nor_the_model_s_answer(status: int, body: dict) -> None:
+    """As a 429 it was retried `max_retries` times, then "transport" naming nothing to change; as a 400, "refused":
+    the model's answer about every clip, no outage."""
+    fault, sent = _call([StubReply(status=status, body=json.dumps(body))] * 3 + [good("json_schema")])
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
