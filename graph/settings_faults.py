@@ -24,7 +24,7 @@ from langchain_core.exceptions import (
 )
 
 from graph.server_words import server_words
-from graph.setup_rejections import Sent, setup_rejection
+from graph.setup_rejections import Sent, rejected_request, setup_rejection
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.transport import EndpointNames
@@ -87,12 +87,14 @@ def no_template(exc: BaseException) -> bool:
 
 
 _OTHER_ROUTE = re.compile(r"only supported in v1/responses|not a chat model and thus not supported in the "
-                          r"v1/chat/completions")
+                          r"v1/chat/completions|the chatcompletion operation does not work with the specified model")
 """OpenAI's 404s for a model its chat-completions route does not serve, whose URL and name are right: "This model is
 only supported in v1/responses and not in v1/chat/completions." (gpt-5-pro, deep-research models) and "This is not a
 chat model and thus not supported in the v1/chat/completions endpoint. Did you mean to use v1/completions?" (as its
 users quote them: n8n-io/n8n#18352, pgadmin-org/pgadmin4#9795, Chanzhaoyu/chatgpt-web#1428; not read in an OpenAI
-source). The generic 404 hint sent the user to check the base URL's /v1."""
+source). The generic 404 hint sent the user to check the base URL's /v1. Azure OpenAI says it as a 400, code
+`OperationNotSupported`: "The chatCompletion operation does not work with the specified model, NAME. ..." (as its
+users quote it: langchain-ai/langchain-azure#228, run-llama/llama_index#16503), which was "refused" for every clip."""
 
 
 def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None = None,
@@ -116,9 +118,11 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
                "started without --api-key)"
     if status == 403:
         return f"HTTP 403: the API key may not use this endpoint or model: check {names.api_key} and {names.model}"
-    if status == 404 and _OTHER_ROUTE.search(server_words(exc).lower()):
-        return (f"HTTP 404: the server does not serve this model through chat completions (OpenAI serves some only "
-                f"through its Responses API): set {names.model} to a model that chat completions serve")
+    if (status == 404 or rejected_request(exc)) and _OTHER_ROUTE.search(server_words(exc).lower()):
+        code = exc.status_code if isinstance(exc, openai.APIStatusError) else status
+        return (f"{f'HTTP {code}: ' if code else ''}the server does not serve this model through chat completions "
+                f"(OpenAI serves some only through its Responses API): set {names.model} to a model that chat "
+                "completions serve")
     if status == 404:
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"

@@ -72,9 +72,20 @@ def test_a_rate_limit_saying_retry_is_still_retried() -> None:
     assert fault is None and sent == 2, fault
 
 
-@pytest.mark.parametrize("body", [RESPONSES_ONLY, NOT_A_CHAT_MODEL], ids=["responses_only", "not_a_chat_model"])
-def test_a_model_the_chat_route_does_not_serve_is_named_not_the_url(body: dict) -> None:
-    fault, sent = _call([StubReply(status=404, body=json.dumps(body))])
+AZURE_OTHER_OPERATION = {"error": {"code": "OperationNotSupported", "message": (
+    "The chatCompletion operation does not work with the specified model, gpt-5.1-codex. Please choose different "
+    "model and try again. You can learn more about which models can be used with each operation here: "
+    "https://go.microsoft.com/fwlink/?linkid=2197993.")}}
+"""Azure OpenAI's 400 for a deployment chat completions do not serve (a Responses-only or embedding model, as its
+users quote it: langchain-ai/langchain-azure#228, run-llama/llama_index#16503): "refused" for every clip, the
+model's answer and no outage."""
+
+
+@pytest.mark.parametrize(("status", "body"), [(404, RESPONSES_ONLY), (404, NOT_A_CHAT_MODEL),
+                                              (400, AZURE_OTHER_OPERATION)],
+                         ids=["responses_only", "not_a_chat_model", "azure_other_operation"])
+def test_a_model_the_chat_route_does_not_serve_is_named_not_the_url(status: int, body: dict) -> None:
+    fault, sent = _call([StubReply(status=status, body=json.dumps(body))])
     assert fault is not None and fault.kind == "settings" and sent == 1, fault
     assert "RAA_MODEL" in fault.message and "chat completions" in fault.message, fault.message
     assert "ends in /v1" not in fault.message, fault.message  # the URL is right: it answered about the model
