@@ -58,15 +58,16 @@ def no_credit(exc: BaseException) -> bool:
     "Insufficient Balance", api-docs.deepseek.com/quick_start/error_codes; OpenRouter's, Mistral's), or OpenAI's
     `insufficient_quota` ("You exceeded your current quota, please check your plan and billing details.", a 429) as
     its code or type, or in its words under another status or code (`_NO_QUOTA`), a LiteLLM proxy's spent budget
-    (`_SPENT_BUDGET`), Anthropic's spent balance (`_NO_BALANCE`): no wait tops the account up, so not retried (a 429
-    was, as a rate limit, then "transport"; a 402 or 400 was "refused", the model's answer about every clip), and
-    "settings" (`settings_problem`)."""
-    if not isinstance(exc, openai.APIStatusError):
-        return False
-    if exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or exc.type == _SPENT_BUDGET:
+    (`_SPENT_BUDGET`), Anthropic's spent balance (`_NO_BALANCE`), or those words in another chat model's `ModelError`
+    (no status, code or type to read): no wait tops the account up, so not retried (a 429 was, as a rate limit, then
+    "transport"; a 402 or 400 was "refused", the model's answer about every clip), and "settings"
+    (`settings_problem`)."""
+    if isinstance(exc, openai.APIStatusError) and (
+            exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or exc.type == _SPENT_BUDGET):
         return True
+    answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
     words = server_words(exc).lower()
-    return exc.status_code >= 400 and (_NO_QUOTA in words or _NO_BALANCE in words)
+    return answered and (_NO_QUOTA in words or _NO_BALANCE in words)
 
 
 _NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set|"
@@ -126,9 +127,10 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
     if status == 404:
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
-    if isinstance(exc, openai.APIStatusError) and no_credit(exc):
-        return (f"HTTP {exc.status_code}: the API key's account has no credit left (its balance, quota or budget): "
-                f"top it up, or check {names.api_key}")
+    if no_credit(exc):
+        code = f"HTTP {exc.status_code}: " if isinstance(exc, openai.APIStatusError) else ""
+        return (f"{code}the API key's account has no credit left (its balance, quota or budget): top it up, or check "
+                f"{names.api_key}")
     if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
                 f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "

@@ -5,17 +5,20 @@ URL), and TGI's cap on `max_new_tokens` (a limit of its setup, not the model's a
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
 import openai
 import pytest
+from langchain_core.exceptions import ModelInvalidRequestError, ModelRateLimitError
 
 from graph.backbone import BackboneFault, Usage
 from graph.transport import BACKBONE_NAMES, is_transient, settings_problem
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_chat_template import HF_NO_TEMPLATE
-from tests.test_backbone_http import good, make, run
+from tests.test_backbone_http import MSGS, Verdict, good, make, run
+from tests.test_backbone_scripted import _bb
 
 OPENAI_NO_CREDIT = ("You exceeded your current quota, please check your plan and billing details. For more "
                     "information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/"
@@ -130,3 +133,17 @@ def test_a_spent_budget_or_balance_is_settings_not_retried_nor_the_model_s_answe
     fault, sent = _call([StubReply(status=status, body=json.dumps(body))] * 3 + [good("json_schema")])
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
+
+
+@pytest.mark.parametrize(("error", "words"), [
+    (ModelRateLimitError, "Error code: 429 - {'error': {'message': '" + OPENAI_NO_CREDIT + "', 'type': "
+                          "'insufficient_quota', 'code': 'insufficient_quota'}}"),
+    (ModelInvalidRequestError, ANTHROPIC_NO_CREDIT["error"]["message"])], ids=["rate_limit_error", "invalid_request"])
+def test_another_chat_model_s_empty_account_is_settings_not_retried(error: type, words: str) -> None:
+    """Another chat model than ChatOpenAI raises LangChain's `ModelError`s, with the provider's words and no HTTP
+    status: an empty account was retried as a rate limit (then "transport") or "refused" for every clip."""
+    bb, model = _bb([error(words)] * 3 + [{"label": "a", "score": 2}])
+    with pytest.raises(BackboneFault) as info:
+        asyncio.run(bb.astructured("judge", Verdict, list(MSGS), Usage()))
+    assert info.value.kind == "settings" and len(model.calls) == 1, (info.value, len(model.calls))
+    assert "no credit" in info.value.message, info.value.message
