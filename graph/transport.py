@@ -19,9 +19,9 @@ completion; re-asking does not help), its body shown in the message.
 
 The server's say on retrying (as the openai SDK reads it; ours are the retries, the SDK's are off):
 - `x-should-retry: true` / `false` on an error reply decides whether it is retried, whatever its status (but
-  `true` on a reply saying the server does not take a part of the request, or that the account has no credit,
-  which the same request meets again: `is_transient`); it does not say what the failure is: once the tries end, the fault's kind is read from the
-  error itself (`transient_error`, `settings_problem`), so a 401 the server said to retry is still "settings" (it was
+  `true` on a reply the same request meets again: a part of the request the server does not take, an account
+  without credit, a model without a chat template, `answered_alike`); it does not say what the failure is: once the
+  tries end, the fault's kind is read from the error itself (`transient_error`, `settings_problem`), so a 401 the server said to retry is still "settings" (it was
   "transport"), a 503 it said not to retry still "transport" (it was "refused", the model's answer about the
   clip, so not counted as an outage);
 - without it, 408, 409 (OpenAI's lock timeout), 429 (but OpenAI's for an account without credit: `no_credit`)
