@@ -51,8 +51,6 @@ def _page_title(body: str) -> str:
     return " ".join(html.unescape(title.group(1)).split()) if title else ""
 
 
-
-
 def quoted_words(exc: BaseException, limit: int) -> str:
     """`server_words(exc)` as a fault's one-line reason quotes them: every run of whitespace (a plain-text body's or a
     traceback's line breaks) one space, and at most `limit` characters, cut with "..." (module docstring)."""

@@ -105,6 +105,7 @@ predibase/lorax), not its "`inputs` tokens + `max_new_tokens` ..." (`_CONTEXT_LI
 large: N. This model supports at most M completion tokens, whereas you provided N." (as its API's users quote it).
 Was "refused", every clip's answer."""
 
+
 def rejected_request(exc: BaseException) -> bool:
     """Whether the server rejected the request itself: a 4xx status, or a LangChain `ModelError` another chat model
     raised (not a reply the model declined, nor one that never came)."""
