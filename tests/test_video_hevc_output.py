@@ -53,10 +53,30 @@ def test_every_picture_for_output_is_a_frame(tmp_path):
         assert read_ids(reader.read([0, 7])) == [0, 7]
 
 
-def test_the_pps_of_an_hvcc_record_alone(tmp_path):
+def _version_0(mp4: Path) -> Path:
+    """`mp4` with its hvcC record's configurationVersion 0, as records written before the standard had it (FFmpeg
+    reads such a record as hvcC: its next bytes are no Annex B start code)."""
+    data = bytearray(mp4.read_bytes())
+    at = data.index(b"hvcC") + 4
+    assert data[at] == 1
+    data[at] = 0
+    mp4.write_bytes(bytes(data))
+    return mp4
+
+
+def test_an_hvcc_record_of_version_0(tmp_path):
+    """Its packets were read as Annex B: the record's PPS was not found, and the picture not for output counted."""
+    path = _version_0(_mp4(hidden(tmp_path / "h.hevc", N, {3}), tmp_path / "h.mp4"))
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == N - 1
+        assert read_ids(reader.read(range(N - 1))) == [0, 1, 2, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("version", [1, 0])
+def test_the_pps_of_an_hvcc_record_alone(tmp_path, version):
     """An MP4 whose samples carry no parameter sets (the record holds them): the record's PPS sets the flag."""
     with av.open(str(_mp4(hidden(tmp_path / "h.hevc", N, {3}), tmp_path / "h.mp4"))) as c:
-        record = c.streams.video[0].codec_context.extradata
+        record = bytes([version]) + c.streams.video[0].codec_context.extradata[1:]
         samples = [bytes(p) for p in c.demux(video=0) if p.size]
 
     def slices(sample: bytes) -> bytes:  # its slice NAL units alone (4-byte lengths)

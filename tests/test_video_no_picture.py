@@ -59,6 +59,8 @@ def test_an_mp4_sample_of_a_delimiter_alone_is_no_frame(tmp_path):
 
 
 AVCC = b"\x01\x64\x00\x0a\xff"  # an avcC record's head: 4-byte NAL lengths
+HVCC_0 = bytes([0, 1, 0x60]) + bytes(18) + b"\x0f\x00"  # an hvcC record of configurationVersion 0 (FFmpeg: hvcC)
+SLICE_320 = b"\x02\x01" + bytes(range(1, 255)) + bytes(range(1, 65))  # an HEVC TRAIL_R slice of 0x140 bytes
 
 
 @pytest.mark.parametrize(("data", "codec", "extradata", "expected"), [
@@ -76,6 +78,8 @@ AVCC = b"\x01\x64\x00\x0a\xff"  # an avcC record's head: 4-byte NAL lengths
     (b"\x00\x00\x01\x46\x01\x50", "hevc", None, True),  # HEVC AUD
     (b"\x00\x00\x01\x46\x01\x50\x00\x00\x01\x02\x01\xd0", "hevc", None, False),  # + a TRAIL_R slice
     (b"\x00\x00\x01\x09\xf0", "mpeg4", None, False),  # another codec
+    (len(SLICE_320).to_bytes(4, "big") + SLICE_320, "hevc", HVCC_0, False),  # (its length 00 00 01 40: no start code
+    # and a VPS header)
     (b"\x00\x00\x01\x09\xf0\x00\x00\x01\x06" + bytes(range(1, 250)) * 40, "h264", None, True),  # past the head
     (b"\x00\x00\x01\x09\xf0\x00\x00\x01\x06" + bytes(range(1, 250)) * 40 + b"\x00\x00\x01\x65\x88", "h264", None,
      False),  # a slice past the head

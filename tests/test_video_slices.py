@@ -13,7 +13,7 @@ from tools.video import VideoReader, read_frames
 from tools.video_slices import frame_threads, slice_thread_count, slices_per_frame
 
 AVCC = bytes([1, 0x64, 0, 0x1F, 0xFF])  # avcC header: NAL length size (0xFF & 3) + 1 = 4
-HVCC = bytes([1] + [0] * 20 + [0x0F])  # hvcC header: lengthSizeMinusOne at byte 21 = 3
+HVCC = bytes([1] + [0] * 20 + [0x0F, 0])  # hvcC record: lengthSizeMinusOne at byte 21 = 3, no arrays (23 bytes)
 
 
 def _prefixed(*nals: bytes, size: int = 4) -> bytes:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import av
 
-from tools.video_slices import Bits, nal_units
+from tools.video_slices import Bits, nal_length_size, nal_units
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,13 @@ def h264_parameter_sets(data: bytes | memoryview, extradata: bytes | None) -> tu
     PPS id (`extradata`: the stream's avcC record or nothing: Annex B; length-prefixed, only the units ahead of its
     first slice are looked at, and none copied past them), or, where `extradata` is None and `data` is an avcC record
     (its first byte 1), that record's (Annex B extradata parses as a packet). A unit that does not parse is left out."""
-    extra = extradata or b""
+    size = nal_length_size("h264", extradata)
     if extradata is None and data[:1] == b"\x01":  # an avcC record
         units = _record_units(bytes(data))
-    elif extra[:1] == b"\x01" and len(extra) > 4:
-        units = list(_ahead_of_slices(memoryview(data), (extra[4] & 3) + 1))
+    elif size is not None:
+        units = list(_ahead_of_slices(memoryview(data), size))
     else:
-        units = nal_units(bytes(data), "h264", extradata) or []
+        units = nal_units(bytes(data), "h264", extradata)
     sps, pps = [], {}
     for unit in units:
         try:
@@ -144,8 +144,8 @@ def h264_pictures(data: bytes, extradata: bytes | None,
 
 def _slices(data: bytes, extradata: bytes | None) -> list[bytes]:
     """The slice NAL units of the H.264 packet `data` (Annex B: the first 32 bytes of each, the packet not split)."""
-    if (extradata or b"")[:1] == b"\x01":
-        return [u for u in nal_units(data, "h264", extradata) or [] if u[0] & 0x1F in SLICE_HEADERS]
+    if nal_length_size("h264", extradata) is not None:
+        return [u for u in nal_units(data, "h264", extradata) if u[0] & 0x1F in SLICE_HEADERS]
     slices, i = [], data.find(b"\x00\x00\x01")
     while 0 <= i < len(data) - 3:
         if data[i + 3] & 0x1F in SLICE_HEADERS:

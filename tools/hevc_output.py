@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import av
 
-from tools.video_slices import Bits
+from tools.video_slices import Bits, nal_length_size
 
 HEAD_BYTES = 16
 """Bytes of a NAL unit read: a PPS's first fields or a slice header up to ``pic_output_flag``, under 6 bytes with
@@ -34,7 +34,7 @@ class HevcOutput:
     def __init__(self, extradata: bytes | None) -> None:
         extra = extradata or b""
         self._pps: dict[int, _Pps] = {}
-        self._length = (extra[21] & 3) + 1 if extra[:1] == b"\x01" and len(extra) > 22 else None  # hvcC
+        self._length = nal_length_size("hevc", extradata)  # (None: Annex B)
         for unit in _record_units(extra) if self._length else _units(memoryview(extra), None) if extra else ():
             if (unit[0] >> 1) & 0x3F == PPS:
                 self._see_pps(unit)

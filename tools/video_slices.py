@@ -68,16 +68,21 @@ def _nal_units(data: bytes, length_size: int | None) -> list[bytes]:
     return [data[s:e].rstrip(b"\x00") for s, e in zip(starts, ends, strict=True)]
 
 
-def nal_units(data: bytes, codec: str, extradata: bytes | None) -> list[bytes] | None:
-    """The non-empty NAL units of `data`, length-prefixed as the avcC / hvcC record `extradata` says or Annex B."""
+def nal_length_size(codec: str, extradata: bytes | None) -> int | None:
+    """The size of the NAL unit lengths that prefix the H.264 / HEVC packets of a stream with `extradata`, as FFmpeg's
+    decoders tell it: an avcC record (its first byte 1) or an hvcC one (23 bytes or more, its first byte 1, or 0 as in
+    the records written before the standard's, where its next bytes are no Annex B start code); None: Annex B."""
     extra = extradata or b""
-    length_size = None
-    if extra[:1] == b"\x01":  # avcC / hvcC: length-prefixed NAL units
-        at = 4 if codec == "h264" else 21
-        if len(extra) <= at:
-            return None
-        length_size = (extra[at] & 3) + 1
-    return [u for u in _nal_units(data, length_size) if u]
+    if codec == "h264":
+        return (extra[4] & 3) + 1 if extra[:1] == b"\x01" and len(extra) > 4 else None
+    if len(extra) >= 23 and (extra[0] == 1 or extra[0] == 0 and (extra[1] or extra[2] > 1)):
+        return (extra[21] & 3) + 1
+    return None
+
+
+def nal_units(data: bytes, codec: str, extradata: bytes | None) -> list[bytes]:
+    """The non-empty NAL units of `data`, length-prefixed as the avcC / hvcC record `extradata` says or Annex B."""
+    return [u for u in _nal_units(data, nal_length_size(codec, extradata)) if u]
 
 
 def vcl_nal_types(data: bytes, codec: str, extradata: bytes | None) -> list[int] | None:
@@ -87,8 +92,6 @@ def vcl_nal_types(data: bytes, codec: str, extradata: bytes | None) -> list[int]
     if codec not in SLICE_THREADED_CODECS or not data:
         return None
     units = nal_units(data, codec, extradata)
-    if units is None:
-        return None
     if codec == "h264":
         return [t for t in (u[0] & 0x1F for u in units) if 1 <= t <= 5]
     return [t for t in ((u[0] >> 1) & 0x3F for u in units) if t < 32]
@@ -119,14 +122,11 @@ def codes_no_picture(data: bytes | memoryview, codec: str, extradata: bytes | No
     known = NON_PICTURE_UNITS.get(codec)
     if known is None or not data:
         return False
-    view, extra = memoryview(data), extradata or b""
+    view, size = memoryview(data), nal_length_size(codec, extradata)
     shift = 1 if codec == "hevc" else 0
     mask = 0x3F if codec == "hevc" else 0x1F
-    if extra[:1] == b"\x01":  # avcC / hvcC: length-prefixed
-        at = 4 if codec == "h264" else 21
-        if len(extra) <= at:
-            return False
-        size, i = (extra[at] & 3) + 1, 0
+    if size is not None:  # avcC / hvcC: length-prefixed
+        i = 0
         while i < len(view):
             n = int.from_bytes(view[i:i + size], "big")
             i += size
