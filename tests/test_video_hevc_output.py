@@ -90,3 +90,22 @@ def test_the_pps_of_an_hvcc_record_alone(tmp_path, version):
     output = HevcOutput(record)
     assert [output.shown(av.Packet(slices(s))) for s in samples] == [k != 3 for k in range(N)]
     assert all(HevcOutput(None).shown(av.Packet(slices(s))) for s in samples)  # no PPS known: every picture shown
+
+
+def _with_sei(raw: bytes, size: int) -> bytes:
+    """The Annex B HEVC stream `raw` with a prefix SEI of user data (unregistered) of `size` bytes before each
+    picture's first slice."""
+    body = bytes([5]) + b"\xff" * (size // 255) + bytes([size % 255]) + bytes((i % 250) + 1 for i in range(size))
+    sei = b"\x00\x00\x00\x01\x4e\x01" + body + b"\x80"
+    units = [u for u in raw.split(b"\x00\x00\x00\x01") if u]
+    return b"".join((sei if (u[0] >> 1) & 0x3F < 32 else b"") + b"\x00\x00\x00\x01" + u for u in units)
+
+
+def test_a_first_slice_past_an_sei_of_16_kib(tmp_path):
+    """Each picture's first slice lay past the 16 KiB of the packet searched for it: picture 3, not for output, was
+    counted, and every read from it on failed."""
+    path = hidden(tmp_path / "h.hevc", N, {3})
+    path.write_bytes(_with_sei(path.read_bytes(), 20000))
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == N - 1
+        assert read_ids(reader.read(range(N - 1))) == [0, 1, 2, 4, 5, 6, 7]

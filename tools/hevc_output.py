@@ -17,7 +17,8 @@ HEAD_BYTES = 16
 """Bytes of a NAL unit read: a PPS's first fields or a slice header up to ``pic_output_flag``, under 6 bytes with
 their emulation prevention bytes."""
 SEARCHED_BYTES = 16384
-"""Bytes of an Annex B packet searched for its parameter sets and first slice (after SEI of a few KiB at most)."""
+"""Bytes of an Annex B packet searched first for its parameter sets and first slice (after SEI of a few KiB, as a
+rule); the whole packet where they hold no slice (its units up to there seen again: a PPS read twice is the same)."""
 PPS = 34
 IRAP = range(16, 24)
 
@@ -79,7 +80,7 @@ class HevcOutput:
 
 def _units(data: memoryview, length_size: int | None) -> Iterator[bytes]:
     """The first `HEAD_BYTES` of each NAL unit of the HEVC packet `data` up to its first slice (VCL unit), included:
-    length-prefixed (`length_size` bytes) or, when None, Annex B (its first `SEARCHED_BYTES`)."""
+    length-prefixed (`length_size` bytes) or, when None, Annex B (`SEARCHED_BYTES`)."""
     if length_size is not None:
         i = 0
         while i + length_size < len(data):
@@ -92,13 +93,15 @@ def _units(data: memoryview, length_size: int | None) -> Iterator[bytes]:
                 return
             i += n
         return
-    head = bytes(data[:SEARCHED_BYTES])
-    i = head.find(b"\x00\x00\x01")
-    while 0 <= i and i + 5 <= len(head):
-        yield head[i + 3:i + 3 + HEAD_BYTES]
-        if (head[i + 3] >> 1) & 0x3F < 32:
+    for head in (bytes(data[:SEARCHED_BYTES]), bytes(data)):  # the whole packet where its head holds no slice
+        i = head.find(b"\x00\x00\x01")
+        while 0 <= i and i + 5 <= len(head):
+            yield head[i + 3:i + 3 + HEAD_BYTES]
+            if (head[i + 3] >> 1) & 0x3F < 32:
+                return
+            i = head.find(b"\x00\x00\x01", i + 3)
+        if len(head) == len(data):
             return
-        i = head.find(b"\x00\x00\x01", i + 3)
 
 
 def _record_units(record: bytes) -> Iterable[bytes]:
