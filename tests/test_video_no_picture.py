@@ -3,13 +3,14 @@ no frame for them, and the scan counts none."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
 import av
 import pytest
 
-from tests.test_video import read_ids, write_elementary
+from tests.test_video import id_frames, read_ids, write_elementary
 from tools.video import VideoReader
 from tools.video_slices import codes_no_picture
 
@@ -24,16 +25,51 @@ def _with_trailing_aud(tmp_path: Path, codec: str, params: str = "keyint=8:log-l
     return path
 
 
-def _to_mp4(src: Path, dest: Path) -> Path:
+def _to_mp4(src: Path, dest: Path, extra: dict[int, bytes] | None = None) -> Path:
     """`src`'s packets, the delimiter's own included, as MP4 samples (length-prefixed, with timestamps in decode
-    order: `src` has no B-frames)."""
+    order: `src` has no B-frames); `extra`: Annex B data given a sample of its own before packet `at`, by `at`."""
     with av.open(str(src)) as c, av.open(str(dest), "w") as out:
         stream = out.add_stream_from_template(c.streams.video[0])
-        for i, packet in enumerate(p for p in c.demux(video=0) if p.size):
+        packets = [p for p in c.demux(video=0) if p.size]
+        for at, data in sorted((extra or {}).items(), reverse=True):
+            packets.insert(at, av.Packet(data))
+        for i, packet in enumerate(packets):
             packet.stream, packet.time_base = stream, Fraction(1, 16)
             packet.pts, packet.dts, packet.duration = i, i, 1
             out.mux(packet)
     return dest
+
+
+def _elementary(path: Path, height: int, width: int) -> Path:
+    """A raw H.264 stream of `N` id frames of `height` x `width`, without B-frames, a keyframe every 30."""
+    with av.open(str(path), "w", format="h264") as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt = width, height, "yuv420p"
+        s.options = {"x264-params": "keyint=30:bframes=0:log-level=error"}
+        for f in id_frames(N, height, width):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    return path
+
+
+@pytest.mark.parametrize(("alone", "at", "size"), [
+    ("parameter sets", 0, (368, 640)), ("delimiter", 20, (64, 64)), ("delimiter", 20, (368, 640))])
+def test_a_sample_of_no_picture_damages_no_frame(tmp_path, alone, at, size):
+    """FFmpeg's H.264 decoder fails a packet of no picture ("no frame!"), which the reads took for corrupt data: the
+    frames decoded after it up to the next keyframe failed; with frame threads (from 640x360 on) the error comes some
+    packets later, and the frames before it failed too. A sample of the SPS and PPS alone leads some phones' MP4s
+    (the encoder's codec config written as a sample): no frame of the first GOP could be read."""
+    raw = _elementary(tmp_path / "r.h264", *size)
+    units = [u for u in re.split(b"\x00\x00\x00\x01|\x00\x00\x01", raw.read_bytes()) if u]
+    data = b"".join(b"\x00\x00\x00\x01" + u for u in units if u[0] & 0x1F in (7, 8)) if alone == "parameter sets" \
+        else AUD["libx264"]
+    path = _to_mp4(raw, tmp_path / "x.mp4", {at: data})
+    with av.open(str(path)) as c:  # the premise: a sample of its own, which the decoder fails
+        assert len([p for p in c.demux(video=0) if p.size]) == N + 1
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == N
+        assert read_ids(reader.read(range(N))) == list(range(N))
+        assert read_ids(reader.read([25, 5, 39])) == [25, 5, 39]
 
 
 @pytest.mark.parametrize("codec", ["libx264", "libx265"])

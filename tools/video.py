@@ -52,7 +52,9 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   (``tools.video_decode.CountCheck``). An H.264 frame coded as two field pictures (PAFF) is two packets and one
   frame: the scan counts the pair once and the check does not wait on its second field; a field whose pair was lost
   the decoder shows by no frame, nor does the scan count it (``FrameIndex.fields``,
-  ``tools.h264_field_pairs.FieldPairs``); nor a packet of no picture, nor an HEVC picture not for output.
+  ``tools.h264_field_pairs.FieldPairs``); nor a packet of no picture, nor an HEVC picture not for output. A packet
+  of no picture is fed to the decoder at the head of the next one (H.264's fails it alone, which is no damage:
+  ``tools.video_slices.fed_with_pictures``).
   Any demuxer error is a ``VideoDecodeError``; there is no silent partial decode. Corrupt data the decoder conceals
   (flagging that one frame) or fails a packet on (H.264's InvalidDataError, after which it decodes on) fails the
   frames decoded after it up to the next keyframe, which reference it (a concealed MPEG-1 / 2 or MPEG-4 part 2

@@ -36,6 +36,7 @@ from tools.video_scan import (
     wrapped,
 )
 from tools.video_seek import SEEK_FAILURES, SeekDamaged, SeekFailed, SeekMissed, seek_keyframe
+from tools.video_slices import fed_with_pictures
 
 
 class VideoReader:
@@ -308,9 +309,10 @@ class VideoReader:
         every frame it holds (``_flushable``: not with frame threads): flushed, it gives them, decoded already, and the
         iteration ends (``tools.video_decode.frames_by_pts``: a read that has its frames decodes none past them to
         settle them)."""
-        fed = 0
+        fed, ctx = 0, stream.codec_context
         with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
-            for packet in demux(container, stream):
+            for packet, carried in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
+                fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
                 if packet.size and not packet.is_discard:  # (not the end-of-stream flush packet)
                     tag_packet(packet, fed)
                     fed += 1

@@ -1,6 +1,6 @@
 """Decoder threading for a video stream (slice threads or frame threads), and the H.264 / HEVC NAL unit reading the scan
-needs: slices per frame, leading pictures, packets of no picture (part of ``tools.video``; H.264 field pairs:
-``tools.h264_field_pairs``).
+needs: slices per frame, leading pictures, packets of no picture (and how the reads feed those: `fed_with_pictures`)
+(part of ``tools.video``; H.264 field pairs: ``tools.h264_field_pairs``).
 
 FFmpeg decodes a frame's slices in parallel with slice threads (PyAV's default) and several frames at
 once with frame threads ("AUTO" here: frame threads where the codec has them). Which one pays depends
@@ -34,6 +34,10 @@ not H.264 / HEVC), the codec rule above applies with one slice assumed for H.264
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import av
 
 THREADED_DECODE_PIXELS = 640 * 360
 """Frames smaller than this decode with slice threads only (FFmpeg's frame threads cost ~3x the CPU)."""
@@ -146,6 +150,41 @@ def codes_no_picture(data: bytes | memoryview, codec: str, extradata: bytes | No
         if len(raw) == len(view):
             return i < 0  # (not a start code that ends the packet)
         raw = bytes(view)  # the head held no picture: the whole packet decides
+
+
+def fed_with_pictures(packets: Iterable[av.Packet], codec: str,
+                      extradata: bytes | None) -> Iterator[tuple[av.Packet, int]]:
+    """`packets` (decode order) as the decoder is fed them: a packet of no picture (`codes_no_picture`) not alone but
+    at the head of the next packet with data (FFmpeg's parser joins a raw stream's units so): FFmpeg's H.264 decoder
+    fails a packet without a slice ("no frame!"), which a read takes for corrupt data, and with frame threads tells
+    it packets later; the parameter sets it may hold are decoded all the same. One that the stream ends on is fed
+    nothing, nor one before a discarded packet (whose flag a packet made here cannot take) joined. Each packet with
+    the count of the packets of no picture it carries that were not discarded: they keep their tags (the scan counts
+    them, ``FrameIndex.fields``)."""
+    held: list[av.Packet] = []
+    for packet in packets:
+        if packet.size and codes_no_picture(packet, codec, extradata):
+            held.append(packet)
+            continue
+        carried = 0
+        if held and packet.size and packet.is_discard:
+            yield from ((p, 0) for p in held)
+        elif held:
+            carried = sum(not p.is_discard for p in held)
+            packet = _joined(b"".join(bytes(p) for p in held), packet) if packet.size else packet
+        yield packet, carried
+        held = []
+
+
+def _joined(head: bytes, packet: av.Packet) -> av.Packet:
+    """`packet` with `head` before its data."""
+    joined = av.Packet(head + bytes(packet))
+    joined.pts, joined.dts, joined.duration, joined.time_base = packet.pts, packet.dts, packet.duration, \
+        packet.time_base
+    joined.is_keyframe, joined.is_corrupt = packet.is_keyframe, packet.is_corrupt
+    for side in packet.iter_sidedata():
+        side.to_packet(joined)
+    return joined
 
 
 HEVC_LEADING = range(6, 10)
