@@ -110,6 +110,8 @@ SLICE_320 = b"\x02\x01" + bytes(range(1, 255)) + bytes(range(1, 65))  # an HEVC 
     (b"\x00\x00\x00\x02\x09\xf0", "h264", AVCC, True),
     (b"\x00\x00\x00\x02\x09\xf0\x00\x00\x00\x02\x65\x88", "h264", AVCC, False),
     (b"\x00\x00\x00\x09\x09\xf0", "h264", AVCC, False),  # a length past the end
+    (b"\x00\x02\x09\xf0\x00\x02\x06\x80", "h264", AVCC[:4] + b"\xfd", True),  # 2-byte lengths: AUD + SEI
+    (b"\x02\x09\xf0\x02\x41\x9a", "h264", AVCC[:4] + b"\xfc", False),  # 1-byte lengths: AUD + a slice
     (b"\x00\x00\x00\x02\x09\xf0\x00", "h264", AVCC, False),  # bytes left over
     (b"\x00\x00\x01\x46\x01\x50", "hevc", None, True),  # HEVC AUD
     (b"\x00\x00\x01\x46\x01\x50\x00\x00\x01\x02\x01\xd0", "hevc", None, False),  # + a TRAIL_R slice
