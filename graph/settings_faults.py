@@ -128,8 +128,8 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
     if no_credit(exc):
-        code = f"HTTP {exc.status_code}: " if isinstance(exc, openai.APIStatusError) else ""
-        return (f"{code}the API key's account has no credit left (its balance, quota or budget): top it up, or check "
+        prefix = f"HTTP {exc.status_code}: " if isinstance(exc, openai.APIStatusError) else ""
+        return (f"{prefix}the API key's account has no credit left (its balance, quota or budget): top it up, or check "
                 f"{names.api_key}")
     if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "

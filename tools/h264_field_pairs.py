@@ -82,7 +82,8 @@ def h264_parameter_sets(data: bytes | memoryview, extradata: bytes | None) -> tu
 def _record_units(record: bytes) -> list[bytes]:
     """The SPS and PPS of an avcC record (numOfSequenceParameterSets in its byte 5, each 16-bit length and unit, then
     numOfPictureParameterSets and theirs); those up to one that runs past its end."""
-    units, at = [], 6
+    units: list[bytes] = []
+    at = 6
     for count_at in (5, None):
         if count_at is None:
             if at >= len(record):

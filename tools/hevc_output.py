@@ -106,7 +106,8 @@ def _units(data: memoryview, length_size: int | None) -> Iterator[bytes]:
 
 def _record_units(record: bytes) -> Iterable[bytes]:
     """The parameter sets and SEI of an hvcC record (after its 22 fixed bytes: arrays of NAL units by type)."""
-    units, at = [], 23
+    units: list[bytes] = []
+    at = 23
     for _ in range(record[22]):
         if at + 3 > len(record):
             break

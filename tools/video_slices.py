@@ -117,7 +117,7 @@ filler; HEVC: VPS, SPS, PPS, delimiter, end of sequence / bitstream, filler, SEI
 which a corrupt NAL header gives as well."""
 
 
-def codes_no_picture(data: bytes | memoryview, codec: str, extradata: bytes | None) -> bool:
+def codes_no_picture(data: bytes | memoryview | av.Packet, codec: str, extradata: bytes | None) -> bool:
     """Whether the H.264 / HEVC packet `data` holds NAL units and every one of them of a type that codes no picture
     (`NON_PICTURE_UNITS`): a raw stream's trailing access unit delimiter, which FFmpeg's parser gives a packet of its
     own, or such an MP4 sample. The decoder gives no frame for it. False for another codec and for a packet that does
