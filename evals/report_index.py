@@ -42,6 +42,11 @@ Decisions where the issue was silent:
   whose header line says so (`empty_note`), and `on_empty` hears it (`raa eval report` prints "no rows in
   FILE: nothing to report", exit 0, as `raa eval draws`): the page had empty tables and "0 clips", and the
   command said only where it wrote it.
+- A row `raa eval reward` would score again as it stands (`evals.result_rows.check_result_row`: its status and
+  reward disagree, a verdict, usage, faults, reasons or notes of the wrong form) is a `TableRowError` naming the file,
+  the line and the field, and `raa eval report` exits 2 before writing anything, as for a reward outside 0..1: an
+  ineligible row carrying a reward of 0.7 counted toward F+ on the page, though the next `raa eval reward` threw that
+  reward away and scored the clip again.
 - A row whose preset the table does not know (a hand edit, a preset since renamed) has no column: it is left
   out of the page and of its clip count, and the header says how many rows of which presets were (its clip
   was counted, a row of empty cells). A row whose ``run_id`` is not a string (a hand edit: 12, a list) is
@@ -229,8 +234,8 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both).
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
     from evals.eval_runs import finish_command, run_manifest, shown_run, unfinished_note, unfinished_run
-    from evals.result_rows import results_lines
-    from evals.table_rows import check_label, check_row
+    from evals.result_rows import check_result_row, results_lines
+    from evals.table_rows import check_label
 
     out = Path(out_dir)
     results = out / "results.jsonl"
@@ -260,8 +265,8 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if not rows and on_empty is not None:
         on_empty(empty_note(results, out / scoped_out if scoped_out else None, known=bool(unknown)))
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
-    for row in rows:  # the table's own check, naming the file and line: "full row 3" named neither
-        check_label(check_row(row, where := lines[(row["path"], row["preset"])][0]), where)
+    for row in rows:  # `raa eval reward`'s check (the table's and more), naming the file and line (module docstring)
+        check_label(check_result_row(row, where := lines[(row["path"], row["preset"])][0]), where)
     metrics = all_metrics(rows, presets) if presets else []
 
     found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,

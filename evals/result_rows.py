@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evals.batch_rows import checked_reward
 from evals.clip_identity import stale_version
-from evals.table_rows import finite, row_faults, usage_counts
+from evals.table_rows import TableRowError, check_row, finite
 from graph.schemas import RewardResult
 from tools.jsonl import LineError, read_text, usable_rows
 
@@ -46,28 +47,34 @@ def stale(row: dict[str, Any], clip: EvalClip, version: dict[str, Any] | None) -
 
 
 def damaged(row: dict[str, Any]) -> bool:
-    """True when a results.jsonl row cannot be counted as it stands (hand-edited, written by another tool): its
-    status and reward disagree (an ineligible row with a reward; a scored or zero row whose reward is not a
-    number in 0..1, a zero row whose reward is not 0, another status), its verdict is not an object, its usage is
-    not an object of numbers whose counts are whole numbers >= 0 (`evals.table_rows.usage_counts`), or its reasons
-    or notes are not lists of strings (the judge was sent a string's characters as reasons, or crashed on a number
-    on every rerun). Such a row is scored again, as a missing one is (it
-    crashed the rerun or the table)."""
-    status, reward, usage, verdict = row.get("status"), row.get("reward"), row.get("usage"), row.get("judge")
-    if verdict is not None and not isinstance(verdict, dict):
-        return True
-    if any(not _strings(row.get(name)) for name in ("reasons", "notes")):
-        return True
+    """True when a results.jsonl row cannot be counted as it stands (`check_result_row` refuses it). Such a row is
+    scored again, as a missing one is (it crashed the rerun or the table)."""
     try:
-        row_faults(row)  # the table refuses faults that are no fault records (`evals.table_rows.check_row`)
-    except ValueError:
+        check_result_row(row, "")
+    except TableRowError:
         return True
-    if usage is not None and not (usage_counts(usage) and all(finite(v) for v in usage.values())):
-        return True  # NaN / inf, a negative or fractional count too: `evals.table_rows.check_row` refuses them
-    if status == "ineligible":
-        return reward is not None
-    number = isinstance(reward, int | float) and not isinstance(reward, bool) and 0.0 <= reward <= 1.0  # NaN: no
-    return not number or status not in ("scored", "zero") or (status == "zero" and reward != 0)
+    return False
+
+
+def check_result_row(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """``row`` when it can be counted as it stands; else `TableRowError` naming `where` (``PATH:N``) and the field.
+    Refused (hand-edited, written by another tool): a row the table cannot count (`evals.table_rows.check_row`: a
+    verdict that is not an object, a usage that is not an object of whole numbers >= 0, faults that are no fault
+    records), a usage figure that is no finite number, a status and reward that disagree
+    (`evals.batch_rows.checked_reward`: an ineligible row with a reward; a scored or zero row whose reward is not a
+    number in 0..1, a zero row whose reward is not 0, another status), or reasons or notes that are not lists of
+    strings (the judge was sent a string's characters as reasons, or crashed on a number on every rerun). `raa eval
+    reward` scores such a row again (`damaged`); `raa eval report` refuses it, naming its line: the page counted an
+    ineligible row's reward of 0.7 toward F+, a reward the next run threw away."""
+    check_row(row, where)
+    usage = row.get("usage")
+    if usage is not None and not all(finite(v) for v in usage.values()):  # NaN / inf beside the counts
+        raise TableRowError(f"{where}: field 'usage' must hold finite numbers, got {usage!r}")
+    checked_reward(row, where, TableRowError)
+    for name in ("reasons", "notes"):
+        if not _strings(row.get(name)):
+            raise TableRowError(f"{where}: field {name!r} must be a list of strings or null, got {row.get(name)!r:.80}")
+    return row
 
 
 def _strings(value: Any) -> bool:

@@ -56,8 +56,8 @@ Definitions (decisions where the issue was silent are marked *):
   is not an object, a usage count that is not a whole number >= 0: hand-edited rows) raises `TableRowError` naming
   the row (`raa eval report`: results.jsonl's file and line), the field and its value; it crashed with a bare
   TypeError / AttributeError, and a reward outside 0..1 or a negative usage count was counted in the means. (`raa
-  eval reward` scores such rows again before tabulating, `evals.result_rows.damaged`; `raa eval report` tabulates
-  the file as it is.)
+  eval reward` scores such rows again before tabulating, `evals.result_rows.damaged`; `raa eval report` refuses
+  them, and rows whose status and reward disagree, `evals.result_rows.check_result_row`.)
 - *Usage per clip: the mean over the preset's rows of the agent's calls, images, tokens, stage-cache hits
   (a stage output served from the cache is a hit, not a call) and attempts (requests sent, a reply or not: a
   timed-out or refused request is an attempt, not a call; rows written before attempts were counted leave it

@@ -22,8 +22,9 @@ DOWN = {"calls": 0, "images": 0, "input_tokens": 0, "output_tokens": 0, "cache_h
 
 def _row(path, label, reward, faults=None, usage=USED, pattern="teleport"):
     judge = {"status": "skipped"} if reward is None else {"status": "judged", "reasonable": True}
-    return {"preset": "full", "path": path, "label": label, "pattern": pattern, "reward": reward, "judge": judge,
-            "faults": faults or [], "usage": usage}
+    status = "ineligible" if reward is None else "zero" if reward == 0 else "scored"  # as `raa eval reward` writes
+    return {"preset": "full", "path": path, "label": label, "pattern": pattern, "reward": reward, "status": status,
+            "judge": judge, "faults": faults or [], "usage": usage}
 
 
 def _rows():
