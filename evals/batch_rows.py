@@ -24,9 +24,10 @@ def row_draw(row: dict[str, Any], where: str) -> int:
 
 
 def row_preset(row: dict[str, Any]) -> str:
-    """The preset a score-batch row records ("" when it records none: not "None", the text of the missing value)."""
+    """The preset a score-batch row records ("" when it records none: not "None", the text of the missing value);
+    a row whose preset is no string is no usable row (`score_batch_row` skips its line)."""
     preset = row.get("preset")
-    return "" if preset is None else str(preset)
+    return preset if isinstance(preset, str) else ""
 
 
 def shown_preset(preset: str) -> str:
@@ -44,7 +45,8 @@ def results_file_problem(path: Path) -> str | None:
 
 def score_batch_row(where: str, row: Any) -> dict[str, Any]:
     """``row`` when it is a usable score-batch row: a ``result`` object whose status and reward agree
-    (`checked_reward`), an integer draw, and a string path and instruction unless it is a bad manifest line's row;
+    (`checked_reward`), an integer draw, a string preset or none, and a string path and instruction unless it is a
+    bad manifest line's row;
     `LineError` (the line is skipped) otherwise, naming a row of `raa eval
     reward` as one (its fields are at the top level). Shared with `evals.draws`."""
     if not isinstance(row, dict) or not isinstance(row.get("result"), dict):
@@ -57,6 +59,8 @@ def score_batch_row(where: str, row: Any) -> dict[str, Any]:
     except ValueError:
         raise LineError(f"{where}: 'faults' is not a list of fault records (stage, kind, message)") from None
     row_draw(row, where)
+    if row.get("preset") is not None and not isinstance(row["preset"], str):  # a hand edit's 5 read as preset "5"
+        raise LineError(f"{where}: preset must be a string (or null: none recorded), got {row['preset']!r}")
     from graph.batch import is_bad_line_row
 
     if not is_bad_line_row(row):  # score-batch writes both as text; a hand edit's null or 5 named a clip "None", "5"

@@ -45,3 +45,27 @@ def test_a_row_whose_path_is_not_text_is_skipped_and_named(tmp_path):
     b = _scores(tmp_path, "b", {"k0": 0.4, "k1": 0.6})
     c = compare(a, b)
     assert (c.pairs, c.a.rows) == (1, 1) and [s.line for s in c.a.skipped_lines] == [f"{a}:1"]
+
+
+@pytest.mark.parametrize("value", [5, True, ["full"], {"name": "full"}])
+def test_a_row_whose_preset_is_not_text_is_skipped_and_named(tmp_path, value):
+    """A hand-edited preset 5 read as the preset "5" (`evals.batch_rows.row_preset`): its rows were compared, or
+    refused as "held by presets 5 and full", under a name no preset has. score-batch writes presets as text; such a
+    line is skipped and named as an instruction of 5 is; a row that records no preset (null) still reads as none."""
+    a = _edited(_scores(tmp_path, "a", {"k0": 0.5, "k1": 0.7}), 1, preset=value)
+    b = _scores(tmp_path, "b", {"k0": 0.4, "k1": 0.6})
+    c = compare(a, b)
+    assert (c.pairs, c.a.rows) == (1, 1) and [s.line for s in c.a.skipped_lines] == [f"{a}:2"]
+    assert "preset" in c.a.skipped_lines[0].reason and repr(value) in c.a.skipped_lines[0].reason
+
+
+def test_a_draws_row_whose_preset_is_not_text_is_skipped_and_named(tmp_path):
+    from evals.draws import summarize_draws
+    from tests.test_eval_draws import _draws
+
+    out = _draws(tmp_path)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    rows[0]["preset"] = 5
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = summarize_draws(out)
+    assert (s.preset, s.rows) == ("full", 7) and [x.line for x in s.skipped_lines] == [f"{out}:1"]
