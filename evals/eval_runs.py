@@ -69,14 +69,25 @@ def run_manifest(record: dict[str, Any]) -> str | None:
     return manifest if isinstance(manifest, str) and manifest else None
 
 
+def _time(record: dict[str, Any], name: str) -> str:
+    """A record's time stamp `name` as written, or "not recorded" when it is none or no text (a hand edit's
+    ``{"a": 1}`` was printed as it is)."""
+    value = record.get(name)
+    return value if isinstance(value, str) and value else "not recorded"
+
+
 def _scope_text(record: dict[str, Any]) -> str:
+    """"N clips × M presets (names)" of the fields the record holds; one that is no count or no list reads "not
+    recorded" (``"clips": true`` read "True clip", a bool being an int)."""
     presets = record.get("presets")
     clips = record.get("clips")
     shown = []
-    if isinstance(clips, int):
-        shown.append(plural(clips, "clip"))
-    if isinstance(presets, list):
-        shown.append(f"{plural(len(presets), 'preset')} ({', '.join(map(str, presets))})")
+    if "clips" in record:
+        counted = isinstance(clips, int) and not isinstance(clips, bool) and clips >= 0
+        shown.append(plural(clips, "clip") if counted else "clips not recorded")
+    if "presets" in record:
+        shown.append(f"{plural(len(presets), 'preset')} ({', '.join(map(str, presets))})"
+                     if isinstance(presets, list) else "presets not recorded")
     return " × ".join(shown)
 
 
@@ -88,8 +99,8 @@ def shown_run(summary: dict[str, Any] | None) -> str:
                "named them): the table counts every row of results.jsonl"
     manifest = run_manifest(summary)
     text = "the last finished `raa eval reward` run" + (f": manifest {manifest}" if manifest else " (summary.json)")
-    if summary.get("finished"):
-        text += f", finished {summary['finished']}"
+    if "finished" in summary:  # absent from a summary written before it recorded the time
+        text += f", finished {_time(summary, 'finished')}"
     scope = _scope_text(summary)
     return text + (f", {scope}" if scope else "")
 
@@ -110,6 +121,6 @@ def unfinished_note(record: dict[str, Any], out: Path) -> str:
     scope = _scope_text(record)
     again = f"`{finish_command(manifest, out, record.get('presets'))}`" if manifest else \
         "`raa eval reward` with its manifest"
-    return (f"a newer `raa eval reward` run (manifest {manifest or 'not recorded'}, started {record.get('started')}"
+    return (f"a newer `raa eval reward` run (manifest {manifest or 'not recorded'}, started {_time(record, 'started')}"
             + (f", {scope}" if scope else "") + ") has not finished (still running, or stopped): its rows are not in "
             f"this table; rerun {again} to finish it (rows already scored are kept)")

@@ -103,3 +103,28 @@ def test_a_started_record_whose_manifest_is_not_text_is_named_without_one(tmp_pa
     heard: list[str] = []
     write_eval_index(out, on_unfinished=heard.append)
     assert len(heard) == 1 and "manifest not recorded" in heard[0] and "`raa eval reward` with its manifest" in heard[0]
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, 5, ["2026-01-01"], True, ""])
+def test_a_run_time_that_is_not_text_reads_not_recorded(tmp_path, value):
+    """A hand-edited summary.json's ``"finished": {"a": 1}`` printed "finished {'a': 1}" in the page's header (and
+    started.json's a bare "started 5" in the warning): a time that is no string reads "not recorded"."""
+    from evals.eval_runs import shown_run, unfinished_note
+
+    header = shown_run({"manifest": "m1.jsonl", "finished": value, "paths": []})
+    assert header == "the last finished `raa eval reward` run: manifest m1.jsonl, finished not recorded"
+    note = unfinished_note({"run": "r", "manifest": "m1.jsonl", "started": value}, tmp_path)
+    assert "(manifest m1.jsonl, started not recorded)" in note, note
+    assert ", finished 2026" in shown_run({"finished": "2026-01-01T00:00:00+00:00"})  # the recorded time as it is
+    assert shown_run({"manifest": "m1.jsonl"}).endswith("m1.jsonl")  # a summary from before it recorded the time
+
+
+@pytest.mark.parametrize("clips", [True, False, -3, 2.5, "4"])
+def test_a_clip_count_that_is_no_count_reads_not_recorded(clips):
+    """``"clips": true`` read "True clip" (a bool is an int in Python), -3 "-3 clips"."""
+    from evals.eval_runs import shown_run
+
+    header = shown_run({"manifest": "m1.jsonl", "clips": clips, "presets": ["full"]})
+    assert header.endswith(", clips not recorded × 1 preset (full)"), header
+    assert shown_run({"clips": 1, "presets": ["full"]}).endswith(", 1 clip × 1 preset (full)")
+    assert shown_run({"clips": 0}).endswith(", 0 clips")
