@@ -1,9 +1,9 @@
 """Reading JSONL files. Strictly (`json_lines`): every non-blank line must be JSON, and a line that is not
 names its place (`PATH:N`). Shared by the readers that refuse a broken file rather than skip its lines
-(`training.data.load_prompts`).
-`evals.clipsuite.load_manifest` keeps its own loop: its errors say "PATH line N", which its tests and
-users' scripts read. Leniently (`json_objects`), for a log another process may be appending to:
-lines that are not JSON objects are skipped and counted (`training.best`, `training.report`).
+(`training.data.load_prompts`, the clip-suite manifest's `evals.manifest_rows.load_manifest` and
+`evals.clipsuite`'s merge of a partial render). Leniently (`json_objects`), for a log another process may be
+appending to: lines that are not JSON objects are skipped and counted (`training.best`, `training.launches`,
+`training.report` through `training.run_files`).
 Row by row (`usable_rows`), for the evaluation readers (`evals.compare`, `evals.draws`, `evals.vqa`,
 `evals.result_rows.results_rows`): a line that is not UTF-8, not JSON, or that the reader's own check refuses
 (`LineError`) is skipped and reported as a `SkippedLine` (`PATH:N` and the reason), and the other rows are
