@@ -143,11 +143,12 @@ def usage_lines(metrics: list[PresetMetrics]) -> list[str]:
 def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
     """What `raa eval reward` says after its table: the presets an outage took rows of (`evals.table.incomplete_notes`),
     why outputs could not be judged (here and not only in
-    results.jsonl), the ineligible rows `--retry-ineligible` would score again, the results.jsonl lines dropped,
-    and the rows scored again because they recorded their clip in the older stat form and its file's metadata
+    results.jsonl), the ineligible rows `--retry-ineligible` would score again, the results.jsonl lines dropped (named:
+    the rewritten file no longer holds them), and the rows scored again because they recorded their clip in the older stat form and its file's metadata
     changed since (`evals.clip_identity`), and the clips that changed while being scored."""
     from evals.table import incomplete_notes
     from graph.batch_resume import fixable_lines  # `raa score-batch`'s words for the same rows
+    from tools.jsonl import skipped_listing
 
     notes = incomplete_notes(outcome.metrics, outcome.rerun)  # presets an outage took rows of: not over every clip
     unjudged = [r for r in outcome.rows if (r.get("judge") or {}).get("status", "unjudged") == "unjudged"]
@@ -155,9 +156,11 @@ def reward_notes(outcome: RewardEvalOutcome) -> list[str]:
         notes.append(f"{len(unjudged)} output(s) could not be judged; first: "
                      f"{(unjudged[0].get('judge') or {}).get('rationale') or 'no reason recorded'}")
     notes += fixable_lines({"retry": outcome.fixable, "changed": 0}, outcome.out_dir / "results.jsonl", outcome.rerun)
-    if outcome.unreadable:
-        notes.append(f"{outcome.unreadable} line(s) of results.jsonl were not result rows and were dropped "
-                     "(their clips were scored again)")
+    if bad := outcome.unreadable:  # gone for good (the file is rewritten from its rows): named, to be found again
+        what = "line was not a result row and is" if len(bad) == 1 else "lines were not result rows and are"
+        notes.append(f"{len(bad)} {what} gone from results.jsonl, which the run rewrote (line numbers as it was "
+                     "before); a clip of this run was scored again only where no other row held it under the "
+                     f"preset:{skipped_listing(bad)}")
     if outcome.legacy_rescored:
         notes.append(f"{plural(outcome.legacy_rescored, 'row')} recorded the clip's file identity in the older "
                      "form (time stamps and inode) and the file's metadata changed since: scored again, once; "

@@ -52,7 +52,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +69,7 @@ from evals.table import (
     render_markdown,
 )
 from evals.table_rows import not_boolean
-from tools.jsonl import mend_tail, write_text_atomic
+from tools.jsonl import SkippedLine, mend_tail, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from evals.table import PresetMetrics
@@ -90,9 +90,11 @@ class RewardEvalOutcome:
     no judge is configured)."""
     out_dir: Path
     """Output folder."""
-    unreadable: int = 0
+    unreadable: list[SkippedLine] = field(default_factory=list)
     """Lines of the existing results.jsonl that were not result rows (a write cut by a crash, an edit gone
-    wrong): their clips were scored again and the rewritten file no longer holds them."""
+    wrong), each ``PATH:N`` (of the file as the run found it) and why: the rewritten file no longer holds them.
+    A clip and preset of this run that they left without a row was scored again, as a missing one is; one that
+    holds another row kept it."""
     legacy_rescored: int = 0
     """Rows that recorded their clip's identity in the older stat form and were scored again because the file's
     metadata changed since (`evals.clip_identity`: once; the new rows keep the content identity)."""

@@ -284,8 +284,8 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                           esc(first.get("pattern")), esc(first.get("instruction")), *cells])
     note = "; ".join([found.note(), *left_out_notes(rows, unknown)])
     if skipped:  # their clips and presets are not in the table: say so rather than shrink N silently
-        note += f"; {plural(skipped, 'line')} of results.jsonl {'are' if skipped > 1 else 'is'} not " \
-                f"{'result rows' if skipped > 1 else 'a result row'} (skipped)"
+        note += f"; {plural(len(skipped), 'line')} of results.jsonl {'are' if len(skipped) > 1 else 'is'} not " \
+                f"{'result rows' if len(skipped) > 1 else 'a result row'} (skipped)"
     if not rows:
         note = f"{empty_note(Path(results.name), scoped_out, known=bool(unknown))}; {note}"
     name = out.resolve().name  # "." (run inside the folder) has no name of its own

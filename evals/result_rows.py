@@ -1,5 +1,5 @@
 """Rows of `raa eval reward`'s results.jsonl (`evals.reliability`): how a row is written (`result_row`,
-`stamped`), read back from a file that may be damaged (`results_rows`: bad lines skipped and counted), and judged
+`stamped`), read back from a file that may be damaged (`results_rows`: bad lines skipped and named), and judged
 current (`stale`: another instruction or other clip content) or unusable as it stands (`damaged`). The rules are
 argued in `evals.reliability`'s module docstring."""
 
@@ -12,7 +12,7 @@ from evals.batch_rows import checked_reward
 from evals.clip_identity import stale_version
 from evals.table_rows import TableRowError, check_row, finite
 from graph.schemas import RewardResult
-from tools.jsonl import LineError, read_text, usable_rows
+from tools.jsonl import LineError, SkippedLine, read_text, usable_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from evals.reward_scorer import EvalClip
@@ -93,30 +93,30 @@ def read_results(path: Path) -> dict[tuple[str, str], dict]:
     return results_rows(path)[0]
 
 
-def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], int]:
-    """Rows of an existing results.jsonl keyed by (path, preset) (last row wins) and how many non-blank lines
-    were skipped: not JSON (a line cut by a crash mid-write) or not a row with a string path and preset. A
+def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], list[SkippedLine]]:
+    """Rows of an existing results.jsonl keyed by (path, preset) (last row wins) and the non-blank lines skipped
+    (``PATH:N`` and why): not JSON (a line cut by a crash mid-write) or not a row with a string path and preset. A
     file that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming
     it: skipping it would let the compaction rewrite it without its rows."""
     rows, skipped = results_lines(path)
     return {key: row for key, (_, row) in rows.items()}, skipped
 
 
-def results_lines(path: Path) -> tuple[dict[tuple[str, str], tuple[str, dict]], int]:
+def results_lines(path: Path) -> tuple[dict[tuple[str, str], tuple[str, dict]], list[SkippedLine]]:
     """`results_rows` with each row's line, ``PATH:N`` (`raa eval report` names it in `evals.table_rows.check_row`'s
     error)."""
     rows: dict[tuple[str, str], tuple[str, dict]] = {}
     if path.exists() and not path.is_file():  # the run appends to it: that failed with a bare IsADirectoryError
         raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
     if not path.is_file():
-        return rows, 0
+        return rows, []
     try:
         read_text(path)  # the whole file first: a file of another encoding is refused, not skipped line by line
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
                             "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None
     parsed, skipped = usable_rows(path, _result_row)
-    return {(row["path"], row["preset"]): (where, row) for where, row in parsed}, len(skipped)
+    return {(row["path"], row["preset"]): (where, row) for where, row in parsed}, skipped
 
 
 def _result_row(where: str, row: Any) -> tuple[str, dict[str, Any]]:

@@ -309,7 +309,7 @@ def test_lines_that_are_not_result_rows_are_counted_when_dropped(tmp_path):
     path.write_text(lines[0][:20] + "\n" + "not json either\n" + lines[1] + "\n")
     scorer.calls.clear()
     out = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
-    assert out.unreadable == 2 and scorer.calls == [("full", ["c1"])]
+    assert len(out.unreadable) == 2 and scorer.calls == [("full", ["c1"])]
     assert len(path.read_text().splitlines()) == 2
     again = asyncio.run(run_reward_eval(clips[:2], ["full"], tmp_path, scorer, _judge()))
-    assert again.unreadable == 0
+    assert again.unreadable == []
