@@ -83,8 +83,8 @@ def _scope_text(record: dict[str, Any]) -> str:
     clips = record.get("clips")
     shown = []
     if "clips" in record:
-        counted = isinstance(clips, int) and not isinstance(clips, bool) and clips >= 0
-        shown.append(plural(clips, "clip") if counted else "clips not recorded")
+        shown.append(plural(clips, "clip") if isinstance(clips, int) and not isinstance(clips, bool) and clips >= 0
+                     else "clips not recorded")
     if "presets" in record:
         shown.append(f"{plural(len(presets), 'preset')} ({', '.join(map(str, presets))})"
                      if isinstance(presets, list) else "presets not recorded")
