@@ -10,9 +10,10 @@ copy again at every run and every resume offered it as a row the flag fixes; nor
 `--retry-ineligible` says it removed to score again), and
 it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
 move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output):
-known as this manifest's by the "manifest_file" it records, or for a row that records none by its key among the
-places as many as the output's rows repeating that line (a line dropped with its row left the next one's old row,
-keyed past them, beside its new one).
+known as this manifest's by the "manifest_file" it records, or for a row that records none (an output written before
+rows did) by its key among the places as many as the output's rows repeating that line, or by its clip and other
+fields, those of one of the manifest's repeat lines at whatever line (a line dropped with its row left the next
+one's old row, keyed past them and recording its old line, beside its new one).
 Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line
 (keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
 more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and
@@ -42,8 +43,8 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
     that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
-    `manifest`'s (its "manifest_file", or `graph.batch_manifest.repeat_keys` for a row that records none) whose line is
-    gone (its key is none of `items`'), or under
+    `manifest`'s (its "manifest_file"; for a row that records none, `graph.batch_manifest.repeat_keys` or the clip and
+    fields of one of its repeat lines) whose line is gone (its key is none of `items`'), or under
     another key a row of one of its repeat lines as it is now (line, clip path, fields) whose manifest is gone (its
     "manifest_file" no longer exists, or it records none: the manifest's row before it was renamed or moved, which
     would stay beside the one this run writes; `elsewhere`): module docstring. Such a row is judged by that item's
@@ -55,6 +56,7 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
     ours: set[str] = set()  # the keys of `manifest`'s repeat rows of `sources`, now or before, among those in `output`
     lines = {_line_fields(it) for it in items if it.get("repeat_of") is not None}  # this run writes rows of these
+    named = {fields[1:] for fields in lines}  # their clips and fields, at any line
     name = str(manifest.resolve())  # as the keys and the rows hold it (an item's "manifest_file")
     elsewhere = other_manifest(name)
 
@@ -69,9 +71,11 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
         if source not in staying[0] or staying[0][source] != row.get("result"):
             return "repeat"
         # one it records as written by this manifest (its place may lie past the repeat rows left in the output: a
-        # line dropped with its row); a renamed or moved manifest's row of the line as it is; a copy of the
-        # manifest, still there, keeps its own
+        # line dropped with its row), or one recording none of a line's clip and fields, whatever its line (as
+        # much past them: the place is not known); a renamed or moved manifest's row of the line as it is; a copy
+        # of the manifest, still there, keeps its own
         mine = (row.get("key") in ours or row.get("manifest_file") == name
+                or ("manifest_file" not in row and _line_fields(row)[1:] in named)
                 or (_line_fields(row) in lines and not elsewhere(row)))
         return "repeat" if row.get("key") not in repeats and mine else None
 

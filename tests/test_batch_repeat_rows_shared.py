@@ -232,3 +232,27 @@ def test_a_first_line_scored_again_by_one_manifest_rewrites_the_other_manifests_
     assert "to take an earlier line's result" not in said and sorted(r["manifest"]["id"] for r in _rows(out)) == \
         ["a2", "b1", "b2", "b3"], said
     assert len(model.calls) == calls
+
+
+def test_a_repeat_line_dropped_with_its_row_from_an_output_keyed_by_place_leaves_no_second_row(monkeypatch, tmp_path):
+    """As the last test, in an output written before repeat rows recorded their manifest, keyed by their place alone:
+    such a row was taken as this manifest's only up to the place of the last repeat row left in the output, so d's
+    old row (place 3, two repeat rows left, line 4) stayed beside its new one for a run, id d twice. A row recording no
+    manifest is this manifest's by the clip and fields of one of its repeat lines too, whatever its line."""
+    import hashlib
+    import json
+
+    from tests.test_batch_manifest_lines import _repeats_manifest
+
+    model = _scripted(monkeypatch, tmp_path)
+    manifest, out, args = _repeats_manifest(tmp_path, ["a", "b", "c", "d"])
+    assert runner.invoke(app, args).exit_code == 0
+    calls, source = len(model.calls), _rows(out)[0]["key"]
+    placed = [r if "repeat_of" not in r else {**{k: v for k, v in r.items() if k != "manifest_file"}, "key": hashlib
+              .sha256(json.dumps(["repeat", source, r["line"] - 1]).encode()).hexdigest()[:32]} for r in _rows(out)]
+    _write(manifest, [json.loads(line) for line in manifest.read_text().splitlines() if '"id": "c"' not in line])
+    out.write_text("".join(json.dumps(r) + "\n" for r in placed if r["manifest"]["id"] != "c"))
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "b", "d", "z"], _rows(out)
+    assert {r["manifest"]["id"]: r["line"] for r in _rows(out)}["d"] == 3 and len(model.calls) == calls
