@@ -10,7 +10,8 @@ copy again at every run and every resume offered it as a row the flag fixes; nor
 `--retry-ineligible` says it removed to score again), and
 it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
 move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output):
-known as this manifest's by the "manifest_file" it records, or for a row that records none (an output written before
+known as this manifest's by the "manifest_file" it records (or a name that is this manifest now: a link left at the
+old name of a manifest moved), or for a row that records none (an output written before
 rows did) by its key among the places as many as the output's rows repeating that line, or by its clip and other
 fields, those of one of the manifest's repeat lines at whatever line (a line dropped with its row left the next
 one's old row, keyed past them and recording its old line, beside its new one).
@@ -47,7 +48,7 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
     fields of one of its repeat lines) whose line is gone (its key is none of `items`'), or under
     another key a row of one of its repeat lines as it is now (line, clip path, fields) whose manifest is gone (its
     "manifest_file" no longer exists, or it records none: the manifest's row before it was renamed or moved, which
-    would stay beside the one this run writes; `elsewhere`): module docstring. Such a row is judged by that item's
+    would stay beside the one this run writes; `recorded_manifest`): module docstring. Such a row is judged by that item's
     row alone, never by `goes`: a copy goes when its first line's row does, and a rerun writes it again from that
     row; judged on its own (its own path readable, the first line's not), it went for "retry" and came back the same
     copy, at every --retry-ineligible. The rows that stay are looked up once, at the first row asked about."""
@@ -58,7 +59,7 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
     lines = {_line_fields(it) for it in items if it.get("repeat_of") is not None}  # this run writes rows of these
     named = {fields[1:] for fields in lines}  # their clips and fields, at any line
     name = str(manifest.resolve())  # as the keys and the rows hold it (an item's "manifest_file")
-    elsewhere = other_manifest(name)
+    whose = recorded_manifest(name)
 
     def went(row: Any) -> str | None:
         source = row.get("repeat_of") if isinstance(row, dict) else None
@@ -74,31 +75,33 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
         # line dropped with its row), or one recording none of a line's clip and fields, whatever its line (as
         # much past them: the place is not known); a renamed or moved manifest's row of the line as it is; a copy
         # of the manifest, still there, keeps its own
-        mine = (row.get("key") in ours or row.get("manifest_file") == name
+        mine = (row.get("key") in ours or whose(row) == "this"
                 or ("manifest_file" not in row and _line_fields(row)[1:] in named)
-                or (_line_fields(row) in lines and not elsewhere(row)))
+                or (_line_fields(row) in lines and whose(row) != "other"))
         return "repeat" if row.get("key") not in repeats and mine else None
 
     return went
 
 
-def other_manifest(manifest: str) -> Callable[[dict[str, Any]], bool]:
-    """Whether a repeat row is the row of a manifest other than `manifest` (a resolved path) that still exists: the
-    "manifest_file" it records (`graph.batch.write_repeats`) is another path, there now. Such a row is that
-    manifest's (a copy of this one sharing the output, or an extended copy, holds the same repeat lines), never a
-    renamed or moved manifest's left behind; a row that records none (written before rows did) is not known to be.
-    Whether a manifest exists is looked up once per path."""
-    found: dict[str, bool] = {}
+def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
+    """Whose a repeat row is by the "manifest_file" it records (`graph.batch.write_repeats`): "this" when that is
+    `manifest` (a resolved path), or a name that is `manifest` now (the old name of a manifest moved with a symlink
+    left there: taken for another manifest, its rows stayed beside the ones written under the new name, each id twice);
+    "other" when it names another file, there now: that manifest's (a copy of this one sharing the output, or an
+    extended copy, holds the same repeat lines), never a renamed or moved manifest's left behind; None when it records
+    none (written before rows did: not known to be another's) or its file is gone. Looked up once per name."""
+    found: dict[str, str | None] = {manifest: "this"}
 
-    def other(row: dict[str, Any]) -> bool:
+    def whose(row: dict[str, Any]) -> str | None:
         recorded = row.get("manifest_file")
-        if not isinstance(recorded, str) or recorded == manifest:
-            return False
-        if recorded not in found:
-            found[recorded] = os.path.exists(recorded)  # False for a name the system refuses, as for none
+        if not isinstance(recorded, str):
+            return None
+        if recorded not in found:  # os.path.exists: False for a name the system refuses, as for none
+            found[recorded] = (None if not os.path.exists(recorded)
+                               else "this" if os.path.realpath(recorded) == manifest else "other")
         return found[recorded]
 
-    return other
+    return whose
 
 
 def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:
@@ -108,16 +111,16 @@ def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:
 
 def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> list[dict[str, Any]]:
-    """The rows of `output` of another manifest sharing it, still there (`other_manifest`), that go (`goes`, of
+    """The rows of `output` of another manifest sharing it, still there (`recorded_manifest`), that go (`goes`, of
     `stale_repeats`) for no longer being a copy of the row of one of `items` they repeat (that row goes, to be scored
     again, or holds another result), as items for `graph.batch.write_repeats` to write again from that row: their
     own fields, key, "repeat_of" and "manifest_file" (module docstring), one per key (of a key written twice, the
     last, as `graph.batch.kept_rows`). A row lacking one of them is left to go."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
-    elsewhere = other_manifest(str(manifest.resolve()))
+    whose = recorded_manifest(str(manifest.resolve()))
     copies = {row["key"]: {**{k: row[k] for k in ROW_FIELDS}, "repeat_of": row["repeat_of"],
                            "manifest_file": row["manifest_file"]}
               for row in output.values
               if isinstance(row, dict) and row.get("repeat_of") in sources and all(k in row for k in ROW_FIELDS)
-              and elsewhere(row) and goes(row) == "repeat"}
+              and whose(row) == "other" and goes(row) == "repeat"}
     return list(copies.values())

@@ -256,3 +256,24 @@ def test_a_repeat_line_dropped_with_its_row_from_an_output_keyed_by_place_leaves
     assert res.exit_code == 0, res.output
     assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a", "b", "d", "z"], _rows(out)
     assert {r["manifest"]["id"]: r["line"] for r in _rows(out)}["d"] == 3 and len(model.calls) == calls
+
+
+def test_a_manifest_moved_with_a_link_left_at_its_old_name_keeps_one_row_per_line(monkeypatch, tmp_path):
+    """A manifest moved into a folder (its clips' paths absolute), a symlink left at its old name: the old name, which
+    its repeat rows record ("manifest_file"), still exists, so they were taken for another manifest's (a copy sharing
+    the output) and stayed beside the rows this run wrote under its new name, each id twice at every run. A recorded
+    name that is this manifest's file now (resolved) is this manifest."""
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, manifest = tmp_path / "out.jsonl", tmp_path / "a.jsonl"
+    _write(manifest, [{"path": str(tmp_path / "c0.mp4"), "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    _run(manifest, out)
+    calls = len(model.calls)
+    (tmp_path / "sub").mkdir()
+    moved = manifest.rename(tmp_path / "sub" / "a.jsonl")
+    manifest.symlink_to(moved)
+    for name in (manifest, moved):
+        said = _run(name, out)
+        assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], (said, _rows(out))
+    assert {r.get("manifest_file") for r in _rows(out) if "repeat_of" in r} == {str(moved.resolve())}, _rows(out)
+    assert len(model.calls) == calls
