@@ -165,9 +165,6 @@ def score_batch_command(
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {to_score} to score"
                    + (f", {copies} to take an earlier line's result" if copies else "")
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
-        if others:  # counted among this run's rows: said, or the closing counts exceed the items
-            typer.echo(f"{len(others)} row(s) of other manifests sharing {out} copy a row this run scores again: "
-                       "written again from its new row", err=True)
         if warning := edited_rows(output, items, preset, draw, goes):
             typer.echo(f"warning: {warning}", err=True)
         said = say_fixable(output)  # the rows a plain resume skips, or the flag leaves
@@ -192,6 +189,10 @@ def score_batch_command(
             typer.echo(line, err=True)
         if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
             typer.echo(f"{bad} bad manifest line(s): their rows written again", err=True)
+        if others:  # counted among this run's rows: said, or the closing counts exceed the items (as `bad`, once
+            # the checks passed: said before them, a batch stopped there said it wrote them and that it wrote nothing)
+            typer.echo(f"{len(others)} row(s) of other manifests sharing {out} copy a row this run scores again: "
+                       "written again from its new row", err=True)
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
             scorable = write_repeats(write_bad_lines(todo, writer) + others, kept, writer)  # before the bar, which
             # counts the clips to score; a repeat of a line still to score is written with that line's row, and so

@@ -277,3 +277,32 @@ def test_a_manifest_moved_with_a_link_left_at_its_old_name_keeps_one_row_per_lin
         assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], (said, _rows(out))
     assert {r.get("manifest_file") for r in _rows(out) if "repeat_of" in r} == {str(moved.resolve())}, _rows(out)
     assert len(model.calls) == calls
+
+
+def test_other_manifests_copies_are_said_written_again_only_once_the_checks_passed(monkeypatch, tmp_path):
+    """"N row(s) of other manifests ... written again" was said before the endpoint check and the tools' load: a batch
+    stopped there (an endpoint down, a Ctrl-C) said it wrote them, then that the output was as it was."""
+    import json
+
+    from graph import commands
+
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
+    _run(a, out)
+    _run(b, out)
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # the first line's row
+    before = out.read_text()
+
+    def interrupted(*args):  # noqa: ANN002, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(commands, "loaded_tools", interrupted)
+    res = runner.invoke(app, ["score-batch", str(a), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 130 and out.read_text() == before, res.output
+    assert "of other manifests" not in res.output, res.output
+    monkeypatch.undo()
+    _scripted(monkeypatch, tmp_path)
+    assert "1 row(s) of other manifests sharing" in _run(a, out)
