@@ -115,12 +115,15 @@ def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
     `stale_repeats`) for no longer being a copy of the row of one of `items` they repeat (that row goes, to be scored
     again, or holds another result), as items for `graph.batch.write_repeats` to write again from that row: their
     own fields, key, "repeat_of" and "manifest_file" (module docstring), one per key (of a key written twice, the
-    last, as `graph.batch.kept_rows`). A row lacking one of them is left to go."""
+    last, as `graph.batch.kept_rows`), none of a key with a row that stays (two outputs concatenated: the first
+    one's copy went and came back beside the second one's, its id twice for good). A row lacking one of them is left
+    to go."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     whose = recorded_manifest(str(manifest.resolve()))
+    staying = kept_rows(output, goes)  # a key with a row that stays has its row (two outputs concatenated)
     copies = {row["key"]: {**{k: row[k] for k in ROW_FIELDS}, "repeat_of": row["repeat_of"],
                            "manifest_file": row["manifest_file"]}
               for row in output.values
               if isinstance(row, dict) and row.get("repeat_of") in sources and all(k in row for k in ROW_FIELDS)
-              and whose(row) == "other" and goes(row) == "repeat"}
+              and whose(row) == "other" and goes(row) == "repeat" and row["key"] not in staying}
     return list(copies.values())

@@ -306,3 +306,29 @@ def test_other_manifests_copies_are_said_written_again_only_once_the_checks_pass
     monkeypatch.undo()
     _scripted(monkeypatch, tmp_path)
     assert "1 row(s) of other manifests sharing" in _run(a, out)
+
+
+def test_two_outputs_concatenated_get_no_second_row_of_another_manifests_copy(monkeypatch, tmp_path):
+    """Two outputs of manifests a and b concatenated (`same_run`): the first one's rows of the clip are of another run
+    than the rows that stay (the last of its key). b's first copies went and were written again from the row that
+    stays, beside b's second copies under the same keys, which stayed: each b id twice, for good. A copy whose key has
+    a row that stays is not written again."""
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
+    halves = []
+    for n in range(2):
+        half = tmp_path / f"half{n}.jsonl"
+        _run(a, half)
+        _run(b, half)
+        halves.append(half.read_text())
+        (tmp_path / "cache.sqlite").unlink(missing_ok=True)
+    out.write_text("".join(halves))
+    calls = len(model.calls)
+    _run(a, out)
+    ids = sorted(r["manifest"]["id"] for r in _rows(out))
+    # the first line's row twice (each half's: not a repeat row, it stays, as it did), b2's copy once
+    assert ids == ["a1", "a1", "a2", "b2"] and len(model.calls) == calls, _rows(out)
+    assert "of other manifests" not in _run(b, out)
