@@ -64,3 +64,37 @@ def test_a_concealed_b_frame_fails_alone_where_none_references_one(tmp_path, cod
             reader.read([1])
         for wanted in ([2], [3], [0, 5, 11], list(range(2, 12))):
             assert np.array_equal(reader.read(wanted), want[wanted]), wanted
+
+
+def _p_as_b(data: bytearray, start: int, size: int) -> None:
+    """The MPEG-2 picture header's picture_coding_type (3 bits after the 10-bit temporal_reference) turned from P (2)
+    to B (3)."""
+    at = start + bytes(data[start:start + size]).find(b"\x00\x00\x01\x00") + 5
+    assert (data[at] >> 3) & 7 == 2  # (a P picture)
+    data[at] = (data[at] & ~(7 << 3)) | (3 << 3)
+
+
+def test_a_p_frame_damaged_into_a_b_frame_still_fails_its_gop(tmp_path):
+    """MPEG-2 (B-frames, GOP 12): packet 4 (decode order: the P-frame shown as frame 6) has its picture header's coding
+    type broken into B. The decoder decodes it as a B-frame, conceals and flags it, and keeps P-frame 3 as the
+    reference that frames 7-11 were coded against frame 6: they come out wrong, unflagged. A flagged B-frame failed
+    alone, and reads of frames 7-11 gave those wrong pictures with no error. It fails alone only when a frame decoded
+    before it is shown after it (its timestamps show it a B-frame: no frame references one); here it fails its GOP."""
+    clean = tmp_path / "m2.mp4"
+    with av.open(str(clean), "w") as c:
+        s = c.add_stream("mpeg2video", rate=16)
+        s.width, s.height, s.pix_fmt, s.options = 96, 96, "yuv420p", {"bf": "2", "g": "12"}
+        for f in _gradient_ids():
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    bad = _damaged(clean, 4, _p_as_b)
+    good, broken = _decode(clean), _decode(bad)
+    order = sorted(good)
+    assert [order.index(p) for p, (_, flagged) in broken.items() if flagged] == [6]  # the premise: flagged, alone
+    assert [i for i in range(12) if not np.array_equal(broken[order[i]][0], good[order[i]][0])] == [4, 5, 6, 7, 8, 9,
+                                                                                                     10, 11]
+    with VideoReader(bad) as reader:
+        for wanted in ([7], [9], [11], [4, 8]):
+            with pytest.raises(VideoDecodeError, match="could not be decoded: the decoder met corrupt data in frame"):
+                reader.read(wanted)
+        assert read_ids(reader.read([0, 1, 2, 12, 20])) == [0, 1, 2, 12, 20]

@@ -3,7 +3,8 @@
 A decoder that meets corrupt data in a picture conceals it (FFmpeg's error resilience: the damaged macroblocks
 copied from a reference) and flags that one frame corrupt (``frame.is_corrupt``); or it fails the packet
 (``InvalidDataError``) and gives no frame for it. Either way every frame decoded after it up to the next keyframe
-may reference the damage (not a flagged B-frame's where no frame references one: ``UNREFERENCED_B``), and the
+may reference the damage (not a flagged B-frame's where no frame references one, ``UNREFERENCED_B``, once its
+timestamps show it one), and the
 decoder flags none of them: a reader that handed them out gave a wrong picture under the frame's index, with no
 error. The watch tags each packet with its place in decode order
 (``tag_packet``) and calls a frame damaged when a flagged frame or a failed packet lies between the
@@ -36,7 +37,10 @@ back (x264 with 16 B-frames, a reorder depth of 16 and 16 frame threads: 47); la
 
 UNREFERENCED_B = frozenset({"mpeg1video", "mpeg2video", "mpeg4"})
 """Decoders of codecs in which no frame references a B-frame (MPEG-1 / MPEG-2 video, MPEG-4 part 2): a flagged one
-damaged itself alone. (H.264 / HEVC B-frames may be references: x264's B-pyramid.)"""
+damaged itself alone, once a frame decoded before it came out shown after it (a B-frame's later reference). Its type
+is the damaged picture's own header: a P-frame whose coding type broke into B came out flagged as a B-frame, and the
+frames after it were decoded against the reference before it, unflagged (its timestamp follows every frame decoded
+before it). (H.264 / HEVC B-frames may be references: x264's B-pyramid.)"""
 
 
 def tag_packet(packet: av.Packet, index: int) -> None:
@@ -74,8 +78,10 @@ class DamageWatch:
         self._b_referenced = b_referenced  # False: a flagged B-frame damaged itself alone (UNREFERENCED_B)
         self._keys: list[int] = []  # tags of the keyframes out
         self._out: set[int] = set()  # tags out, or failed (those before the last keyframe forgotten while none waits)
-        # (lowest tag, highest tag, what, alone): a flagged frame or failed packet; alone, a frame nothing references
-        self._bad: list[tuple[int, int, str, bool]] = []
+        self._pts: dict[int, int] = {}  # tag -> pts of the frames out (as `_out`)
+        # (lowest tag, highest tag, what, B): a flagged frame or failed packet; B, a flagged B-frame's (floor, pts) where
+        # nothing references one: alone once a frame decoded before it is shown after it (`_unreferenced`)
+        self._bad: list[tuple[int, int, str, tuple[int, int] | None]] = []
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
         self._count = 0  # frames out
@@ -97,19 +103,22 @@ class DamageWatch:
         tag = frame_tag(frame)
         if tag is None:  # (every packet fed is tagged: a frame without one is no frame the watch can place)
             if frame.is_corrupt and not lost:
-                self._bad.append((-1, _UNPLACED[0], self._what(index), False))
+                self._bad.append((-1, _UNPLACED[0], self._what(index), None))
             self._last = _UNPLACED
             return self._last
         self._out.add(tag)
+        if frame.pts is not None:
+            self._pts[tag] = frame.pts
         if frame.key_frame and not lost:
             bisect.insort(self._keys, tag)
             if not self._handed:
                 self._out = {t for t in self._out if t >= tag}
+                self._pts = {t: p for t, p in self._pts.items() if t >= tag}
         at = bisect.bisect_right(self._keys, tag)
         self._last = (tag, self._keys[at - 1] if at else -1)
         if frame.is_corrupt and not lost:
-            alone = not self._b_referenced and frame.pict_type == PictureType.B
-            self._bad.append((tag, tag, self._what(index, alone), alone))
+            b = not self._b_referenced and frame.pict_type == PictureType.B and frame.pts is not None
+            self._bad.append((tag, tag, self._what(index, b), (self._last[1], frame.pts) if b else None))
         return self._last
 
     def failed(self, tag: int, error: str) -> None:
@@ -117,15 +126,30 @@ class DamageWatch:
         be a packet's up to ``window`` before it."""
         self._bad.append((tag - self._window, tag, f"in packet {tag} of the decode (decode order), which it failed on "
                                                    f"({error}): the frames decoded after it up to the next keyframe "
-                                                   "may reference its frame", False))
+                                                   "may reference its frame", None))
         self._out.add(tag)
         self._failed = True
 
-    def damage(self, place: Place) -> str | None:
-        """What damaged the frame at ``place`` (every packet decoded before it out too), else None."""
+    def damage(self, place: Place, *, settled: bool = True) -> str | None:
+        """What damaged the frame at ``place`` (every packet decoded before it out too: ``settled``), else None; not
+        ``settled``, a flagged B-frame not yet shown to be one (``_unreferenced``) damages none but itself."""
         tag, floor = place
-        return next((what for lo, hi, what, alone in self._bad if (lo == tag if alone else lo <= tag and hi >= floor)),
-                    None)
+        for lo, hi, what, b in self._bad:
+            if b is not None and lo != tag:
+                alone = self._unreferenced(lo, *b)
+                if alone or (alone is None and not settled):
+                    continue
+            if lo <= tag and hi >= floor:
+                return what
+        return None
+
+    def _unreferenced(self, tag: int, floor: int, pts: int) -> bool | None:
+        """Whether the flagged B-frame of ``tag`` (``floor``, ``pts``) is one: a frame decoded before it (from the last
+        keyframe out then) came out shown after it; None while one of them has yet to come out."""
+        earlier = range(max(floor, 0), tag)
+        if any(self._pts.get(t, pts) > pts for t in earlier):
+            return True
+        return None if any(t not in self._out for t in earlier) else False
 
     def handed(self, index: int) -> None:
         """The frame just out goes out as frame ``index``; ``check`` fails it if damage before it shows later."""
@@ -148,12 +172,14 @@ class DamageWatch:
         """Fail the first frame handed out whose damage shows; forget those that can no longer be damaged."""
         keep = []
         for index, place, then in self._handed:
-            what = self.damage(place)
+            what = self.damage(place, settled=False)
             if what is not None:
                 raise self.error(index, what)
             tag, floor = place
             if self._count - then <= DROP_HORIZON and any(t not in self._out for t in range(max(floor, 0), tag)):
                 keep.append((index, place, then))
+            elif (what := self.damage(place)) is not None:
+                raise self.error(index, what)
         self._handed = keep
 
     def end(self, lost: str | None = None) -> None:
@@ -175,5 +201,6 @@ class DamageWatch:
     @staticmethod
     def _what(index: int | None, alone: bool = False) -> str:
         return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged"
-                + (" (a B-frame, which no frame references)" if alone else ": the frames decoded after it up to the "
+                + (" (a B-frame, which no frame references, unless its header's picture type is the damage)" if alone
+                   else ": the frames decoded after it up to the "
                    "next keyframe reference it, not flagged"))
