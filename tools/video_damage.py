@@ -79,8 +79,8 @@ class DamageWatch:
         self._keys: list[int] = []  # tags of the keyframes out
         self._out: set[int] = set()  # tags out, or failed (those before the last keyframe forgotten while none waits)
         self._pts: dict[int, int] = {}  # tag -> pts of the frames out (as `_out`)
-        # (lowest tag, highest tag, what, B): a flagged frame or failed packet; B, a flagged B-frame's (floor, pts) where
-        # nothing references one: alone once a frame decoded before it is shown after it (`_unreferenced`)
+        # (lowest tag, highest tag, what, B): a flagged frame or failed packet; B, a flagged B-frame's (floor, pts)
+        # where nothing references one: alone once a frame decoded before it is shown after it (`_unreferenced`)
         self._bad: list[tuple[int, int, str, tuple[int, int] | None]] = []
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
