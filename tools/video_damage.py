@@ -78,10 +78,10 @@ class DamageWatch:
         self._b_referenced = b_referenced  # False: a flagged B-frame damaged itself alone (UNREFERENCED_B)
         self._keys: list[int] = []  # tags of the keyframes out
         self._out: set[int] = set()  # tags out, or failed (those before the last keyframe forgotten while none waits)
-        self._pts: dict[int, int] = {}  # tag -> pts of the frames out (as `_out`)
-        # (lowest tag, highest tag, what, B): a flagged frame or failed packet; B, a flagged B-frame's (floor, pts)
-        # where nothing references one: alone once a frame decoded before it is shown after it (`_unreferenced`)
-        self._bad: list[tuple[int, int, str, tuple[int, int] | None]] = []
+        # (lowest tag, highest tag, what, B): a flagged frame or failed packet; B, a flagged B-frame where nothing
+        # references one: alone once a frame decoded before it came out shown after it (`_unreferenced`)
+        self._bad: list[tuple[int, int, str, bool]] = []
+        self._unshown: dict[int, tuple[int, int]] = {}  # such a B-frame's tag -> (its floor, pts) until then
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
         self._count = 0  # frames out
@@ -103,22 +103,24 @@ class DamageWatch:
         tag = frame_tag(frame)
         if tag is None:  # (every packet fed is tagged: a frame without one is no frame the watch can place)
             if frame.is_corrupt and not lost:
-                self._bad.append((-1, _UNPLACED[0], self._what(index), None))
+                self._bad.append((-1, _UNPLACED[0], self._what(index), False))
             self._last = _UNPLACED
             return self._last
         self._out.add(tag)
-        if frame.pts is not None:
-            self._pts[tag] = frame.pts
+        if frame.pts is not None:  # shown after a flagged B-frame decoded after it: that one is a B-frame
+            for b in [b for b, (floor, pts) in self._unshown.items() if floor <= tag < b and frame.pts > pts]:
+                del self._unshown[b]
         if frame.key_frame and not lost:
             bisect.insort(self._keys, tag)
             if not self._handed:
                 self._out = {t for t in self._out if t >= tag}
-                self._pts = {t: p for t, p in self._pts.items() if t >= tag}
         at = bisect.bisect_right(self._keys, tag)
         self._last = (tag, self._keys[at - 1] if at else -1)
         if frame.is_corrupt and not lost:
             b = not self._b_referenced and frame.pict_type == PictureType.B and frame.pts is not None
-            self._bad.append((tag, tag, self._what(index, b), (self._last[1], frame.pts) if b else None))
+            if b:
+                self._unshown[tag] = (self._last[1], frame.pts)
+            self._bad.append((tag, tag, self._what(index, b), b))
         return self._last
 
     def failed(self, tag: int, error: str) -> None:
@@ -126,7 +128,7 @@ class DamageWatch:
         be a packet's up to ``window`` before it."""
         self._bad.append((tag - self._window, tag, f"in packet {tag} of the decode (decode order), which it failed on "
                                                    f"({error}): the frames decoded after it up to the next keyframe "
-                                                   "may reference its frame", None))
+                                                   "may reference its frame", False))
         self._out.add(tag)
         self._failed = True
 
@@ -135,21 +137,20 @@ class DamageWatch:
         ``settled``, a flagged B-frame not yet shown to be one (``_unreferenced``) damages none but itself."""
         tag, floor = place
         for lo, hi, what, b in self._bad:
-            if b is not None and lo != tag:
-                alone = self._unreferenced(lo, *b)
+            if b and lo != tag:
+                alone = self._unreferenced(lo)
                 if alone or (alone is None and not settled):
                     continue
             if lo <= tag and hi >= floor:
                 return what
         return None
 
-    def _unreferenced(self, tag: int, floor: int, pts: int) -> bool | None:
-        """Whether the flagged B-frame of ``tag`` (``floor``, ``pts``) is one: a frame decoded before it (from the last
-        keyframe out then) came out shown after it; None while one of them has yet to come out."""
-        earlier = range(max(floor, 0), tag)
-        if any(self._pts.get(t, pts) > pts for t in earlier):
+    def _unreferenced(self, tag: int) -> bool | None:
+        """Whether the flagged B-frame of ``tag`` is one: a frame decoded before it (from the last keyframe out then)
+        came out shown after it; None while one of them has yet to come out (or was forgotten: `_out`)."""
+        if tag not in self._unshown:
             return True
-        return None if any(t not in self._out for t in earlier) else False
+        return None if any(t not in self._out for t in range(max(self._unshown[tag][0], 0), tag)) else False
 
     def handed(self, index: int) -> None:
         """The frame just out goes out as frame ``index``; ``check`` fails it if damage before it shows later."""
