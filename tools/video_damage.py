@@ -4,9 +4,8 @@ A decoder that meets corrupt data in a picture conceals it (FFmpeg's error resil
 copied from a reference) and flags that one frame corrupt (``frame.is_corrupt``); or it fails the packet
 (``InvalidDataError``) and gives no frame for it. Either way every frame decoded after it up to the next keyframe
 may reference the damage (not a flagged B-frame's where no frame references one, ``UNREFERENCED_B``, once its
-timestamps show it one), and the
-decoder flags none of them: a reader that handed them out gave a wrong picture under the frame's index, with no
-error. The watch tags each packet with its place in decode order
+timestamps show it one), and the decoder flags none of them: a reader that handed them out gave a wrong picture under
+the frame's index, with no error. The watch tags each packet with its place in decode order
 (``tag_packet``) and calls a frame damaged when a flagged frame or a failed packet lies between the
 last keyframe that came out before it and its own packet: its references (a frame shown before a keyframe but decoded
 after it, an open GOP's leading picture, may reference the GOP before: it counts from the keyframe before).
@@ -203,5 +202,4 @@ class DamageWatch:
     def _what(index: int | None, alone: bool = False) -> str:
         return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged"
                 + (" (a B-frame, which no frame references, unless its header's picture type is the damage)" if alone
-                   else ": the frames decoded after it up to the "
-                   "next keyframe reference it, not flagged"))
+                   else ": the frames decoded after it up to the next keyframe reference it, not flagged"))
