@@ -32,7 +32,9 @@ Decisions where the issue was silent:
   step, or written before the config was recorded) is not checked, nor is what a checkpoint of an older version did
   not record yet (its switches, overrides, caps or draw: a run of 2026-11-29..12-04 recorded its preset alone, or
   without its overrides, and was refused as if it had been started with other switches, or with none of this
-  agent's caps).
+  agent's caps). A run that recorded its overrides but no `server` (12-04..12-06) listed there the server settings
+  it changed: the others are the defaults, not this agent's (a run started with tool calls passed for one of
+  `inspect_mode` plan).
   The caps are judged by their recorded values (`graph.config.run_caps`), not by the overrides, which are
   differences from the defaults of the version that ran: read against a later version's defaults, a run of an old
   default passed for one of the new, and a run that set the new default explicitly was refused (a run recorded before
@@ -109,14 +111,17 @@ def refusal(thread_id: Any, values: dict[str, Any]) -> ThreadInUseError | None:
 def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ResumeMismatchError | None:
     """The error for resuming the run whose state is `values` with an agent whose `graph.config.run_settings` are
     `settings`; None when they match, when the run recorded no config yet, or for an agent that has none."""
-    from graph.config import recorded_settings, result_overrides
+    from graph.config import AgentConfig, recorded_settings, result_overrides, server_settings
 
     if settings is None or "preset" not in values:
         return None
     overrides, server = recorded_settings(values.get("overrides") or {}, values.get("server") or {})
+    # the server settings a run did not record: the defaults when it recorded its overrides (before `server` was
+    # recorded, it listed there those it changed), this agent's when it recorded neither (nothing is known)
+    unlisted = server_settings(AgentConfig().resolved()) if "overrides" in values else settings["server"]
     recorded = {"preset": values.get("preset"), "switches": values.get("switches"),
                 "overrides": result_overrides(overrides),  # a speed setting (motion_prefetch) may differ
-                "server": {**settings["server"], **server}}  # a run that recorded none: this agent's
+                "server": {**unlisted, **server}}
     settings = {**settings, "overrides": result_overrides(settings["overrides"])}
     # what an older version did not record (the switches, the overrides, the caps, the draw) is not held against this
     # agent; a run that recorded its caps is judged by them, not by its overrides (differences from its defaults)

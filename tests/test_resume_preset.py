@@ -154,3 +154,21 @@ def test_a_run_resumed_at_another_draw_is_refused(clip):
     assert len(list(saver.list(CONFIG))) == before  # nothing written
     out = _agent(saver, AgentConfig(preset="full")).invoke(None, CONFIG)
     assert out["result"].status == "zero" and out["draw"] == 0
+
+
+@pytest.mark.parametrize("server", [{"inspect_mode": "plan"}, {"coordinates": "pixels"}])
+def test_a_run_that_recorded_its_overrides_but_not_its_server_ran_under_the_default_server_settings(server):
+    """A run of 12-04..12-06 listed its server settings among its overrides when they differed from the defaults,
+    and recorded no `server`: one that lists none ran under the defaults, and a resume by an agent fitted to another
+    server is refused (its inspect stages would ask for a plan, or points in pixels, of a run started with tools)."""
+    from graph.config import run_settings
+    from graph.thread_guard import resume_refusal
+
+    full = AgentConfig(preset="full")
+    values = {"preset": "full", "switches": full.switches(), "overrides": {}, "steps": [{"node": "assess"}]}
+    refused = resume_refusal("old", values, run_settings(AgentConfig(preset="full", **server).resolved()))
+    assert refused is not None and "server {'inspect_mode': 'tools', 'coordinates': 'unit'}" in str(refused)
+    assert resume_refusal("old", values, run_settings(full.resolved())) is None
+    listed = {**values, "overrides": dict(server)}  # one that listed it resumes under it, and only under it
+    assert resume_refusal("old", listed, run_settings(AgentConfig(preset="full", **server).resolved())) is None
+    assert resume_refusal("old", listed, run_settings(full.resolved())) is not None
