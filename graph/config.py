@@ -28,7 +28,8 @@ Decisions where the issue was silent:
   `max_repair_rounds` may not exceed 3): a larger value widened the access policy of a run still labelled
   with a paper preset.
 - Caps must be whole numbers (an `int`, not a bool) and switches True, False or None: a float cap failed
-  every run (observe_frames=10.5) or never ended a loop (max_tool_rounds=nan), and "no" read as True.
+  every run (observe_frames=10.5) or never ended a loop (max_tool_rounds=nan), and "no" read as True. A numpy
+  integer is kept as its int: a run records every cap and its draw, which a checkpoint cannot hold as numpy.int64.
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ class AgentConfig:
                 raise ValueError(f"{f.name} must be True, False or None, got {value!r}")
             if f.type == "int" and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
                 raise ValueError(f"{f.name} must be a whole number (int), got {value!r}")
+            if f.type == "int":  # a numpy integer (np.arange) as an int: the run records it (msgpack knows no int64)
+                object.__setattr__(self, f.name, int(value))
         if self.preset not in PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
         if self.inspect_mode not in get_args(InspectMode):

@@ -46,3 +46,18 @@ def test_a_run_recorded_before_its_caps_is_judged_by_its_overrides_as_before():
     assert resume_refusal("old", values, run_settings(AgentConfig(preset="full", max_tool_rounds=2).resolved())) is None
     refused = resume_refusal("old", values, run_settings(AgentConfig(preset="full").resolved()))
     assert refused is not None and "overrides {'max_tool_rounds': 2} (agent {})" in str(refused)
+
+
+def test_caps_and_draw_given_as_numpy_integers_are_recorded_as_ints():
+    """`AgentConfig` takes any whole number (a sweep over `np.arange`), and a run now records every cap and its draw:
+    a numpy integer in the quality step's update made the checkpoint write raise (msgpack knows no numpy.int64), so
+    such a run crashed where it ran before (only a numpy cap that differed from its default was recorded)."""
+    import numpy as np
+
+    from graph.trace_savers import traces_serde
+
+    cfg = AgentConfig(preset="full", draw=np.int64(1), observe_frames=np.int64(32), max_tool_rounds=np.int32(2))
+    settings = run_settings(cfg.resolved())
+    assert type(cfg.draw) is int and {type(v) for v in settings["caps"].values()} == {int}
+    serde = traces_serde()
+    assert serde.loads_typed(serde.dumps_typed(settings)) == settings
