@@ -67,17 +67,18 @@ Decisions where the issue was silent:
   (``pairs_instruction_differs``, with the first such key) and the CLI warns; the statistics still include
   it, and the per-instruction table groups by A's instruction.
 * A file holding several draws of a manifest (``raa score-batch --draw k`` into one output) has one row per
-  draw under each manifest ``key``: ``draw`` (``--draw K``) compares the rows of draw K of both files (the
-  side summaries count only those; a row without a draw is draw 0, as in ``evals.draws``), and without it
-  the repeated key is an error naming the two draws and the option (it read as a plain duplicate). A draw
-  that a file does not hold is an error naming the draws it holds.
-* A file may hold several presets' rows of one manifest (score-batch into one ``--out`` with another ``--preset``:
-  its key hashes the preset): ``preset`` (``--preset NAME``, "" for rows that record none) compares that preset's
-  rows of both files, as ``draw`` does a draw's, and without it a key held by two presets is an error naming them
-  and the option (it read "appears twice", a contradiction the file does not hold; `raa eval draws` takes
-  ``--preset`` too). A preset a file does not hold is an error naming the presets it holds, and so is a preset and
-  draw it holds only apart, naming the preset's draws (no row was left: "no rows in FILE"). Two files of one
-  preset each need no option, whatever their presets (a preset ablation on the same videos).
+  draw of each clip: ``draw`` (``--draw K``) compares the rows of draw K of both files (the side summaries count
+  only those; a row without a draw is draw 0, as in ``evals.draws``), and without it a clip (its resolved path and
+  instruction) or a key in two draws is an error naming the two draws and the option (by score-batch's own key,
+  which hashes the draw, the draws were pooled: each clip counted once per draw). Clips each in one draw, whichever,
+  are compared. A draw that a file does not hold is an error naming the draws it holds.
+* A file may hold several presets' rows of one manifest (score-batch into one ``--out`` with another ``--preset``):
+  ``preset`` (``--preset NAME``, "" for rows that record none) compares that preset's rows of both files, as
+  ``draw`` does a draw's; without it such a file is an error naming its presets and the option, whatever the pairing
+  (as `raa eval draws`): by score-batch's own key, which hashes the preset, one difference and interval pooled every
+  preset, unsaid (each pair scored alike: no scorer warning). A preset a file does not hold is an error naming its
+  presets, and so is a preset and draw it holds only apart, naming the preset's draws (no row was left: "no rows in
+  FILE"). Two files of one preset each need no option, whatever their presets (a preset ablation on the same videos).
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
@@ -253,15 +254,14 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     rows: dict[PairKey, dict[str, Any]] = {}
     lines: dict[PairKey, str] = {}  # the line of each key's row, named when the key comes again
     bad: list[dict[str, Any]] = []
-    draws: set[int] = set()
-    presets: set[str] = set()
-    held: set[tuple[str, int]] = set()  # (preset, draw) of the rows: a file may hold each but not the two together
+    if problem := _batch_problem(path, {(row_preset(row), row_draw(row, where)) for where, row, _ in parsed},
+                                 draw, preset, skipped):
+        raise CompareError(problem)
     named: set[str] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
+    drawn_at: dict[tuple[str, Any], int] = {}  # the draw of each clip's rows: a clip in two draws is counted twice
     for where, row, key in parsed:
-        draws.add(drawn := row_draw(row, where))
-        presets.add(scorer := row_preset(row))
-        held.add((scorer, drawn))
-        if (draw is not None and drawn != draw) or (preset is not None and scorer != preset):
+        drawn = row_draw(row, where)
+        if (draw is not None and drawn != draw) or (preset is not None and row_preset(row) != preset):
             continue
         if key is None:
             bad.append(row)
@@ -279,29 +279,43 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
                 if not row.get("repeat_of"):
                     rows[key], lines[key] = row, where
                 continue
-            if (other := row_preset(rows[key])) != scorer:
-                raise CompareError(f"{where}: {pair_by} {key!r} is held by presets "
-                                   f"{' and '.join(sorted(map(shown_preset, (other, scorer))))}: the file holds "
-                                   "several presets' rows; compare one preset (--preset NAME)")
             if (first := row_draw(rows[key], where)) != drawn:
-                raise CompareError(f"{where}: {pair_by} {key!r} appears in draws {first} and {drawn}: the file "
-                                   "holds several draws of its manifest; compare one draw (--draw K), or "
-                                   "summarise the draws with `raa eval draws`")
+                raise CompareError(_several_draws(where, f"{pair_by} {key!r}", first, drawn))
             raise CompareError(f"{where}: {pair_by} {key!r} appears twice (first at {lines[key]})")
+        clip = (identity(row["path"]), row.get("instruction"))  # under score-batch's own key, one per draw
+        if (first := drawn_at.setdefault(clip, drawn)) != drawn:
+            raise CompareError(_several_draws(where, f"clip {row['path']!r} ({row.get('instruction')!r})", first, drawn))
         rows[key], lines[key] = row, where
-    if draw is not None and draw not in draws:
-        found = ", ".join(map(str, sorted(draws))) or "none"
+    return rows, bad, skipped
+
+
+def _several_draws(where: str, what: str, first: int, drawn: int) -> str:
+    return (f"{where}: {what} appears in draws {first} and {drawn}: the file holds several draws of its manifest; "
+            "compare one draw (--draw K), or summarise the draws with `raa eval draws`")
+
+
+def _batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, preset: str | None,
+                   skipped: list[SkippedLine]) -> str | None:
+    """Why the rows of `path`, of batches `held` ((preset, draw) of each row), give no one batch to compare with
+    `draw` / `preset` (None: any): several presets without the option (pooled, they read as one figure; module
+    docstring), or a draw, preset or the two together that the file does not hold. None when they do."""
+    presets = sorted({p for p, _ in held})
+    names = ", ".join(map(shown_preset, presets)) or "none"
+    if preset is None and len(presets) > 1:
+        unnamed = "; --preset '' for the rows without one" if "" in presets else ""
+        return (f"{path} holds presets {names}: compare one preset at a time (--preset NAME{unnamed}); pooled, "
+                "their rewards would read as one comparison")
+    if preset is not None and preset not in presets:
+        return f"{path}: no row of preset {preset!r} (presets found: {names})"
+    if draw is not None and draw not in {d for _, d in held}:
+        found = ", ".join(map(str, sorted({d for _, d in held}))) or "none"
         maybe = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
                  f"{skipped_listing(skipped)}") if skipped else ""
-        raise CompareError(f"{path}: no row of draw {draw} (draws found: {found}){maybe}")
-    if preset is not None and preset not in presets:
-        found = ", ".join(map(shown_preset, sorted(presets))) or "none"
-        raise CompareError(f"{path}: no row of preset {preset!r} (presets found: {found})")
+        return f"{path}: no row of draw {draw} (draws found: {found}){maybe}"
     if preset is not None and draw is not None and (preset, draw) not in held:
         found = ", ".join(str(d) for p, d in sorted(held) if p == preset)
-        raise CompareError(f"{path}: no row of preset {preset!r} at draw {draw} (draws of preset "
-                           f"{shown_preset(preset)}: {found})")
-    return rows, bad, skipped
+        return f"{path}: no row of preset {preset!r} at draw {draw} (draws of preset {shown_preset(preset)}: {found})"
+    return None
 
 
 def _reward(row: dict[str, Any]) -> float | None:

@@ -26,8 +26,8 @@ def compare_command(
                                               "most (0: none; --json has all).")] = 10,
     draw: Annotated[int | None, typer.Option(min=0, help="Compare only draw K of files holding several draws "
                                              "(score-batch --draw K into one output).")] = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="Compare only this preset's rows of files holding "
-                                               "several (score-batch --preset P into one output).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Compare only this preset's rows (needed when a file "
+                                               "holds several: score-batch --preset P into one output).")] = None,
 ) -> None:
     from evals.batch_rows import shown_preset
     from evals.compare import CompareError, compare, most_changed

@@ -3,17 +3,25 @@ full`, then `--preset direct` into the same file: score-batch's key hashes the p
 at "key 'k1' appears twice", as if the file held a contradiction, with no way to compare one preset of it; `raa
 eval draws` names the presets and takes `--preset`. compare does the same now: the error names the presets and
 the option, and `--preset NAME` compares that preset's rows of both files (a file without them is an error naming
-the presets it holds)."""
+the presets it holds).
+
+Under score-batch's own key (a manifest without `key`: the key hashes the preset, so no two presets' rows collide) a
+two-preset file did not stop at all: each row paired with its own preset's row, and one mean difference, interval
+and sign test pooled the presets, unsaid. A file holding several presets is now refused whatever the pairing, as `raa
+eval draws` refuses it; a clip in several draws likewise (the draw too is hashed into score-batch's key)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from evals.compare import CompareError, compare
+from graph.batch import read_manifest, result_line
 from graph.cli import app
+from graph.schemas import RewardResult
 from tests.test_eval_compare import _scores
 
 runner = CliRunner()
@@ -30,7 +38,7 @@ def _two_presets(tmp: Path, name: str = "a", full=(0.9, 0.5), direct=(0.7, 0.4))
 
 def test_a_file_of_two_presets_names_them_instead_of_a_duplicate(tmp_path):
     a, b = _two_presets(tmp_path), _scores(tmp_path, "b", {"k1": 0.5, "k2": 0.5})
-    with pytest.raises(CompareError, match=r"key 'k1' is held by presets direct and full: .*--preset NAME"):
+    with pytest.raises(CompareError, match=r"a.jsonl holds presets direct, full: .*\(--preset NAME\)"):
         compare(a, b)
 
 
@@ -64,3 +72,76 @@ def test_a_preset_and_draw_the_file_holds_apart_is_an_error(tmp_path):
     assert compare(a, a, preset="direct", draw=1).n == 2
     res = runner.invoke(app, ["eval", "compare", str(a), str(a), "--preset", "full", "--draw", "1"])
     assert res.exit_code == 2 and "no row of preset 'full' at draw 1" in res.output, res.output
+
+
+def _own_keys(tmp: Path, name: str, by_batch: dict[tuple[str, int], dict[str, float]]) -> Path:
+    """A score-batch output `name`.jsonl of the clips of one manifest WITHOUT a `key` field (rows keyed by score-batch's
+    own key, a hash of the clip's resolved path, instruction, preset and draw: two outputs pair only when they scored
+    the same clips, e.g. by two scoring models), one batch per (preset, draw), rewards by video name."""
+    manifest = tmp / "clips" / "manifest.jsonl"
+    manifest.parent.mkdir(exist_ok=True)
+    videos = list(next(iter(by_batch.values())))
+    manifest.write_text("".join(json.dumps({"path": f"videos/{v}.mp4", "instruction": "stack"}) + "\n"
+                                for v in videos))
+    lines = [result_line(item, RewardResult(reward=rewards[Path(item["path"]).stem], status="scored", preset=preset))
+             for (preset, draw), rewards in by_batch.items() for item in read_manifest(manifest, preset, draw)]
+    out = tmp / f"{name}.jsonl"
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_score_batch_keys_of_several_presets_are_not_pooled(tmp_path):
+    """Paired by score-batch's own key (a manifest without `key`), each row of a two-preset file pairs with the row
+    of its own preset on the other side: nothing collided, the "Scored by" warning did not fire (each pair one
+    preset), and one mean difference, interval and sign test pooled both presets, unsaid. A researcher comparing
+    two checkpoints under `full` read a figure mixing every ablation preset."""
+    a = _own_keys(tmp_path, "a", {("full", 0): {"v1": 0.9, "v2": 0.5}, ("direct", 0): {"v1": 0.1, "v2": 0.1}})
+    b = _own_keys(tmp_path, "b", {("full", 0): {"v1": 0.5, "v2": 0.5}, ("direct", 0): {"v1": 0.6, "v2": 0.6}})
+    with pytest.raises(CompareError, match=r"a.jsonl holds presets direct, full: compare one preset at a "
+                                           r"time \(--preset NAME\)"):
+        compare(a, b)
+    res = runner.invoke(app, ["eval", "compare", str(a), str(b)])
+    assert res.exit_code == 2 and "holds presets direct, full" in res.output and "n = " not in res.output, res.output
+    full = compare(a, b, preset="full")
+    assert (full.n, full.a.rows, full.preset) == (2, 2, "full") and full.mean_diff == pytest.approx(0.2)
+    assert compare(a, b, preset="direct").mean_diff == pytest.approx(-0.5)
+
+
+def test_one_side_of_several_presets_is_refused_whatever_the_other_holds(tmp_path):
+    """B holds preset full only, so only A's full rows pair; but A's side summary (rows, mean reward) pooled both
+    presets' rows, and the pairs said nothing of A's other preset."""
+    a = _own_keys(tmp_path, "a", {("full", 0): {"v1": 0.9}, ("direct", 0): {"v1": 0.1}})
+    b = _own_keys(tmp_path, "b", {("full", 0): {"v1": 0.5}})
+    with pytest.raises(CompareError, match=r"a.jsonl holds presets direct, full"):
+        compare(a, b)
+    with pytest.raises(CompareError, match=r"a.jsonl holds presets direct, full"):
+        compare(b, a)
+    assert compare(a, b, preset="full").a.mean_reward == pytest.approx(0.9)
+
+
+def test_rows_recording_no_preset_are_named_as_such(tmp_path):
+    a = _own_keys(tmp_path, "a", {("full", 0): {"v1": 0.9}, ("direct", 0): {"v1": 0.1}})
+    a.write_text("".join(json.dumps({k: v for k, v in row.items() if k != "preset" or v == "full"}) + "\n"
+                         for row in map(json.loads, a.read_text().splitlines())))
+    with pytest.raises(CompareError, match=r"holds presets \(none\), full: .*--preset '' for the rows without one"):
+        compare(a, a)
+    assert compare(a, a, preset="").n == 1
+
+
+def test_score_batch_keys_of_several_draws_are_not_pooled(tmp_path):
+    """Draws 1.. hash into score-batch's own key, so draws 0 and 1 of a file shared no key and were pooled: each clip
+    counted once per draw, as if its draws were other videos (n doubled, the interval too narrow, p too small). Under a
+    manifest's own key the clip's two rows share it, and that was already this error."""
+    a = _own_keys(tmp_path, "a", {("full", 0): {"v1": 0.9, "v2": 0.6}, ("full", 1): {"v1": 0.5, "v2": 0.8}})
+    b = _own_keys(tmp_path, "b", {("full", 0): {"v1": 0.4, "v2": 0.6}, ("full", 1): {"v1": 0.5, "v2": 0.2}})
+    with pytest.raises(CompareError, match=r"a.jsonl:3: clip '.*v1.mp4' \('stack'\) appears in draws 0 and 1: .*"
+                                           r"compare one draw \(--draw K\)"):
+        compare(a, b)
+    res = runner.invoke(app, ["eval", "compare", str(a), str(b)])
+    assert res.exit_code == 2 and "appears in draws 0 and 1" in res.output and "n = " not in res.output, res.output
+    assert compare(a, b, draw=1).mean_diff == pytest.approx((0.0 + 0.6) / 2)
+    mixed = _own_keys(tmp_path, "mixed", {("full", 0): {"v1": 0.9}, ("direct", 0): {"v1": 0.1},
+                                          ("direct", 1): {"v1": 0.3}})
+    assert compare(mixed, mixed, preset="full").n == 1  # preset full holds one draw
+    with pytest.raises(CompareError, match=r"mixed.jsonl:3: clip .* appears in draws 0 and 1"):
+        compare(mixed, mixed, preset="direct")
