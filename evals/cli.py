@@ -1,9 +1,10 @@
 """CLI command for the clip suite: ``raa make-clips --out DIR [--seed S] [--preset paper|small]``.
 
 This is the edge: it is the one place that sets ``MUJOCO_GL`` (to ``egl`` unless the caller chose a GL
-backend) so that headless machines render without extra set-up. A bad preset or size, or an `--out` that
-cannot be a folder (a file, a place that cannot be written), is a usage error (exit code 2); a clip-suite or
-renderer failure prints its message and exits with code 1.
+backend) so that headless machines render without extra set-up. A bad preset or size, an `--out` that
+cannot be a folder (a file, a place that cannot be written), or one whose manifest cannot take this suite
+(another suite's clips, or unreadable: `ClipSuiteRequestError`), is a usage error (exit code 2); a clip-suite
+or renderer failure prints its message and exits with code 1.
 """
 
 from __future__ import annotations
@@ -35,16 +36,18 @@ def make_clips_command(
 
     if size is not None and (problem := suite_size_problem(size)):
         raise typer.BadParameter(problem, param_hint="--size")
-    from evals.eval_cli_common import out_dir
+    from evals.eval_cli_common import fail, out_dir
 
     out_dir(out)  # a file at (or above) --out is a usage error, exit 2, as for `raa eval reward --out`
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from evals.clipsuite import ClipSuiteError, load_manifest, make_clips
+    from evals.clipsuite import ClipSuiteError, ClipSuiteRequestError, load_manifest, make_clips
     from evals.scenes import RenderError
 
     try:
         manifest = make_clips(out, seed=seed, preset=preset,  # type: ignore[arg-type]  # checked above
                               progress=progress, size=size, limit=limit)
+    except ClipSuiteRequestError as exc:  # nothing rendered: the request, or its --out folder's manifest
+        raise fail(str(exc)) from None
     except (ClipSuiteError, RenderError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

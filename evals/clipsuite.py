@@ -99,6 +99,12 @@ class ClipSuiteError(RuntimeError):
     """A clip-suite request or run that cannot be completed (the message names what and why)."""
 
 
+class ClipSuiteRequestError(ClipSuiteError):
+    """A request refused before anything is rendered: its arguments, or an output folder that cannot take it (a
+    manifest of another suite, or unreadable). `raa make-clips` reads it as a usage error (exit 2), the others as a
+    failed render (exit 1)."""
+
+
 @dataclass(frozen=True)
 class ClipSpec:
     """One clip of the suite (everything needed to render it again)."""
@@ -218,15 +224,15 @@ def _select(specs: list[ClipSpec], names: Iterable[str] | None, limit: int | Non
             raise TypeError(f"names is a collection of clip names; got the single string {names!r} (write [{names!r}])")
         wanted = list(names)
         if not wanted:  # an empty manifest would be written, and read later as a suite with no clips
-            raise ClipSuiteError("names is empty: name at least one clip, or pass names=None for the whole suite")
+            raise ClipSuiteRequestError("names is empty: name at least one clip, or pass names=None for the whole suite")
         known = {s.name for s in specs}
         unknown = [n for n in wanted if n not in known]
         if unknown:
-            raise ClipSuiteError(f"unknown clip names {unknown}; names look like {specs[0].name!r}")
+            raise ClipSuiteRequestError(f"unknown clip names {unknown}; names look like {specs[0].name!r}")
         specs = [s for s in specs if s.name in set(wanted)]
     if limit is not None:
         if limit < 1:
-            raise ClipSuiteError(f"limit must be >= 1, got {limit}")
+            raise ClipSuiteRequestError(f"limit must be >= 1, got {limit}")
         specs = specs[:limit]
     return specs
 
@@ -244,14 +250,14 @@ def make_clips(out_dir: str | Path, *, seed: int = 0, preset: Preset = "small", 
     specs = _select(suite, names, limit)
     side = PRESET_SIZE[preset] if size is None else size
     if problem := suite_size_problem(side):  # before anything is written: no clip could render or be listed
-        raise ClipSuiteError(problem)
+        raise ClipSuiteRequestError(problem)
     side = int(side)  # a numpy integer is no JSON number
     out = Path(out_dir)
     kept, previous = _kept_rows(out / MANIFEST_NAME, suite, specs, side)  # before anything is written: may refuse
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a file at --out, a place that cannot be written: it was a traceback
-        raise ClipSuiteError(f"cannot write the clip suite to {out}: {exc.strerror or exc} (--out must be a "
+        raise ClipSuiteRequestError(f"cannot write the clip suite to {out}: {exc.strerror or exc} (--out must be a "
                              "folder)") from exc
     rows, failed = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -341,7 +347,7 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
                side: int) -> tuple[list[dict], dict[str, dict]]:
     """Rows of the manifest already at ``manifest`` that a render of ``specs`` (part of ``suite``) keeps: those
     of the same suite (name, clip seed, frames and size match) that are not rendered again; and, by name,
-    those that are (kept only if their clip fails again). Rendering the whole suite keeps none. Raises :class:`ClipSuiteError` when the manifest lists clips of another suite
+    those that are (kept only if their clip fails again). Rendering the whole suite keeps none. Raises :class:`ClipSuiteRequestError` when the manifest lists clips of another suite
     (another seed, preset or size, or a row by hand): merging would mix two suites in one manifest."""
     if len(specs) == len(suite) or not manifest.is_file():
         return [], {}
@@ -351,7 +357,7 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
     try:
         lines = list(json_lines(manifest, ManifestError))
     except ManifestError as exc:
-        raise ClipSuiteError(f"cannot add clips to {manifest}: {exc}") from exc
+        raise ClipSuiteRequestError(f"cannot add clips to {manifest}: {exc}") from exc
     for where, row in lines:
         name = row.get("name") if isinstance(row, dict) else None  # a row by hand may name a list: unhashable
         spec = by_name.get(name) if isinstance(name, str) else None
@@ -362,7 +368,7 @@ def _kept_rows(manifest: Path, suite: list[ClipSpec], specs: list[ClipSpec],
         else:
             previous[spec.name] = row
     if foreign:
-        raise ClipSuiteError(
+        raise ClipSuiteRequestError(
             f"{manifest} lists {len(foreign)} clip(s) of another suite (another seed, preset, size or generator "
             f"version, or rows "
             f"not written by make_clips; first: {foreign[0]}): rendering part of this suite there would mix "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -153,3 +154,28 @@ def test_a_row_whose_name_is_no_string_is_refused_as_another_suites(tmp_path, na
     with pytest.raises(ClipSuiteError, match="another suite"):
         make_clips(suite, names=[suite_specs("small", 0)[0].name], size=SIDE, progress=False)
     assert manifest.read_text() == before
+
+
+@pytest.mark.parametrize("content, says", [
+    (json.dumps({"path": "clips/x.mp4", "name": "x"}) + "\n", "lists 1 clip(s) of another suite"),
+    ("not json\n", "cannot add clips to"),
+])
+def test_a_folder_whose_manifest_cannot_take_this_suite_is_a_usage_error(tmp_path, content, says):
+    """`raa make-clips --out DIR --limit 1` where DIR's manifest lists another suite's clips (or cannot be read)
+    exited 1, the code of a render that failed, though nothing was rendered: the --out folder asked for cannot
+    take this suite, a usage error (exit 2) as any other --out problem. The library's ClipSuiteError is kept."""
+    from typer.testing import CliRunner
+
+    from graph.cli import app
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "manifest.jsonl").write_text(content)
+    with pytest.raises(ClipSuiteError, match=re.escape(says)):
+        make_clips(suite, names=[suite_specs("small", 0)[0].name], size=SIDE, progress=False)
+    result = CliRunner().invoke(app, ["make-clips", "--out", str(suite), "--limit", "1", "--size", str(SIDE),
+                                      "--no-progress"])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    text = " ".join(result.output.split())
+    assert text.startswith("error: ") and says in text and (suite / "manifest.jsonl").read_text() == content
+    assert not (suite / "clips").exists()
