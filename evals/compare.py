@@ -74,11 +74,11 @@ Decisions where the issue was silent:
   are compared. A draw that a file does not hold is an error naming the draws it holds.
 * A file may hold several presets' rows of one manifest (score-batch into one ``--out`` with another ``--preset``):
   ``preset`` (``--preset NAME``, "" for rows that record none) compares that preset's rows of both files, as
-  ``draw`` does a draw's; without it such a file is an error naming its presets and the option, whatever the pairing
-  (as `raa eval draws`): by score-batch's own key, which hashes the preset, one difference and interval pooled every
-  preset, unsaid (each pair scored alike: no scorer warning). A preset a file does not hold is an error naming its
-  presets, and so is a preset and draw it holds only apart, naming the preset's draws (no row was left: "no rows in
-  FILE"). Two files of one preset each need no option, whatever their presets (a preset ablation on the same videos).
+  ``draw`` does a draw's; without it such a file (at the draw compared) is an error naming its presets and the
+  option, whatever the pairing (as `raa eval draws`): by score-batch's own key, which hashes the preset, one
+  difference pooled every preset, unsaid (each pair scored alike: no scorer warning). A preset it does not hold is an
+  error naming its presets; so is a preset and draw it holds only apart, naming the preset's draws (no row was left:
+  "no rows in FILE"). Two files of one preset each need no option, whatever their presets (a preset ablation).
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
@@ -297,14 +297,15 @@ def _several_draws(where: str, what: str, first: int, drawn: int) -> str:
 def _batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, preset: str | None,
                    skipped: list[SkippedLine]) -> str | None:
     """Why the rows of `path`, of batches `held` ((preset, draw) of each row), give no one batch to compare with
-    `draw` / `preset` (None: any): several presets without the option (pooled, they read as one figure; module
-    docstring), or a draw, preset or the two together that the file does not hold. None when they do."""
+    `draw` / `preset` (None: any): several presets (of draw `draw`) without the option (pooled, they read as one
+    figure; module docstring), or a draw, preset or the two together that the file does not hold. None when they do."""
     presets = sorted({p for p, _ in held})
     names = ", ".join(map(shown_preset, presets)) or "none"
-    if preset is None and len(presets) > 1:
-        unnamed = "; --preset '' for the rows without one" if "" in presets else ""
-        return (f"{path} holds presets {names}: compare one preset at a time (--preset NAME{unnamed}); pooled, "
-                "their rewards would read as one comparison")
+    if preset is None and len(drawn := sorted({p for p, d in held if draw in (None, d)})) > 1:
+        unnamed = "; --preset '' for the rows without one" if "" in drawn else ""
+        at = "" if draw is None else f" at draw {draw}"
+        return (f"{path} holds presets {', '.join(map(shown_preset, drawn))}{at}: compare one preset at a time "
+                f"(--preset NAME{unnamed}); pooled, their rewards would read as one comparison")
     if preset is not None and preset not in presets:
         return f"{path}: no row of preset {preset!r} (presets found: {names})"
     if draw is not None and draw not in {d for _, d in held}:

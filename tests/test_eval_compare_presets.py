@@ -70,6 +70,11 @@ def test_a_preset_and_draw_the_file_holds_apart_is_an_error(tmp_path):
     with pytest.raises(CompareError, match=r"no row of preset 'full' at draw 1 \(draws of preset full: 0\)"):
         compare(a, a, preset="full", draw=1)
     assert compare(a, a, preset="direct", draw=1).n == 2
+    assert compare(a, a, draw=1).n == 2 and compare(a, a, draw=0).a.mean_reward == pytest.approx(0.7)  # one preset each
+    a.write_text(a.read_text() + "".join(json.dumps({**row, "preset": "audit_no_gate", "draw": 1}) + "\n"
+                                         for row in map(json.loads, a.read_text().splitlines()[:2])))
+    with pytest.raises(CompareError, match=r"holds presets audit_no_gate, direct at draw 1: .*--preset NAME"):
+        compare(a, a, draw=1)
     res = runner.invoke(app, ["eval", "compare", str(a), str(a), "--preset", "full", "--draw", "1"])
     assert res.exit_code == 2 and "no row of preset 'full' at draw 1" in res.output, res.output
 
