@@ -1,9 +1,9 @@
 """Rows of a `raa score-batch` output as the evaluation readers take them (`evals.compare`, `evals.draws`): which
 line is a usable row (`score_batch_row`: a ``result`` whose status and reward agree, `checked_reward`; an integer
 draw, `row_draw`; a string path and instruction), a file that is none (`results_file_problem`), a row's preset
-(`row_preset`, `shown_preset`), who scored it (`scorer_label`, `scored_differently`) and its reward
-(`eligible_reward`). The rules are argued in `evals.compare`'s module
-docstring. Split from evals/compare.py (its size)."""
+(`row_preset`, `shown_preset`), who scored it (`scorer_label`, `scored_differently`), its reward
+(`eligible_reward`), and a file that holds no one batch to compare (`batch_problem`, `several_draws`). The rules
+are argued in `evals.compare`'s module docstring. Split from evals/compare.py (its size)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.table_rows import row_faults
-from tools.jsonl import LineError
+from tools.jsonl import LineError, SkippedLine, skipped_listing
 
 
 def row_draw(row: dict[str, Any], where: str) -> int:
@@ -117,3 +117,35 @@ def scored_differently(row_a: dict[str, Any], row_b: dict[str, Any]) -> bool:
 
     sa, sb = row_a.get("scorer"), row_b.get("scorer")
     return isinstance(sa, dict) and isinstance(sb, dict) and not same_scorer(sa, sb)
+
+
+def several_draws(where: str, what: str, first: int, drawn: int) -> str:
+    """Why `what` at line `where` stops a comparison: it is in draws `first` and `drawn` (pooled, one clip would
+    count once per draw)."""
+    return (f"{where}: {what} appears in draws {first} and {drawn}: the file holds several draws of its manifest; "
+            "compare one draw (--draw K), or summarise the draws with `raa eval draws`")
+
+
+def batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, preset: str | None,
+                   skipped: list[SkippedLine]) -> str | None:
+    """Why the rows of `path`, of batches `held` ((preset, draw) of each row), give no one batch to compare with
+    `draw` / `preset` (None: any): several presets (of draw `draw`) without the option (pooled, they read as one
+    figure; `evals.compare` module docstring), or a draw, preset or the two together that the file does not hold. None when they do."""
+    presets = sorted({p for p, _ in held})
+    names = ", ".join(map(shown_preset, presets)) or "none"
+    if preset is None and len(drawn := sorted({p for p, d in held if draw in (None, d)})) > 1:
+        unnamed = "; --preset '' for the rows without one" if "" in drawn else ""
+        at = "" if draw is None else f" at draw {draw}"
+        return (f"{path} holds presets {', '.join(map(shown_preset, drawn))}{at}: compare one preset at a time "
+                f"(--preset NAME{unnamed}); pooled, their rewards would read as one comparison")
+    if preset is not None and preset not in presets:
+        return f"{path}: no row of preset {preset!r} (presets found: {names})"
+    if draw is not None and draw not in {d for _, d in held}:
+        found = ", ".join(map(str, sorted({d for _, d in held}))) or "none"
+        maybe = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
+                 f"{skipped_listing(skipped)}") if skipped else ""
+        return f"{path}: no row of draw {draw} (draws found: {found}){maybe}"
+    if preset is not None and draw is not None and (preset, draw) not in held:
+        found = ", ".join(str(d) for p, d in sorted(held) if p == preset)
+        return f"{path}: no row of preset {preset!r} at draw {draw} (draws of preset {shown_preset(preset)}: {found})"
+    return None

@@ -100,6 +100,7 @@ from typing import Any
 import numpy as np
 
 from evals.batch_rows import (
+    batch_problem,
     eligible_reward,
     results_file_problem,
     row_draw,
@@ -107,13 +108,13 @@ from evals.batch_rows import (
     score_batch_row,
     scored_differently,
     scorer_label,
-    shown_preset,
+    several_draws,
 )
 from evals.pair_keys import PairKey, key_order, pair_key, text_twins
 from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
 from evals.path_pairs import by_name, two_names
 from evals.table_rows import outage
-from tools.jsonl import LineError, SkippedLine, no_usable_row, skipped_listing, usable_rows
+from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
 
 
 class CompareError(ValueError):
@@ -254,10 +255,10 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     rows: dict[PairKey, dict[str, Any]] = {}
     lines: dict[PairKey, str] = {}  # the line of each key's row, named when the key comes again
     bad: list[dict[str, Any]] = []
-    if problem := _batch_problem(path, {(row_preset(row), row_draw(row, where)) for where, row, _ in parsed},
+    if problem := batch_problem(path, {(row_preset(row), row_draw(row, where)) for where, row, _ in parsed},
                                  draw, preset, skipped):
         raise CompareError(problem)
-    named: set[str] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
+    named: set[PairKey] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
     drawn_at: dict[tuple[str, Any], int] = {}  # the draw of each clip's rows: a clip in two draws is counted twice
     for where, row, key in parsed:
         drawn = row_draw(row, where)
@@ -280,43 +281,13 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
                     rows[key], lines[key] = row, where
                 continue
             if (first := row_draw(rows[key], where)) != drawn:
-                raise CompareError(_several_draws(where, f"{pair_by} {key!r}", first, drawn))
+                raise CompareError(several_draws(where, f"{pair_by} {key!r}", first, drawn))
             raise CompareError(f"{where}: {pair_by} {key!r} appears twice (first at {lines[key]})")
         clip = (identity(row["path"]), row.get("instruction"))  # under score-batch's own key, one per draw
         if (first := drawn_at.setdefault(clip, drawn)) != drawn:
-            raise CompareError(_several_draws(where, f"clip {row['path']!r} ({row.get('instruction')!r})", first, drawn))
+            raise CompareError(several_draws(where, f"clip {row['path']!r} ({row.get('instruction')!r})", first, drawn))
         rows[key], lines[key] = row, where
     return rows, bad, skipped
-
-
-def _several_draws(where: str, what: str, first: int, drawn: int) -> str:
-    return (f"{where}: {what} appears in draws {first} and {drawn}: the file holds several draws of its manifest; "
-            "compare one draw (--draw K), or summarise the draws with `raa eval draws`")
-
-
-def _batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, preset: str | None,
-                   skipped: list[SkippedLine]) -> str | None:
-    """Why the rows of `path`, of batches `held` ((preset, draw) of each row), give no one batch to compare with
-    `draw` / `preset` (None: any): several presets (of draw `draw`) without the option (pooled, they read as one
-    figure; module docstring), or a draw, preset or the two together that the file does not hold. None when they do."""
-    presets = sorted({p for p, _ in held})
-    names = ", ".join(map(shown_preset, presets)) or "none"
-    if preset is None and len(drawn := sorted({p for p, d in held if draw in (None, d)})) > 1:
-        unnamed = "; --preset '' for the rows without one" if "" in drawn else ""
-        at = "" if draw is None else f" at draw {draw}"
-        return (f"{path} holds presets {', '.join(map(shown_preset, drawn))}{at}: compare one preset at a time "
-                f"(--preset NAME{unnamed}); pooled, their rewards would read as one comparison")
-    if preset is not None and preset not in presets:
-        return f"{path}: no row of preset {preset!r} (presets found: {names})"
-    if draw is not None and draw not in {d for _, d in held}:
-        found = ", ".join(map(str, sorted({d for _, d in held}))) or "none"
-        maybe = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
-                 f"{skipped_listing(skipped)}") if skipped else ""
-        return f"{path}: no row of draw {draw} (draws found: {found}){maybe}"
-    if preset is not None and draw is not None and (preset, draw) not in held:
-        found = ", ".join(str(d) for p, d in sorted(held) if p == preset)
-        return f"{path}: no row of preset {preset!r} at draw {draw} (draws of preset {shown_preset(preset)}: {found})"
-    return None
 
 
 def _reward(row: dict[str, Any]) -> float | None:

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from evals.pair_keys import PairKey
 
-def two_names(key: str, first: dict[str, Any], row: dict[str, Any]) -> bool:
+
+def two_names(key: PairKey, first: dict[str, Any], row: dict[str, Any]) -> bool:
     """True when two rows whose paths resolve to `key` name it by two links (two clips of one file's bytes, a Hugging
     Face cache's two names of one blob), neither by the file itself (a row written before rows named links)."""
     return first.get("path") != row.get("path") and key not in (first.get("path"), row.get("path"))
 
 
-def by_name(rows: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def by_name(rows: dict[PairKey, dict[str, Any]], other: dict[PairKey, dict[str, Any]]
+            ) -> dict[PairKey, dict[str, Any]]:
     """`rows` (`read_results`' of one side, `--pair-by path`), each row the other side keys by the row's own path
     (one of two links to one file there, `two_names`) but `rows` does not keyed so too: the same clip."""
     moved = {k: str(row.get("path")) for k, row in rows.items()
