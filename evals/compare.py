@@ -21,7 +21,8 @@ Decisions where the issue was silent:
   ``PATH:N`` and the reason; `tools.jsonl.usable_rows`), and the other rows are compared: a line that is
   not UTF-8 or not JSON, not a score-batch row (no ``result`` object), a ``manifest`` that is not an object,
   no field to pair by, a draw that is not an integer, a path or instruction that is not a string (a hand edit's
-  null or 5: it was a pair under the instruction "None", and 5 paired with "5"), or a status and reward that disagree
+  null or 5: it was a pair under the instruction "None", and 5 paired with "5"), a preset that is neither a string
+  nor null (5 read as the preset "5"), or a status and reward that disagree
   (``checked_reward``: a ``scored`` or ``zero`` row needs a finite number in 0..1, not a bool, not a string
   such as "0.9", not missing; a ``zero`` row 0; an ``ineligible`` row no reward; any other status is
   refused, as `evals.result_rows.damaged` refuses such rows). One such line used to refuse the whole file;
