@@ -200,7 +200,14 @@ def demo_command(
     limit: int | None = typer.Option(None, "--limit", min=1, help="only the first N clips of the suite"),
 ) -> None:
     """Generate sample clips, run the evidence tools, and score them when an endpoint is configured."""
-    from evals.clipsuite import PRESET_SIZE, ClipSuiteError, load_manifest, make_clips, suite_specs
+    from evals.clipsuite import (
+        PRESET_SIZE,
+        ClipSuiteError,
+        ClipSuiteRequestError,
+        load_manifest,
+        make_clips,
+        suite_specs,
+    )
     from evals.scenes import RenderError
     from graph.settings import BackboneSettings, SettingsError
     from tools.settings import ToolSettings
@@ -232,6 +239,9 @@ def demo_command(
         console.print(f"Rendering the labelled sample clips into {escape(str(clips_dir))} ...")
         try:
             make_clips(out, seed=seed, preset="small", progress=True, limit=limit)
+        except ClipSuiteRequestError as exc:  # refused before rendering (an --out that is a file): as `raa make-clips`
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         except (ClipSuiteError, RenderError) as exc:  # no GL context, or clips that failed: as `raa make-clips`
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from None

@@ -104,6 +104,16 @@ def test_demo_that_cannot_render_is_one_error_line(tmp_path, monkeypatch) -> Non
     assert not (tmp_path / "overlays").exists()
 
 
+def test_demo_into_a_file_is_a_usage_error(tmp_path) -> None:
+    # `raa make-clips --out FILE` is a usage error (exit 2, ClipSuiteRequestError: refused before rendering); the
+    # demo read every ClipSuiteError as a failed render (exit 1), this refusal included
+    out = tmp_path / "a_file"
+    out.write_text("not a folder")
+    res = runner.invoke(app, ["demo", "--out", str(out), "--limit", "1"])
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert "error: cannot write the clip suite" in res.output and "must be a folder" in res.output, res.output
+
+
 def test_demo_renders_again_when_the_manifest_lacks_clips(tmp_path) -> None:
     # a render whose clips all failed leaves an empty manifest (make_clips writes the ones that rendered):
     # the next demo "re-used" it and ended in an IndexError; a partial one was re-used with clips missing
