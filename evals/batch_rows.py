@@ -2,7 +2,8 @@
 line is a usable row (`score_batch_row`: a ``result`` whose status and reward agree, `checked_reward`; an integer
 draw, `row_draw`; a string path and instruction), a file that is none (`results_file_problem`), a row's preset
 (`row_preset`, `shown_preset`), who scored it (`scorer_label`, `scored_differently`), its reward
-(`eligible_reward`), and a file that holds no one batch to compare (`batch_problem`, `several_draws`). The rules
+(`eligible_reward`), and a file that holds no one batch to compare (`batch_problem`, `several_draws`,
+`several_presets`). The rules
 are argued in `evals.compare`'s module docstring. Split from evals/compare.py (its size)."""
 
 from __future__ import annotations
@@ -126,6 +127,14 @@ def several_draws(where: str, what: str, first: int, drawn: int) -> str:
             "compare one draw (--draw K), or summarise the draws with `raa eval draws`")
 
 
+def several_presets(path: str, presets: list[str], doing: str, pooled: str) -> str:
+    """Why a file of rows of several `presets` (sorted) stops `doing` (": compare", ": summarise"): pooled, `pooled`.
+    Shared by `batch_problem` and `evals.draws`, so both name the presets and the option alike."""
+    unnamed = "; --preset '' for the rows without one" if "" in presets else ""
+    return (f"{path} holds presets {', '.join(map(shown_preset, presets))}{doing} one preset at a time "
+            f"(--preset NAME{unnamed}); pooled, {pooled}")
+
+
 def batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, preset: str | None,
                    skipped: list[SkippedLine]) -> str | None:
     """Why the rows of `path`, of batches `held` ((preset, draw) of each row), give no one batch to compare with
@@ -134,10 +143,8 @@ def batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, pres
     presets = sorted({p for p, _ in held})
     names = ", ".join(map(shown_preset, presets)) or "none"
     if preset is None and len(drawn := sorted({p for p, d in held if draw in (None, d)})) > 1:
-        unnamed = "; --preset '' for the rows without one" if "" in drawn else ""
         at = "" if draw is None else f" at draw {draw}"
-        return (f"{path} holds presets {', '.join(map(shown_preset, drawn))}{at}: compare one preset at a time "
-                f"(--preset NAME{unnamed}); pooled, their rewards would read as one comparison")
+        return several_presets(f"{path}", drawn, f"{at}: compare", "their rewards would read as one comparison")
     if preset is not None and preset not in presets:
         return f"{path}: no row of preset {preset!r} (presets found: {names})"
     if draw is not None and draw not in {d for _, d in held}:

@@ -71,7 +71,14 @@ from typing import Any
 
 import numpy as np
 
-from evals.batch_rows import eligible_reward, results_file_problem, row_preset, score_batch_row, shown_preset
+from evals.batch_rows import (
+    eligible_reward,
+    results_file_problem,
+    row_preset,
+    score_batch_row,
+    several_presets,
+    shown_preset,
+)
 from evals.table_rows import outage
 from tools.jsonl import SkippedLine, no_usable_row, usable_rows
 
@@ -259,8 +266,8 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
     found = sorted({c.preset for c in clips} | set(bad))
     names = ", ".join(shown_preset(p) for p in found)
     if preset is None and len(found) > 1:
-        unnamed = "; --preset '' for the rows without one" if "" in found else ""
-        raise DrawsError(f"{path} holds presets {names}: summarise one at a time (--preset NAME{unnamed})")
+        raise DrawsError(several_presets(f"{path}", found, ": summarise",
+                                         "their differences would count as clip-to-clip signal"))
     if preset is not None and preset not in found:
         raise DrawsError(f"{path} has no rows of preset {preset!r} (it holds: {names or 'none'})")
     preset = preset if preset is not None else (found[0] if found else "")

@@ -68,7 +68,7 @@ def test_summary_hand_computed(tmp_path):
 def test_one_preset_at_a_time(tmp_path):
     _draws(tmp_path)
     out = _draws(tmp_path, {"a": [0.9, 0.9], "b": [0.1, 0.1]}, preset="direct")  # the same output, another preset
-    with pytest.raises(DrawsError, match="holds presets direct, full: summarise one at a time"):
+    with pytest.raises(DrawsError, match="holds presets direct, full: summarise one preset at a time"):
         summarize_draws(out)
     full = summarize_draws(out, "full")
     assert (full.preset, full.rows, full.clips) == ("full", 8, 4) and full.noise_share == pytest.approx(0.375)
