@@ -150,3 +150,15 @@ def test_score_batch_keys_of_several_draws_are_not_pooled(tmp_path):
     assert compare(mixed, mixed, preset="full").n == 1  # preset full holds one draw
     with pytest.raises(CompareError, match=r"mixed.jsonl:3: clip .* appears in draws 0 and 1"):
         compare(mixed, mixed, preset="direct")
+
+
+def test_clips_each_in_one_draw_of_several_are_compared(tmp_path):
+    """The draws rule refuses a clip counted twice, not a file of several draws: clips each scored in one draw, not
+    the same one (a batch finished at another draw), are compared; and `--draw K` is never refused for draws."""
+    a = _own_keys(tmp_path, "a", {("full", 0): {"v1": 0.9, "v2": 0.6}})
+    text = a.read_text().splitlines()
+    v2 = _own_keys(tmp_path, "v2", {("full", 1): {"v1": 0.9, "v2": 0.2}}).read_text().splitlines()
+    a.write_text("\n".join([text[0], v2[1]]) + "\n")  # v1 at draw 0, v2 at draw 1
+    result = compare(a, a)
+    assert (result.n, result.a.rows) == (2, 2)
+    assert compare(a, a, draw=1).n == 1
