@@ -131,6 +131,24 @@ def test_a_stop_before_any_checkpoint_says_to_start_again_not_to_resume(tmp_path
         assert str(ckpt_dir / "iter_000002") in text and "--resume" in text and "without --resume" not in text, text
 
 
+def test_a_first_checkpoint_saved_before_latest_moved_is_not_to_be_overwritten(tmp_path):
+    """The first checkpoint saved in full (its layout.json written), then its prompt stamp or ``latest`` failed (a
+    quota): no ``latest``, so the stop said "none yet; start the run again without --resume (... add
+    --overwrite_output_dir ...)", and following it deleted a checkpoint that resumes once ``latest`` names it
+    (training/resume.py says so). The message names it and that way on."""
+    from training.preemption import TrainingDiverged
+    from training.run_dir import LAYOUT_FILE
+
+    ckpt_dir = tmp_path / "checkpoints"
+    (ckpt_dir / "iter_000010").mkdir(parents=True)
+    (ckpt_dir / "iter_000010" / LAYOUT_FILE).write_text("{}")
+    (ckpt_dir / "iter_000020").mkdir()  # a later save killed part-way (no layout.json): not a checkpoint
+    failure = RankFailure(0, "finishing checkpoint iter_000010", "OSError: [Errno 122] Disk quota exceeded", 1)
+    for text in map(str, [RankFailed(10, failure, ckpt_dir, world=1), TrainingDiverged(13, 1, ckpt_dir)]):
+        assert "none yet" not in text and "without --resume" not in text and "--overwrite_output_dir" not in text, text
+        assert f"write iter_000010 into {ckpt_dir / 'latest'}, then continue with --resume" in text, text
+
+
 def test_one_ranks_stop_does_not_say_every_rank_stopped(tmp_path):
     """A single-GPU run's RankFailed said "every rank stopped (rank 0's stderr has the traceback)": there is no
     other rank, and the traceback is the one printed just above it."""

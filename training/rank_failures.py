@@ -120,11 +120,19 @@ NO_CHECKPOINT = ("start the run again without --resume (there is no checkpoint t
 def last_checkpoint(ckpt_dir: Path) -> tuple[str, str]:
     """``(last, goes_on)`` for a stop's message: the checkpoint ``--resume`` would load ("none yet" without one)
     and how the run goes on, "continue with --resume", or `NO_CHECKPOINT` before its first checkpoint (the
-    baseline evaluation of a fresh run, an iteration before ``checkpoint_every``)."""
+    baseline evaluation of a fresh run, an iteration before ``checkpoint_every``). A checkpoint saved in full
+    whose ``latest`` was never written (its prompt stamp or ``latest`` failed: training/checkpointing.py) is no
+    such case: --overwrite_output_dir would delete it, and it resumes once ``latest`` names it (training/resume.py
+    ``resume_source`` says the same)."""
     from training.engine import latest_tag
+    from training.run_dir import finished_checkpoints
 
-    tag = latest_tag(ckpt_dir)
-    return ("none yet", NO_CHECKPOINT) if tag is None else (str(ckpt_dir / tag), "continue with --resume")
+    if (tag := latest_tag(ckpt_dir)) is not None:
+        return str(ckpt_dir / tag), "continue with --resume"
+    if finished := finished_checkpoints(ckpt_dir):
+        return (f"{ckpt_dir / finished[-1]} ('latest' not written)",
+                f"write {finished[-1]} into {ckpt_dir / 'latest'}, then continue with --resume")
+    return "none yet", NO_CHECKPOINT
 
 
 def exit_code_of(exc: BaseException) -> int:
