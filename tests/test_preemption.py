@@ -294,3 +294,49 @@ def test_a_signal_during_the_baseline_evaluation_stops_the_run_after_it(tmp_path
     assert _rows(run) == [] and not (run / "checkpoints" / "latest").exists()
     assert [json.loads(line)["iteration"] for line in (run / "eval.jsonl").read_text().splitlines()] == [0]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back
+
+
+def _signalled_rank_run(rank: int, tmp: str, flags: list[str]) -> None:
+    """A spawned rank's run; rank 1 alone gets SIGUSR1 at the start of the opening (baseline) evaluation."""
+    import training.trainer
+    from tests.launches import release_after
+    from training.config_io import load_config
+
+    if rank == 1:
+        real = training.trainer.evaluate_everywhere
+
+        def evaluating(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if isinstance(getattr(signal.getsignal(signal.SIGUSR1), "__self__", None), StopRequest):
+                os.kill(os.getpid(), signal.SIGUSR1)  # (never the default action: it would end the rank)
+            return real(*args, **kwargs)
+
+        training.trainer.evaluate_everywhere = evaluating
+    try:
+        training.trainer.train(load_config(SMOKE, flags))
+        outcome = "finished"
+    except Exception as exc:  # the test compares them
+        outcome = f"{type(exc).__name__}: {exc}"
+        release_after(exc)
+    Path(tmp, f"rank{rank}.txt").write_text(outcome)
+    Path(tmp, f"rank{rank}.done").write_text("ok")
+
+
+@pytest.mark.slow  # two training processes (~40 s here)
+@pytest.mark.distributed
+@pytest.mark.parametrize("ds_config", ["ds_zero2.json", "ds_zero3.json"])
+def test_a_signal_to_one_rank_during_the_baseline_stops_both_after_it(tmp_path, ds_config):
+    """The agreement after the opening evaluation is a collective: rank 1 alone got the signal, and both ranks
+    must reach it (else one waits in it while the other trains into the first iteration's collectives) and stop
+    there, with nothing trained, under ZeRO-3 (every parameter partitioned) too."""
+    from tests.launches import spawn_ranks
+
+    flags = ["--output_dir", str(tmp_path / "run"), "--progress", "false", "--tensorboard", "false",
+             "--max_iterations", "2", "--num_steps", "2", "--sde_window", "[0, 1]", "--export", "none",
+             "--num_frames", "5", "--ds_config", ds_config, *HELD_OUT]
+    spawn_ranks(_signalled_rank_run, (str(tmp_path), flags), tmp_path, deadline_s=150)
+    outcomes = [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)]
+    assert outcomes[0] == outcomes[1], outcomes  # the same stop on every rank
+    assert outcomes[0].startswith("TrainingStopped: stopped by SIGUSR1 before the first iteration"), outcomes
+    run = tmp_path / "run"
+    assert _rows(run) == [] and not (run / "checkpoints" / "latest").exists()
+    assert [json.loads(line)["iteration"] for line in (run / "eval.jsonl").read_text().splitlines()] == [0]
