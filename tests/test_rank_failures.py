@@ -123,6 +123,9 @@ def test_a_stop_before_any_checkpoint_says_to_start_again_not_to_resume(tmp_path
     for text in map(str, stops):
         assert "none yet" in text and "start the run again without --resume" in text, text
         assert "continue with --resume" not in text and "(--resume)" not in text, text
+        # --overwrite_output_dir deletes the attempt's logs (a divergence's record): the message says so, and the
+        # way that keeps them (training/run_dir.py's refusal offers both)
+        assert "which deletes its logs" in text and "or set another output_dir" in text, text
     ckpt_dir.mkdir()
     (ckpt_dir / "latest").write_text("iter_000002")
     again = [RankFailed(4, failure, ckpt_dir, world=1), TrainingDiverged(3, 1, ckpt_dir),

@@ -112,8 +112,9 @@ def failed_on(failure: RankFailure) -> str:
     return f"{failure.what} failed on rank {failure.rank} ({failure.error})"
 
 
-NO_CHECKPOINT = ("start the run again without --resume (there is no checkpoint to continue from; add "
-                 "--overwrite_output_dir where its metrics.jsonl has rows)")
+NO_CHECKPOINT = ("start the run again without --resume (there is no checkpoint to continue from; where its "
+                 "metrics.jsonl has rows, add --overwrite_output_dir, which deletes its logs, or set another "
+                 "output_dir)")
 """How a run stopped before its first checkpoint goes on: --resume refuses it (training/resume.py)."""
 
 
