@@ -26,6 +26,12 @@ VERTEX_VIA_LITELLM = {"error": {"message": (
     "online_prediction_tokens_per_minute_per_base_model with base model: anthropic-claude-3-haiku. Please submit a "
     "quota increase request.', 'status': 'RESOURCE_EXHAUSTED'}}"), "type": None, "param": None, "code": 500}}
 """A LiteLLM proxy relaying Vertex's per-minute quota as a 500 (BerriAI/litellm#4259)."""
+LITELLM_RATE_LIMIT = {"error": {"message": (
+    "LiteLLM Rate Limit Handler for rate limit type = team. Crossed TPM / RPM / Max Parallel Request Limit. current "
+    "rpm: 1, rpm limit: 15, current tpm: 12260, tpm limit: 5000, current max_parallel_requests: 0, "
+    "max_parallel_requests: 9223372036854775807"), "type": "auth_error", "param": "None", "code": "429"}}
+"""A LiteLLM proxy's per-key or per-team rate limit (BerriAI/litellm#13898, #9440): a key with a budget and a TPM
+limit, the limit's 429 beside the budget's (type `budget_exceeded`, graph.settings_faults): no budget words here."""
 VLLM_CRASH = ("Traceback (most recent call last):\n  File \"/usr/lib/python3/site-packages/vllm/entrypoints/"
               "chat_utils.py\", line 1302, in apply_hf_chat_template\n    chat_template = resolve_hf_chat_template("
               "tokenizer, chat_template=None, tools=tools)\ntorch.OutOfMemoryError: CUDA out of memory. Tried to "
@@ -39,9 +45,10 @@ PROXY_PAGE = ("<html><head><title>502 Bad Gateway</title></head><body><h1>502 Ba
 @pytest.mark.parametrize(("status", "body", "content_type"), [
     (429, json.dumps(GEMINI_FREE_TIER), "application/json"),
     (500, json.dumps(VERTEX_VIA_LITELLM), "application/json"),
+    (429, json.dumps(LITELLM_RATE_LIMIT), "application/json"),
     (500, VLLM_CRASH, "text/plain"),
     (502, PROXY_PAGE, "text/html"),
-], ids=["gemini_free_tier", "vertex_via_litellm", "vllm_crash_in_template_code", "proxy_page"])
+], ids=["gemini_free_tier", "vertex_via_litellm", "litellm_rate_limit", "vllm_crash_in_template_code", "proxy_page"])
 @pytest.mark.parametrize("told", [None, "true"], ids=["no_header", "x_should_retry"])
 def test_a_rate_limit_or_crash_in_lookalike_words_is_retried(status: int, body: str, content_type: str,
                                                              told: str | None) -> None:
