@@ -85,8 +85,9 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
 
 def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
     """Whose a repeat row is by the "manifest_file" it records (`graph.batch.write_repeats`): "this" when that is
-    `manifest` (a resolved path), or a name that is `manifest` now (the old name of a manifest moved with a symlink
-    left there: taken for another manifest, its rows stayed beside the ones written under the new name, each id twice);
+    `manifest` (a resolved path), or a name that is `manifest`'s file now (the old name of a manifest moved with a
+    symlink left there, or another hard link to it: taken for another manifest, its rows stayed beside the ones
+    written under this name, each id twice);
     "other" when it names another file, there now: that manifest's (a copy of this one sharing the output, or an
     extended copy, holds the same repeat lines), never a renamed or moved manifest's left behind; None when it records
     none (written before rows did: not known to be another's) or its file is gone. Looked up once per name."""
@@ -98,10 +99,19 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
             return None
         if recorded not in found:  # os.path.exists: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.exists(recorded)
-                               else "this" if os.path.realpath(recorded) == manifest else "other")
+                               else "this" if _same_file(recorded, manifest) else "other")
         return found[recorded]
 
     return whose
+
+
+def _same_file(recorded: str, manifest: str) -> bool:
+    """Whether the name `recorded` (there now) is the file `manifest` (resolved): the same path once resolved, or the
+    same file under another (a hard link). False when either cannot be read (as another manifest's)."""
+    try:
+        return os.path.realpath(recorded) == manifest or os.path.samefile(recorded, manifest)
+    except OSError:
+        return False
 
 
 def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:

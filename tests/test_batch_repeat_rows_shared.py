@@ -332,3 +332,26 @@ def test_two_outputs_concatenated_get_no_second_row_of_another_manifests_copy(mo
     # the first line's row twice (each half's: not a repeat row, it stays, as it did), b2's copy once
     assert ids == ["a1", "a1", "a2", "b2"] and len(model.calls) == calls, _rows(out)
     assert "of other manifests" not in _run(b, out)
+
+
+def test_a_manifest_named_by_a_hard_link_keeps_one_row_per_line(monkeypatch, tmp_path):
+    """A manifest given by a second name of its own file (a hard link: `ln`, `cp -al` of an experiment's folder):
+    its repeat rows recording the first name were taken for another manifest's (that name exists, and resolves to
+    another path) and stayed beside the rows written under the second, each id twice. A recorded name that is this
+    manifest's file, however named, is this manifest."""
+    import os
+
+    model = _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    out, manifest = tmp_path / "out.jsonl", tmp_path / "a.jsonl"
+    _write(manifest, [{"path": str(tmp_path / "c0.mp4"), "instruction": TASK, "id": i} for i in ("a1", "a2", "a3")])
+    _run(manifest, out)
+    calls = len(model.calls)
+    (tmp_path / "sub").mkdir()
+    second = tmp_path / "sub" / "a.jsonl"
+    os.link(manifest, second)
+    for name in (second, second):
+        said = _run(name, out)
+        assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], (said, _rows(out))
+    assert {r.get("manifest_file") for r in _rows(out) if "repeat_of" in r} == {str(second.resolve())}, _rows(out)
+    assert len(model.calls) == calls
