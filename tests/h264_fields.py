@@ -34,7 +34,8 @@ class _Bits:
         return bytes(int("".join(map(str, self.bits[i:i + 8])), 2) for i in range(0, len(self.bits), 8))
 
 
-def _nal(nal_type: int, rbsp: bytes) -> bytes:
+def annex_b(header: bytes, rbsp: bytes) -> bytes:
+    """The NAL unit of `header` and `rbsp` with its start code, emulation prevention bytes added (H.264 and HEVC)."""
     out, zeros = bytearray(), 0
     for b in rbsp:  # emulation prevention
         if zeros >= 2 and b <= 3:
@@ -42,7 +43,11 @@ def _nal(nal_type: int, rbsp: bytes) -> bytes:
             zeros = 0
         out.append(b)
         zeros = zeros + 1 if b == 0 else 0
-    return b"\x00\x00\x00\x01" + bytes([0x60 | nal_type]) + bytes(out)  # nal_ref_idc 3
+    return b"\x00\x00\x00\x01" + header + bytes(out)
+
+
+def _nal(nal_type: int, rbsp: bytes) -> bytes:
+    return annex_b(bytes([0x60 | nal_type]), rbsp)  # nal_ref_idc 3
 
 
 def _sps(sid: int) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tests.h264_fields import annex_b
 from tests.test_video import write_elementary
 
 PARAMS = "keyint=1:sao=0:wpp=0:qp=30:bframes=0:log-level=error"
@@ -19,15 +20,7 @@ def _rbsp(unit: bytes) -> list[int]:
 
 
 def _unit(header: bytes, bits: list[int]) -> bytes:
-    data = bytes(int("".join(map(str, bits[i:i + 8])), 2) for i in range(0, len(bits), 8))
-    out, zeros = bytearray(), 0
-    for b in data:  # emulation prevention
-        if zeros >= 2 and b <= 3:
-            out.append(3)
-            zeros = 0
-        out.append(b)
-        zeros = zeros + 1 if b == 0 else 0
-    return b"\x00\x00\x00\x01" + header + bytes(out)
+    return annex_b(header, bytes(int("".join(map(str, bits[i:i + 8])), 2) for i in range(0, len(bits), 8)))
 
 
 def _ue(bits: list[int], at: int) -> int:

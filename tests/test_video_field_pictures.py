@@ -352,12 +352,18 @@ def test_fields_after_an_in_band_sps_of_a_length_prefixed_stream(tmp_path: Path)
     # frame (25 frames for the decoder's 17), and every read of a second field's timestamp failed
     raw = tmp_path / "switch.h264"
     raw.write_bytes(_progressive(tmp_path / "p.h264", "h264", bframes=0).read_bytes() + field_coded(8, gop=4))
-    path = tmp_path / "switch.mkv"
+    path = _switch_to_matroska(raw, tmp_path / "switch.mkv")
+    want = _decoded(path)
+    assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
+
+
+def _switch_to_matroska(raw: Path, path: Path) -> Path:
+    """The raw stream `raw` of 9 progressive frames then field pairs, stream-copied to the Matroska file `path` with
+    timestamps (a frame every 40 ms, then a field every 20 ms)."""
     with av.open(str(raw)) as i, av.open(str(path), "w", format="matroska") as o:
         s = o.add_stream_from_template(i.streams.video[0])
         s.time_base = tb = Fraction(1, 1000)
         for k, p in enumerate(p for p in i.demux(video=0) if p.size):
             p.stream, p.time_base, p.pts, p.dts, p.duration = s, tb, 40 * min(k, 9) + 20 * max(k - 9, 0), None, 20
             o.mux(p)
-    want = _decoded(path)
-    assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
+    return path

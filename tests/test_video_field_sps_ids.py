@@ -3,14 +3,13 @@ each with its PPS): each slice's fields are read with the SPS its PPS names."""
 
 from __future__ import annotations
 
-from fractions import Fraction
 from pathlib import Path
 
 import av
 import pytest
 
 from tests.h264_fields import field_coded
-from tests.test_video_field_pictures import _decoded, _progressive, _read_all
+from tests.test_video_field_pictures import _decoded, _progressive, _read_all, _switch_to_matroska
 from tools.video import probe
 
 
@@ -44,13 +43,7 @@ def test_fields_read_with_the_sps_their_pps_names(tmp_path, order):
 def test_fields_of_an_avcc_record_with_two_sps(tmp_path):
     """The same stream copied to Matroska: its avcC record holds both SPS and both PPS; only its first SPS was read."""
     raw = _two_sps(tmp_path, "fields-sps-first")
-    path = tmp_path / "two.mkv"
-    with av.open(str(raw)) as i, av.open(str(path), "w", format="matroska") as o:
-        s = o.add_stream_from_template(i.streams.video[0])
-        s.time_base = tb = Fraction(1, 1000)
-        for k, p in enumerate(p for p in i.demux(video=0) if p.size):
-            p.stream, p.time_base, p.pts, p.dts, p.duration = s, tb, 40 * min(k, 9) + 20 * max(k - 9, 0), None, 20
-            o.mux(p)
+    path = _switch_to_matroska(raw, tmp_path / "two.mkv")
     with av.open(str(path)) as c:
         record = c.streams.video[0].codec_context.extradata
     assert record[:1] == b"\x01"
