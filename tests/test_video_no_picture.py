@@ -25,9 +25,10 @@ def _with_trailing_aud(tmp_path: Path, codec: str, params: str = "keyint=8:log-l
     return path
 
 
-def _to_mp4(src: Path, dest: Path, extra: dict[int, bytes] | None = None) -> Path:
+def _to_mp4(src: Path, dest: Path, extra: dict[int, bytes] | None = None, skip: int = 0) -> Path:
     """`src`'s packets, the delimiter's own included, as MP4 samples (length-prefixed, with timestamps in decode
-    order: `src` has no B-frames); `extra`: Annex B data given a sample of its own before packet `at`, by `at`."""
+    order: `src` has no B-frames); `extra`: Annex B data given a sample of its own before packet `at`, by `at`;
+    `skip`: samples shifted before 0 (a stream copy cut after them: an edit list, the GOP before it demuxed discard)."""
     with av.open(str(src)) as c, av.open(str(dest), "w") as out:
         stream = out.add_stream_from_template(c.streams.video[0])
         packets = [p for p in c.demux(video=0) if p.size]
@@ -35,7 +36,7 @@ def _to_mp4(src: Path, dest: Path, extra: dict[int, bytes] | None = None) -> Pat
             packets.insert(at, av.Packet(data))
         for i, packet in enumerate(packets):
             packet.stream, packet.time_base = stream, Fraction(1, 16)
-            packet.pts, packet.dts, packet.duration = i, i, 1
+            packet.pts, packet.dts, packet.duration = i - skip, i - skip, 1
             out.mux(packet)
     return dest
 
@@ -70,6 +71,22 @@ def test_a_sample_of_no_picture_damages_no_frame(tmp_path, alone, at, size):
         assert reader.meta.frames == N
         assert read_ids(reader.read(range(N))) == list(range(N))
         assert read_ids(reader.read([25, 5, 39])) == [25, 5, 39]
+
+
+@pytest.mark.parametrize("size", [(64, 64), (368, 640)])
+def test_a_sample_of_no_picture_an_edit_list_discards_damages_no_frame(tmp_path, size):
+    """A delimiter sample in the GOP an edit list cuts (demuxed discard, decoded, its frames dropped): joined to no
+    packet (a packet made here cannot take the discard flag), the decoder failed it alone ("no frame!"), and every
+    frame up to the next keyframe (frame 30) failed as damaged."""
+    path = _to_mp4(_elementary(tmp_path / "r.h264", *size), tmp_path / "x.mp4", {5: AUD["libx264"]}, skip=11)
+    with av.open(str(path)) as c:  # the premise: the delimiter's sample demuxed discard, before a discarded frame
+        packets = [p for p in c.demux(video=0) if p.size]
+        assert [(p.size, p.is_discard) for p in packets[5:7]] == [(6, True), (packets[6].size, True)]
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == N - 10
+        assert read_ids(reader.read(range(N - 10))) == list(range(10, N))
+        assert read_ids(reader.read([25, 5])) == [35, 15]
+        assert [i for i, _ in reader.iter_frames()] == list(range(N - 10))
 
 
 @pytest.mark.parametrize("codec", ["libx264", "libx265"])

@@ -50,6 +50,12 @@ def tag_packet(packet: av.Packet, index: int) -> None:
     packet.opaque = (index,)
 
 
+DISCARDED = -1
+"""The tag of a packet the demuxer marked discard (an edit list's cut): the decoder decodes it for the frames after it
+and FFmpeg drops its frame, but not one of a packet made for the decoder (``tools.video_slices.fed_with_pictures``),
+which cannot take the flag: the reader drops a frame of this tag itself."""
+
+
 def frame_tag(frame: av.VideoFrame) -> int | None:
     """The tag ``tag_packet`` gave the packet of ``frame`` (None: not tagged)."""
     value = frame.opaque

@@ -13,7 +13,7 @@ import numpy as np
 from av.codec.context import Flags, Flags2, ThreadType
 from av.video.reformatter import Interpolation
 
-from tools.video_damage import DamageWatch, Place, tag_packet
+from tools.video_damage import DISCARDED, DamageWatch, Place, frame_tag, tag_packet
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
@@ -301,19 +301,22 @@ class VideoReader:
                     ) -> Iterator[tuple[av.VideoFrame, int]]:
         """Decode the stream from where it stands: each frame with the count of packets fed when it came out, each
         packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
-        trimmed frames, which the decoder drops) are neither counted nor tagged, as in the scan's count. A packet whose
-        decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes on) is told
-        to ``failed`` (its tag, the error), and the decode goes on: that one failure failed the whole read, the frames
-        before it and those past the next keyframe included (``tools.video_damage`` fails the frames it reaches).
+        trimmed frames, whose frames are dropped) are not counted, as in the scan's count (tagged ``DISCARDED``). A
+        packet whose decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes
+        on) is told to ``failed`` (its tag, the error), and the decode goes on: that one failure failed the whole
+        read, the frames before it and those past the next keyframe included (``tools.video_damage`` fails the frames
+        it reaches).
         Once ``settling`` says so (after a packet's frames), the decoder is fed no more packets where a flush gives
         every frame it holds (``_flushable``: not with frame threads): flushed, it gives them, decoded already, and the
         iteration ends (``tools.video_decode.frames_by_pts``: a read that has its frames decodes none past them to
         settle them)."""
         fed, ctx = 0, stream.codec_context
         with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
-            for packet, carried in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
+            for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
                 fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
-                if packet.size and not packet.is_discard:  # (not the end-of-stream flush packet)
+                if discard:  # (its frame dropped: `_decoded`)
+                    tag_packet(packet, DISCARDED)
+                elif packet.size:  # (not the end-of-stream flush packet)
                     tag_packet(packet, fed)
                     fed += 1
                 for frame in self._decoded(stream, packet, fed, failed):
@@ -330,9 +333,10 @@ class VideoReader:
     def _decoded(stream: av.video.stream.VideoStream, packet: av.Packet | None, fed: int,
                  failed: Callable[[int, str], None]) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds), ``fed``
-        packets fed; none where it fails on corrupt data, told to ``failed`` (the last packet's tag, the error)."""
+        packets fed; none where it fails on corrupt data, told to ``failed`` (the last packet's tag, the error); not the
+        frame of a discarded packet, which FFmpeg drops but for one joined with packets of no picture (``DISCARDED``)."""
         try:
-            return stream.codec_context.decode(packet)
+            return [frame for frame in stream.codec_context.decode(packet) if frame_tag(frame) != DISCARDED]
         except av.error.InvalidDataError as exc:
             failed(max(fed - 1, 0), f"{type(exc).__name__}: {exc}")
             return []

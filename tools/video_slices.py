@@ -153,26 +153,24 @@ def codes_no_picture(data: bytes | memoryview | av.Packet, codec: str, extradata
 
 
 def fed_with_pictures(packets: Iterable[av.Packet], codec: str,
-                      extradata: bytes | None) -> Iterator[tuple[av.Packet, int]]:
+                      extradata: bytes | None) -> Iterator[tuple[av.Packet, int, bool]]:
     """`packets` (decode order) as the decoder is fed them: a packet of no picture (`codes_no_picture`) not alone but
     at the head of the next packet with data (FFmpeg's parser joins a raw stream's units so): FFmpeg's H.264 decoder
     fails a packet without a slice ("no frame!"), which a read takes for corrupt data, and with frame threads tells
     it packets later; the parameter sets it may hold are decoded all the same. One that the stream ends on is fed
-    nothing, nor one before a discarded packet (whose flag a packet made here cannot take) joined. Each packet with
-    the count of the packets of no picture it carries that were not discarded: they keep their tags (the scan counts
-    them, ``FrameIndex.fields``)."""
+    nothing. Each packet with the count of the packets of no picture it carries that were not discarded (they keep
+    their tags: the scan counts them, ``FrameIndex.fields``) and whether it is one the demuxer marked discard (an
+    edit list's cut): a packet made here cannot take the flag, and the reader drops its frame as FFmpeg drops a
+    discarded packet's (``tools.video_damage.DISCARDED``)."""
     held: list[av.Packet] = []
     for packet in packets:
         if packet.size and codes_no_picture(packet, codec, extradata):
             held.append(packet)
             continue
-        carried = 0
-        if held and packet.size and packet.is_discard:
-            yield from ((p, 0) for p in held)
-        elif held:
-            carried = sum(not p.is_discard for p in held)
-            packet = _joined(b"".join(bytes(p) for p in held), packet) if packet.size else packet
-        yield packet, carried
+        carried, discard = sum(not p.is_discard for p in held), packet.is_discard
+        if held and packet.size:
+            packet = _joined(b"".join(bytes(p) for p in held), packet)
+        yield packet, carried, discard
         held = []
 
 
