@@ -11,7 +11,10 @@ import av
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_elementary
-from tools.video import VideoReader
+from tests.test_video_edits import _counting
+from tests.test_video_open_gop import _drop, _open_gop
+from tools.hevc_output import _record_units
+from tools.video import VideoDecodeError, VideoReader
 from tools.video_slices import codes_no_picture
 
 N = 40
@@ -142,3 +145,30 @@ SLICE_320 = b"\x02\x01" + bytes(range(1, 255)) + bytes(range(1, 65))  # an HEVC 
 ])
 def test_codes_no_picture(data, codec, extradata, expected):
     assert codes_no_picture(data, codec, extradata) is expected
+
+
+@pytest.mark.parametrize("counting", [False, True])
+def test_a_leading_sample_of_parameter_sets_is_not_the_first_keyframe(tmp_path, counting):
+    """An HEVC clip cut at a CRA keyframe (its leading B-frame, frame 0, references the lost GOP: the decoder drops
+    it) led by a sample of the VPS, SPS and PPS alone flagged a keyframe, at the clip's first timestamp (a phone's
+    codec config written as a sample). The scan took that sample for the first keyframe: the frame shown before the
+    CRA was no lead (0, not 1), frame 0 failed as 'got pts ... instead' and, counting the output, frame 1 on as
+    dropped (a picture packet that gives no frame)."""
+    src = _drop(_open_gop(tmp_path, "libx265", suffix=".mkv"), 7)
+    path = tmp_path / "ps.mkv"
+    with av.open(str(src)) as i, av.open(str(path), "w") as o:
+        si = i.streams.video[0]
+        so = o.add_stream_from_template(si)
+        packets = [p for p in i.demux(si) if p.size]
+        sets = av.Packet(b"".join(len(u).to_bytes(4, "big") + u for u in _record_units(si.codec_context.extradata)))
+        sets.pts, sets.time_base, sets.is_keyframe = min(p.pts for p in packets), packets[0].time_base, True
+        for p in [sets, *packets]:
+            p.stream = so
+            o.mux(p)
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == 33 and reader._order[0].fields == (0,) and reader._order[0].lead == 1
+        if counting:
+            _counting(reader)
+        with pytest.raises(VideoDecodeError, match="frame 0 of 33 .*starts mid-GOP"):
+            reader.read([0])
+        assert read_ids(reader.read([1, 2, 32])) == [8, 9, 39]

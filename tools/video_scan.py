@@ -275,12 +275,13 @@ def scan(container: av.container.InputContainer, name: str,
                     step = packet.dts - last_dts if step is None else min(step, packet.dts - last_dts)
                 last_dts = packet.dts if last_dts is None else max(last_dts, packet.dts)
             no_frame = no_frame or (output is not None and not output.shown(packet))
-            key = packet.is_keyframe and key_at is None
+            empty = codes_no_picture(packet, codec, extradata)  # (no keyframe: a keyframe-flagged sample of the
+            key = packet.is_keyframe and key_at is None and not empty  # parameter sets, a phone's codec config)
             if key:
                 first_key_pts, key_at, primed = packet.pts, len(pts), packet.is_discard and not pts
             if packet.is_discard:
                 continue
-            if no_frame or codes_no_picture(packet, codec, extradata):  # a second field, one without its pair, an
+            if no_frame or empty:  # a second field, one without its pair, an
                 # HEVC picture not for output, or a packet of no picture (a raw stream's trailing access unit delimiter)
                 fields.append(len(pts) + len(fields))  # (among the packets not discarded, as the reader tags them)
                 if pts and pts[-1] == max_pts and packet.pts is not None and packet.duration:  # the last frame lasts
