@@ -122,9 +122,9 @@ class DamageWatch:
         at = bisect.bisect_right(self._keys, tag)
         self._last = (tag, self._keys[at - 1] if at else -1)
         if frame.is_corrupt and not lost:
-            b = not self._b_referenced and frame.pict_type == PictureType.B and frame.pts is not None
-            if b:
-                self._unshown[tag] = (self._last[1], frame.pts)
+            b = False
+            if not self._b_referenced and frame.pict_type == PictureType.B and frame.pts is not None:
+                self._unshown[tag], b = (self._last[1], frame.pts), True
             self._bad.append((tag, tag, self._what(index, b), b))
         return self._last
 
