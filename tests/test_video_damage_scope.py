@@ -98,3 +98,24 @@ def test_a_p_frame_damaged_into_a_b_frame_still_fails_its_gop(tmp_path):
             with pytest.raises(VideoDecodeError, match="could not be decoded: the decoder met corrupt data in frame"):
                 reader.read(wanted)
         assert read_ids(reader.read([0, 1, 2, 12, 20])) == [0, 1, 2, 12, 20]
+
+
+def test_a_raw_mpeg2_stream_s_p_frame_damaged_into_a_b_frame_still_fails_its_gop(tmp_path):
+    """The same damage in a raw MPEG-2 stream (.m2v): its timestamps are the parser's, from the picture headers'
+    types, the damaged one's too, so they follow the decoder's output order: P-frame 3, held back, came out after the
+    flagged frame with a later timestamp, which passed it for a B-frame's forward reference: frame 3 failed alone and
+    frames 4, 5 and 7, decoded after it against the wrong references, were handed out with no error. (P-frame 3
+    itself, decoded before the damage, comes out under index 6, the parser's timestamp: no damage shows it.)"""
+    clean = tmp_path / "m2.m2v"
+    with av.open(str(clean), "w") as c:
+        s = c.add_stream("mpeg2video", rate=16)
+        s.width, s.height, s.pix_fmt, s.options = 96, 96, "yuv420p", {"bf": "2", "g": "12"}
+        for f in _gradient_ids():
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    with VideoReader(_damaged(clean, 4, _p_as_b)) as reader:
+        assert reader._order[0].pts is not None  # the premise: the timestamps are read
+        for wanted in ([4], [5], [7], [11]):
+            with pytest.raises(VideoDecodeError, match="could not be decoded: the decoder met corrupt data in frame 3"):
+                reader.read(wanted)
+        assert read_ids(reader.read([0, 1, 2, 12, 20])) == [0, 1, 2, 12, 20]

@@ -42,6 +42,13 @@ frames after it were decoded against the reference before it, unflagged (its tim
 before it). (H.264 / HEVC B-frames may be references: x264's B-pyramid.)"""
 
 
+PARSED_TIMESTAMPS = frozenset({"mpegvideo", "m4v"})
+"""FFmpeg's demuxers of raw MPEG-1 / 2 and MPEG-4 part 2 video: the timestamps are its parser's, from each picture
+header's coding type (a damaged one's too), so they follow the decoder's output order and cannot show a flagged frame
+a B-frame (``UNREFERENCED_B``): a P-frame broken into B came out before the P-frame held back, a later timestamp on
+it."""
+
+
 def tag_packet(packet: av.Packet, index: int) -> None:
     """Tag ``packet`` with its ``index`` in decode order, which its frame gives back (``frame_tag``) where the decoder
     copies it (``Flags.copy_opaque``). A new object for each: PyAV keeps an opaque value under its id() and forgets
@@ -95,10 +102,12 @@ class DamageWatch:
     @classmethod
     def of(cls, name: str, total: int, stream: av.video.stream.VideoStream) -> DamageWatch:
         """A watch for a decode of ``stream`` (its decoder set up): with frame threads an error comes back on a later
-        packet, up to the threads' count past the failed one."""
+        packet, up to the threads' count past the failed one; a flagged B-frame fails alone where the demuxer read
+        the timestamps (not ``PARSED_TIMESTAMPS``)."""
         ctx = stream.codec_context
+        parsed = not PARSED_TIMESTAMPS.isdisjoint(stream.container.format.name.split(","))
         return cls(name, total, window=FRAME_THREADS - 1 if ThreadType.FRAME in ctx.thread_type else 0,
-                   b_referenced=ctx.name not in UNREFERENCED_B)
+                   b_referenced=ctx.name not in UNREFERENCED_B or parsed)
 
     def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False) -> Place:
         """``frame`` came out of the decoder (frame ``index`` of the clip, where known): its place. ``lost``: one the
