@@ -172,3 +172,24 @@ def test_a_leading_sample_of_parameter_sets_is_not_the_first_keyframe(tmp_path, 
         with pytest.raises(VideoDecodeError, match="frame 0 of 33 .*starts mid-GOP"):
             reader.read([0])
         assert read_ids(reader.read([1, 2, 32])) == [8, 9, 39]
+
+
+def test_a_leading_sample_of_parameter_sets_leaves_the_slice_count_read(tmp_path):
+    """The scan counts the slices of the first packet, a keyframe, to pick the decoder's threads (an HEVC clip of
+    several slices decodes faster with slice threads): a leading sample of the parameter sets alone, flagged a
+    keyframe, was that packet, of no slice: the count was unknown."""
+    raw = write_elementary(tmp_path / "r.hevc", "libx265", "ctu=16:slices=4:keyint=8:log-level=error", 16)
+    path = tmp_path / "x.mkv"
+    with av.open(str(raw)) as i, av.open(str(path), "w") as o:
+        si = i.streams.video[0]
+        so = o.add_stream_from_template(si)
+        packets = [p for p in i.demux(si) if p.size]
+        units = [u for u in re.split(b"\x00\x00\x00\x01|\x00\x00\x01", bytes(packets[0])) if u]
+        sets = av.Packet(b"".join(b"\x00\x00\x00\x01" + u for u in units if (u[0] >> 1) & 0x3F in (32, 33, 34)))
+        sets.is_keyframe = True
+        for n, p in enumerate([sets, *packets]):
+            p.stream, p.time_base, p.pts, p.dts = so, Fraction(1, 16), max(n - 1, 0), max(n - 1, 0)
+            o.mux(p)
+    with VideoReader(path) as reader:
+        assert reader._order[0].fields == (0,) and reader.meta.frames == 16
+        assert reader._order[0].slices == 4

@@ -303,7 +303,7 @@ def scan(container: av.container.InputContainer, name: str,
                 leading, radl = leading + after_key, radl + (after_key and closed)
             if key:
                 after_key, closed = codec == "hevc" or types is not None, types is not None and closed_gop(packet)
-            if packet.is_keyframe and packets == 1:
+            if key and len(pts) == 1:  # the first packet a keyframe (one of no picture before it aside)
                 slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
     if frames == 0:  # a header that declares frames (an MP4 cut before its media data) is a truncated file
