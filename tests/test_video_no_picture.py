@@ -193,3 +193,26 @@ def test_a_leading_sample_of_parameter_sets_leaves_the_slice_count_read(tmp_path
     with VideoReader(path) as reader:
         assert reader._order[0].fields == (0,) and reader.meta.frames == 16
         assert reader._order[0].slices == 4
+
+
+def test_a_sample_of_no_picture_holds_no_read_decoding_on(tmp_path, monkeypatch):
+    """With frame threads a read decodes on until every frame decoded before the one it handed out came out
+    (``DamageWatch``): the delimiter's tag, carried by the next packet, never came out, so a read of frame 22 after
+    the delimiter sample decoded every frame to the clip's end (24 frames for 7)."""
+    raw = _elementary(tmp_path / "r.h264", 368, 640)
+    decoded: list[int] = []
+    real = VideoReader._frames_fed
+
+    def counted(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        for item in real(self, *args, **kwargs):
+            decoded.append(item[0].pts)
+            yield item
+
+    monkeypatch.setattr(VideoReader, "_frames_fed", counted)
+    counts = []
+    for extra in (None, {20: AUD["libx264"]}):
+        decoded.clear()
+        with VideoReader(_to_mp4(raw, tmp_path / f"x{len(counts)}.mp4", extra)) as reader:
+            assert read_ids(reader.read([22])) == [22]
+        counts.append(len(decoded))
+    assert counts[1] == counts[0] < 20

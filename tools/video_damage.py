@@ -49,12 +49,13 @@ a B-frame (``UNREFERENCED_B``): a P-frame broken into B came out before the P-fr
 it."""
 
 
-def tag_packet(packet: av.Packet, index: int) -> None:
+def tag_packet(packet: av.Packet, index: int, carried: int = 0) -> None:
     """Tag ``packet`` with its ``index`` in decode order, which its frame gives back (``frame_tag``) where the decoder
-    copies it (``Flags.copy_opaque``). A new object for each: PyAV keeps an opaque value under its id() and forgets
-    it when any packet or frame holding it is freed, so a shared one (a cached small int) in two decodes at once was
-    lost to the one that freed it first."""
-    packet.opaque = (index,)
+    copies it (``Flags.copy_opaque``); ``carried``: the packets of no picture before it whose data heads it
+    (``tools.video_slices.fed_with_pictures``), tagged the indices before, which its frame brings out too. A new
+    object for each: PyAV keeps an opaque value under its id() and forgets it when any packet or frame holding it is
+    freed, so a shared one (a cached small int) in two decodes at once was lost to the one that freed it first."""
+    packet.opaque = (index, carried)
 
 
 DISCARDED = -1
@@ -67,6 +68,12 @@ def frame_tag(frame: av.VideoFrame) -> int | None:
     """The tag ``tag_packet`` gave the packet of ``frame`` (None: not tagged)."""
     value = frame.opaque
     return value[0] if isinstance(value, tuple) else None
+
+
+def _carried(frame: av.VideoFrame) -> int:
+    """The packets of no picture the packet of ``frame`` carried (``tag_packet``): out with it."""
+    value = frame.opaque
+    return value[1] if isinstance(value, tuple) and len(value) > 1 else 0
 
 
 Place = tuple[int, int]
@@ -120,7 +127,7 @@ class DamageWatch:
                 self._bad.append((-1, _UNPLACED[0], self._what(index), False))
             self._last = _UNPLACED
             return self._last
-        self._out.add(tag)
+        self._out.update(range(tag - _carried(frame), tag + 1))
         if frame.pts is not None:  # shown after a flagged B-frame decoded after it: that one is a B-frame
             for b in [b for b, (floor, pts) in self._unshown.items() if floor <= tag < b and frame.pts > pts]:
                 del self._unshown[b]

@@ -317,7 +317,7 @@ class VideoReader:
                 if discard:  # (its frame dropped: `_decoded`)
                     tag_packet(packet, DISCARDED)
                 elif packet.size:  # (not the end-of-stream flush packet)
-                    tag_packet(packet, fed)
+                    tag_packet(packet, fed, carried)
                     fed += 1
                 for frame in self._decoded(stream, packet, fed, failed):
                     yield frame, fed
