@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import av
 
-from tools.video_slices import Bits, nal_length_size, nal_units
+from tools.video_slices import Bits, nal_length_size, nal_units, record_units
 
 
 @dataclass(frozen=True)
@@ -91,12 +91,9 @@ def _record_units(record: bytes) -> list[bytes]:
             count, at = record[at], at + 1
         else:
             count = record[count_at] & 0x1F if len(record) > count_at else 0
-        for _ in range(count):
-            n = int.from_bytes(record[at:at + 2], "big")
-            if at + 2 + n > len(record):
-                return units
-            units.append(record[at + 2:at + 2 + n])
-            at += 2 + n
+        if (after := record_units(record, at, count, units)) is None:
+            break
+        at = after
     return units
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import av
 
-from tools.video_slices import Bits, nal_length_size
+from tools.video_slices import Bits, nal_length_size, record_units
 
 HEAD_BYTES = 16
 """Bytes of a NAL unit read: a PPS's first fields or a slice header up to ``pic_output_flag``, under 6 bytes with
@@ -112,10 +112,7 @@ def _record_units(record: bytes) -> Iterable[bytes]:
         if at + 3 > len(record):
             break
         count, at = int.from_bytes(record[at + 1:at + 3], "big"), at + 3
-        for _ in range(count):
-            n = int.from_bytes(record[at:at + 2], "big")
-            if at + 2 + n > len(record):
-                return units
-            units.append(record[at + 2:at + 2 + n])
-            at += 2 + n
+        if (after := record_units(record, at, count, units)) is None:
+            break
+        at = after
     return units

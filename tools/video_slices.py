@@ -84,6 +84,18 @@ def nal_length_size(codec: str, extradata: bytes | None) -> int | None:
     return None
 
 
+def record_units(record: bytes, at: int, count: int, units: list[bytes]) -> int | None:
+    """Add to `units` the `count` NAL units of the avcC / hvcC `record` from byte `at` on (each after its 16-bit
+    length); the byte after them, or None where one runs past the record's end (those before it added)."""
+    for _ in range(count):
+        n = int.from_bytes(record[at:at + 2], "big")
+        if at + 2 + n > len(record):
+            return None
+        units.append(record[at + 2:at + 2 + n])
+        at += 2 + n
+    return at
+
+
 def nal_units(data: bytes, codec: str, extradata: bytes | None) -> list[bytes]:
     """The non-empty NAL units of `data`, length-prefixed as the avcC / hvcC record `extradata` says or Annex B."""
     return [u for u in _nal_units(data, nal_length_size(codec, extradata)) if u]
