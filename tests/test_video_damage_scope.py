@@ -3,6 +3,8 @@ again), and a concealed B-frame of MPEG-2 / MPEG-4 part 2 (no frame references o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import av
 import numpy as np
 import pytest
@@ -40,18 +42,23 @@ def test_a_packet_the_decoder_fails_leaves_the_reader_seeking(tmp_path, monkeypa
         assert seeks  # (a decode from the start seeks nowhere)
 
 
-@pytest.mark.parametrize(("codec", "file"), [("mpeg2video", "m2.mp4"), ("mpeg4", "m4.avi")])
-def test_a_concealed_b_frame_fails_alone_where_none_references_one(tmp_path, codec, file):
-    """MPEG-2 / MPEG-4 part 2 with B-frames (GOP 12): packet 2 (decode order: the B-frame shown as frame 1) has a fifth
-    of its bytes zeroed; the decoder conceals and flags it, and no frame references a B-frame in these codecs. Frames
-    2-11, decoded after it, came back refused as damaged; they read now, and frame 1 alone fails."""
-    clean = tmp_path / file
-    with av.open(str(clean), "w") as c:
+def _b_frame_clip(path: Path, codec: str) -> Path:
+    """A 96x96 clip of `_gradient_ids` in `codec` with two B-frames between references, a GOP of 12."""
+    with av.open(str(path), "w") as c:
         s = c.add_stream(codec, rate=16)
         s.width, s.height, s.pix_fmt, s.options = 96, 96, "yuv420p", {"bf": "2", "g": "12"}
         for f in _gradient_ids():
             c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
         c.mux(s.encode())
+    return path
+
+
+@pytest.mark.parametrize(("codec", "file"), [("mpeg2video", "m2.mp4"), ("mpeg4", "m4.avi")])
+def test_a_concealed_b_frame_fails_alone_where_none_references_one(tmp_path, codec, file):
+    """MPEG-2 / MPEG-4 part 2 with B-frames (GOP 12): packet 2 (decode order: the B-frame shown as frame 1) has a fifth
+    of its bytes zeroed; the decoder conceals and flags it, and no frame references a B-frame in these codecs. Frames
+    2-11, decoded after it, came back refused as damaged; they read now, and frame 1 alone fails."""
+    clean = _b_frame_clip(tmp_path / file, codec)
     bad = _damaged(clean, 2, _zero_a_fifth)
     good, broken = _decode(clean), _decode(bad)
     order = sorted(good)
@@ -80,13 +87,7 @@ def test_a_p_frame_damaged_into_a_b_frame_still_fails_its_gop(tmp_path):
     reference that frames 7-11 were coded against frame 6: they come out wrong, unflagged. A flagged B-frame failed
     alone, and reads of frames 7-11 gave those wrong pictures with no error. It fails alone only when a frame decoded
     before it is shown after it (its timestamps show it a B-frame: no frame references one); here it fails its GOP."""
-    clean = tmp_path / "m2.mp4"
-    with av.open(str(clean), "w") as c:
-        s = c.add_stream("mpeg2video", rate=16)
-        s.width, s.height, s.pix_fmt, s.options = 96, 96, "yuv420p", {"bf": "2", "g": "12"}
-        for f in _gradient_ids():
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
+    clean = _b_frame_clip(tmp_path / "m2.mp4", "mpeg2video")
     bad = _damaged(clean, 4, _p_as_b)
     good, broken = _decode(clean), _decode(bad)
     order = sorted(good)
@@ -106,13 +107,7 @@ def test_a_raw_mpeg2_stream_s_p_frame_damaged_into_a_b_frame_still_fails_its_gop
     flagged frame with a later timestamp, which passed it for a B-frame's forward reference: frame 3 failed alone and
     frames 4, 5 and 7, decoded after it against the wrong references, were handed out with no error. (P-frame 3
     itself, decoded before the damage, comes out under index 6, the parser's timestamp: no damage shows it.)"""
-    clean = tmp_path / "m2.m2v"
-    with av.open(str(clean), "w") as c:
-        s = c.add_stream("mpeg2video", rate=16)
-        s.width, s.height, s.pix_fmt, s.options = 96, 96, "yuv420p", {"bf": "2", "g": "12"}
-        for f in _gradient_ids():
-            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
-        c.mux(s.encode())
+    clean = _b_frame_clip(tmp_path / "m2.m2v", "mpeg2video")
     with VideoReader(_damaged(clean, 4, _p_as_b)) as reader:
         assert reader._order[0].pts is not None  # the premise: the timestamps are read
         for wanted in ([4], [5], [7], [11]):
