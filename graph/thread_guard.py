@@ -16,8 +16,8 @@ Decisions where the issue was silent:
 - "Holds a run": the checkpoint the call would continue from (the thread's latest, or the `checkpoint_id`
   given) has steps or a result, the quality node's own test (which stays, for the calls not checked here).
 - Not checked for a run it holds: a resume (input None) or a `Command`, which LangGraph continues from the checkpoint
-  (still claimed, below; but checked for its config, next); a call without a checkpointer or a thread id; a run as another graph's subgraph (a non-empty
-  `checkpoint_ns`: its checkpoints are the parent's).
+  (still claimed, below; but checked for its config, next); a call without a checkpointer or a thread id; a run as
+  another graph's subgraph (a non-empty `checkpoint_ns`: its checkpoints are the parent's).
 - The check reads the checkpoint with `get_state` / `aget_state`: one read per run (nothing to decode for a
   new thread), besides the API's own look-up.
 - A resume (input None, or a `Command`) is refused with `ResumeMismatchError` before anything is written when the
@@ -108,7 +108,8 @@ def refusal(thread_id: Any, values: dict[str, Any]) -> ThreadInUseError | None:
                             "trace is kept as it is: score a new input on a new thread id (the run id)")
 
 
-def resume_refusal(thread_id: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ResumeMismatchError | None:
+def resume_refusal(thread_id: Any, values: dict[str, Any],
+                   settings: dict[str, Any] | None) -> ResumeMismatchError | None:
     """The error for resuming the run whose state is `values` with an agent whose `graph.config.run_settings` are
     `settings`; None when they match, when the run recorded no config yet, or for an agent that has none."""
     from graph.config import AgentConfig, recorded_settings, result_overrides, server_settings
