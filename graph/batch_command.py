@@ -78,7 +78,7 @@ def score_batch_command(
         write_repeats,
     )
     from graph.batch_procs import BatchError, run_batch_processes
-    from graph.batch_repeat_rows import others_copies, stale_repeats
+    from graph.batch_repeat_rows import drop_replaced, keeping, others_copies, stale_repeats
     from graph.batch_resume import (
         current_fields,
         drop_rows,
@@ -181,8 +181,9 @@ def score_batch_command(
             raise typer.Exit(130) from None
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
-            retried = drop_rows(output, goes, current_fields(items))  # the rows of `output`: a torn last line the
-            # writer cut goes here too; the rows kept take their manifest line's fields as it is now
+            retried = drop_rows(output, keeping(goes, others), current_fields(items))  # the rows of `output`: a torn
+            # last line the writer cut goes here too; the rows kept take their manifest line's fields as it is now;
+            # other manifests' copies of a row scored again stay until their new copies replace them (drop_replaced)
         except OutputWriteError as exc:
             _fail(str(exc), exc)
         for line in updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
@@ -192,7 +193,7 @@ def score_batch_command(
         if others:  # counted among this run's rows: said, or the closing counts exceed the items (as `bad`, once
             # the checks passed: said before them, a batch stopped there said it wrote them and that it wrote nothing)
             typer.echo(f"{len(others)} row(s) of other manifests sharing {out} copy a row this run scores again: "
-                       "written again from its new row", err=True)
+                       "replaced by copies of its new row once it is written", err=True)
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
             scorable = write_repeats(write_bad_lines(todo, writer) + others, kept, writer)  # before the bar, which
             # counts the clips to score; a repeat of a line still to score is written with that line's row, and so
@@ -219,6 +220,8 @@ def score_batch_command(
             _stopped(writer, out, exc)  # written; a trace database or stage cache that cannot be used
         except KeyboardInterrupt:  # with the failure of a row written before it or as the batch stopped, if any
             _stopped(writer, out, writer.failed, interrupted=True)
+        finally:  # however the batch ended: the copies written again replace the old ones (one row per key)
+            _drop_replaced(drop_replaced, output, others)
         _closing_lines(writer, out)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
             try:  # the file as the run left it (unreadable now: the summary above stands alone)
@@ -234,6 +237,17 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
     behind it, where there is one)."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2) from cause
+
+
+def _drop_replaced(drop: Any, output: Any, others: list[dict[str, Any]]) -> None:
+    """`graph.batch_repeat_rows.drop_replaced` of `others` (other manifests' copies of a row this run scored again) in
+    `output`; a file that cannot be rewritten is said in a warning line (the old copies stay beside the new ones,
+    the last of each key counting, until the next run of either manifest removes them)."""
+    try:
+        drop(output, others)
+    except OSError as exc:
+        typer.echo(f"warning: cannot remove from {output.path} the old rows of other manifests replaced by new copies "
+                   f"({type(exc).__name__}: {exc}): the next run removes them", err=True)
 
 
 def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted: bool = False) -> NoReturn:

@@ -19,7 +19,9 @@ Only rows repeating one of this run's items are touched, and of those only this 
 (keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
 more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and
 when the row they copy goes (scored again), this run writes them again from the new row too (`others_copies`: they
-went, and that manifest's ids were missing from the output until it ran again). Rows
+went, and that manifest's ids were missing from the output until it ran again). Those copies stay in the output as
+they are until then, and the ones written again replace them once written (`drop_replaced`): removed before the
+clip was scored, a run stopped before its new row (Ctrl-C, a crash, a full disk) lost them for good. Rows
 keyed before keys were per manifest are taken as this manifest's: they go, and are written again under its keys.
 A row under another key holding one of this manifest's repeat lines as it is goes too when the manifest it
 records ("manifest_file") is gone, renamed or moved (its rows stayed beside the new name's, each id twice), or
@@ -35,9 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch import ROW_FIELDS, Output, kept_rows
+from graph.batch import NOT_JSON, ROW_FIELDS, Output, kept_rows, read_output
 from graph.batch_manifest import repeat_keys
-from tools.jsonl import finite_json, strict_dumps
+from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
 def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
@@ -137,3 +139,36 @@ def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
               if isinstance(row, dict) and row.get("repeat_of") in sources and all(k in row for k in ROW_FIELDS)
               and whose(row) == "other" and goes(row) == "repeat" and row["key"] not in staying}
     return list(copies.values())
+
+
+def keeping(goes: Callable[[Any], str | None], copies: list[dict[str, Any]]) -> Callable[[Any], str | None]:
+    """`goes`, but None for the rows of the keys of `copies` (`others_copies`: another manifest's copies of a row this
+    run scores again), for `graph.batch_resume.drop_rows`: they stay as they are until their new copy is written,
+    which `drop_replaced` then leaves alone (a run stopped before the new row lost them, and their manifest's ids)."""
+    keys = {copy["key"] for copy in copies}
+
+    def went(row: Any) -> str | None:
+        return None if isinstance(row, dict) and row.get("key") in keys else goes(row)
+
+    return went
+
+
+def drop_replaced(before: Output, copies: list[dict[str, Any]]) -> int:
+    """Remove from the output file the rows of the keys of `copies` (`keeping`) that a row of the same key written
+    since `before` (the output as this run read it) replaced: all but the last row of such a key, so one row per key.
+    A key with no row written since keeps its rows as they were (the run stopped before its new row). The file is
+    replaced in one rename, only when a row goes. Returns how many went; OSError when the file cannot be read or
+    rewritten (the old rows stay beside the new: the next run of either manifest removes them)."""
+    keys = {copy["key"] for copy in copies}
+    if not keys:
+        return 0
+    had = Counter(row.get("key") for row in before.values if isinstance(row, dict))
+    now = read_output(before.path)
+    has = Counter(row.get("key") for row in now.values if isinstance(row, dict))
+    written = {key for key in keys if has[key] > had[key]}
+    last = {row["key"]: i for i, row in enumerate(now.values) if isinstance(row, dict) and row.get("key") in written}
+    kept = [line for i, (line, row) in enumerate(zip(now.lines, now.values, strict=True))
+            if row is NOT_JSON or not isinstance(row, dict) or last.get(row.get("key"), i) == i]
+    if len(kept) < len(now.lines):
+        write_text_atomic(now.path, "".join(line + "\n" for line in kept))
+    return len(now.lines) - len(kept)

@@ -1,0 +1,51 @@
+"""Manifests a and b sharing one `--out`, both listing one clip (b's row of it a "repeat" copy of the first line's
+row): that row deleted, a's run scores the clip again and b's copies are written again from its new row. They were
+removed before scoring, so a run stopped before the new row was written (Ctrl-C, a crash, a full disk) left the output
+without b's ids, and nothing of them was left for a's resume to write again. They stay as they are until the new row
+is written, and a run that wrote it leaves one row per key."""
+
+from __future__ import annotations
+
+import json
+
+from graph.cli import app
+from tests.cli_agent_helpers import _scripted, runner
+from tests.graph_scripts import square_clips
+from tests.test_batch_manifest_lines import TASK, _rows, _write
+
+
+def _run(manifest, out, code=0) -> str:  # noqa: ANN001
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == code, res.output
+    return res.output
+
+
+def test_an_interrupted_rescore_keeps_other_manifests_copies_and_a_resume_replaces_them(monkeypatch, tmp_path):
+    from graph import batch
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")  # the clip is scored again, not taken from the stage cache
+    square_clips(tmp_path, 1)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
+    _run(a, out)
+    _run(b, out)
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # the first line's row
+
+    async def interrupted(*args):  # noqa: ANN002, ANN202 - Ctrl-C in the clip's run, before its row is written
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(batch, "run_batch", interrupted)
+        said = _run(a, out, code=130)
+    assert [r["manifest"]["id"] for r in _rows(out)] == ["b2"], said  # b's copy as it was (a's own: a's resume)
+    said = _run(a, out)
+    assert "1 row(s) of other manifests sharing" in said, said
+    rows = _rows(out)
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2"], rows  # one row per key
+    assert len({r["result"]["run_id"] for r in rows}) == 1, rows  # every copy of the new row
+    for manifest, ids in ((b, ["a2", "b1", "b2"]), (a, ["a1", "a2", "b2"])):  # nothing left to write or remove
+        said = _run(manifest, out)  # (the shared first line's row takes the fields of the manifest run last)
+        assert "of other manifests" not in said and "to take an earlier line's result" not in said, said
+        assert sorted(r["manifest"]["id"] for r in _rows(out)) == ids and _rows(out)[1:] == rows[1:], _rows(out)
