@@ -78,7 +78,7 @@ def score_batch_command(
         write_repeats,
     )
     from graph.batch_procs import BatchError, run_batch_processes
-    from graph.batch_repeat_rows import drop_replaced, keeping, others_copies, stale_repeats
+    from graph.batch_repeat_rows import keeping, others_copies, stale_repeats
     from graph.batch_resume import (
         current_fields,
         drop_rows,
@@ -221,7 +221,7 @@ def score_batch_command(
         except KeyboardInterrupt:  # with the failure of a row written before it or as the batch stopped, if any
             _stopped(writer, out, writer.failed, interrupted=True)
         finally:  # however the batch ended: the copies written again replace the old ones (one row per key)
-            _drop_replaced(drop_replaced, output, others)
+            _drop_replaced(output, others)
         _closing_lines(writer, out)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
             try:  # the file as the run left it (unreadable now: the summary above stands alone)
@@ -239,12 +239,14 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
     raise typer.Exit(2) from cause
 
 
-def _drop_replaced(drop: Any, output: Any, others: list[dict[str, Any]]) -> None:
+def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> None:
     """`graph.batch_repeat_rows.drop_replaced` of `others` (other manifests' copies of a row this run scored again) in
     `output`; a file that cannot be rewritten is said in a warning line (the old copies stay beside the new ones,
     the last of each key counting, until the next run of either manifest removes them)."""
+    from graph.batch_repeat_rows import drop_replaced
+
     try:
-        drop(output, others)
+        drop_replaced(output, others)
     except OSError as exc:
         typer.echo(f"warning: cannot remove from {output.path} the old rows of other manifests replaced by new copies "
                    f"({type(exc).__name__}: {exc}): the next run removes them", err=True)

@@ -49,3 +49,33 @@ def test_an_interrupted_rescore_keeps_other_manifests_copies_and_a_resume_replac
         said = _run(manifest, out)  # (the shared first line's row takes the fields of the manifest run last)
         assert "of other manifests" not in said and "to take an earlier line's result" not in said, said
         assert sorted(r["manifest"]["id"] for r in _rows(out)) == ids and _rows(out)[1:] == rows[1:], _rows(out)
+
+
+def test_old_copies_that_cannot_be_removed_are_said_and_the_next_run_removes_them(monkeypatch, tmp_path):
+    """The file cannot be rewritten once the new copies are written (a full disk): the old copies stay beside them
+    (the last of a key counts), a warning says so, and the next run of the other manifest leaves one row per key."""
+    from graph import batch_repeat_rows
+
+    model = _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    square_clips(tmp_path, 1)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
+    _run(a, out)
+    _run(b, out)
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))
+
+    def full(*args):  # noqa: ANN002, ANN202
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(batch_repeat_rows, "write_text_atomic", full)
+        said = _run(a, out)
+    assert "warning: cannot remove" in said and "the next run removes them" in said, said
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "b2", "b2"], _rows(out)
+    calls = len(model.calls)
+    _run(b, out)
+    rows = _rows(out)
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a2", "b1", "b2"] and len(model.calls) == calls, rows
+    assert len({r["result"]["run_id"] for r in rows}) == 1, rows
