@@ -2,18 +2,20 @@
 bookkeeping without a model server: only the worker body is replaced, the parent logic is the real one.
 
 An item whose instruction starts with POISON kills its worker after 0.3 s (like a decoder segfault); one starting
-with HANG is never answered (a native deadlock); one starting with FLAKY hangs on its first attempt and on later
-ones makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other
-item takes `DELAY_S` (`$RAA_FAKE_DELAY_S` where set: the workers are spawned, a monkeypatch does not reach them) and is
-scored 1.0 with the worker's pid as its run id and one model call as its usage; with `$RAA_FAKE_DIR` set, a worker
-marks each item it takes there (file `taken-<key>`) and each row just before it sends it (file `sent-<key>`). FLAKY
-attempts are told apart by marker files in the folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once,
-then its worker shuts its end of the pipe and stays alive for `LINGER_S` before it exits (as a worker whose
-interpreter takes long to shut down). With `$RAA_FAKE_START_FAILURES` = k, the first k workers to start
-fail before they are ready (as one whose tool model cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker
-fails as `worker_main` does on an exception right after it is ready, before it reads any item (its pipe shut for
-reading, so the parent's send fails and nothing is in flight when it dies). A KeyboardInterrupt (a Ctrl-C the worker
-acts on) ends the worker as `worker_main` does: a "fatal" message, exit code 1."""
+with HANG is never answered (a native deadlock); one starting with FLAKY hangs on its first attempt and on later ones
+makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other item takes
+`DELAY_S` (`$RAA_FAKE_DELAY_S` where set: the workers are spawned, a monkeypatch does not reach them) and is scored
+1.0 with the worker's pid as its run id and one model call as its usage; with `$RAA_FAKE_DIR` set, a worker marks
+each item it takes there (file `taken-<key>`) and each row once it is in the pipe (file `sent-<key>`); while a file
+`hold` (`HOLD`) is in that folder it sends no row (a test removes it to say go, so that rows wait unread in the pipes
+whatever the schedule, for as long as the parent reads none). FLAKY attempts are told apart by marker files in the
+folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end of the pipe and
+stays alive for `LINGER_S` before it exits (as a worker whose interpreter takes long to shut down). With
+`$RAA_FAKE_START_FAILURES` = k, the first k workers to start fail before they are ready (as one whose tool model
+cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker fails as `worker_main` does on an exception right
+after it is ready, before it reads any item (its pipe shut for reading, so the parent's send fails and nothing is in
+flight when it dies). A KeyboardInterrupt (a Ctrl-C the worker acts on) ends the worker as `worker_main` does: a
+"fatal" message, exit code 1."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ import time
 
 DELAY_S = 1.0
 LINGER_S = 2.0
+HOLD = "hold"
+"""File in `$RAA_FAKE_DIR` that holds back every row until it is removed."""
 
 
 def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: ANN001 - worker_main's signature
@@ -66,10 +70,12 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
             fatal("RuntimeError: decoder state corrupt")
         time.sleep(float(os.environ.get("RAA_FAKE_DELAY_S", DELAY_S)))
         result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()), usage={"calls": 1})
-        if marks:
-            first(f"sent-{item['key']}")
+        while marks and os.path.exists(os.path.join(marks, HOLD)):  # the test has not said go yet
+            time.sleep(0.01)
         with lock:
             conn.send(("row", ticket, result_line(item, result), result.status))
+        if marks:
+            first(f"sent-{item['key']}")
 
     if any(first(f"start-{i}") for i in range(int(os.environ.get("RAA_FAKE_START_FAILURES", "0")))):
         fatal("OSError: tool model weights missing: /models/vjepa2")

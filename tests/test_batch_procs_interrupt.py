@@ -147,27 +147,34 @@ def test_a_ctrl_c_while_the_workers_exit_stops_them_all(monkeypatch) -> None:
 def test_rows_the_workers_sent_before_a_ctrl_c_are_written_not_scored_again(monkeypatch, tmp_path) -> None:
     """A Ctrl-C that comes after workers sent rows the parent had not read yet: those rows are in the pipes, finished
     (and, on a paid API, paid for). They were lost with the workers terminated, so the resume scored those clips
-    again; now they are read (without waiting for more) and written before the workers are stopped."""
+    again; now they are read (without waiting for more) and written before the workers are stopped. The workers hold
+    their rows back (tests/batch_fakes.py `HOLD`) until every item is in flight; then, inside one wait of the parent
+    (which reads no pipe meanwhile), they are let go, and the Ctrl-C comes once all three rows are in the pipes."""
     from graph import batch_procs
+    from tests.batch_fakes import HOLD
     from tests.test_batch_procs import _fake_batch, _rows
 
     marks = tmp_path / "marks"
     marks.mkdir()
+    (marks / HOLD).touch()
     monkeypatch.setenv("RAA_FAKE_DIR", str(marks))
-    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0.2")
+    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0")
     real_wait = batch_procs.wait
+    out = tmp_path / "out.jsonl"
 
     def ctrl_c_once_every_row_is_sent(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - wait's
         ready = real_wait(*args, **kwargs)
-        if len(list(marks.glob("sent-*"))) == 3:  # marked just before each send: the last row is not read yet
-            time.sleep(0.5)  # their sends complete
+        if len(list(marks.glob("taken-*"))) == 3:  # every item in flight, no row sent yet (held)
+            (marks / HOLD).unlink()
+            assert _until(lambda: len(list(marks.glob("sent-*"))) == 3, 120)  # marked once in the pipe
+            assert not out.exists() or out.read_text() == ""  # none read before the Ctrl-C
             raise KeyboardInterrupt
         return ready
 
     monkeypatch.setattr(batch_procs, "wait", ctrl_c_once_every_row_is_sent)
     with pytest.raises(KeyboardInterrupt):
         _fake_batch(monkeypatch, tmp_path, ["push"] * 3, processes=2, concurrency=3)
-    rows = _rows(tmp_path / "out.jsonl")
+    rows = _rows(out)
     assert sorted(rows) == [0, 1, 2] and all(r["result"]["status"] == "scored" for r in rows.values())
     import multiprocessing as mp
 
