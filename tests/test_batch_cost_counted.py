@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import json
 import re
-import time
 
 import pytest
 
@@ -80,20 +79,21 @@ def test_the_closing_line_counts_the_run_whose_row_the_full_disk_refused(monkeyp
 
 
 def _sent_then(monkeypatch, marks, n: int, then) -> None:  # noqa: ANN001
-    """`batch_procs.wait` returns as usual until the fake workers have taken `n` items; then, once, it waits until they
-    have sent all `n` rows and calls `then`, so the parent reads none of them before."""
+    """The fake workers hold their rows back (tests/batch_fakes.py `HOLD`) until they have taken `n` items; then, inside
+    one `batch_procs.wait` (the parent reads no pipe meanwhile), they are let go, and once all `n` rows are in the pipes
+    `then` is called: the parent has read none of them before, whatever the schedule."""
     from graph import batch_procs
+    from tests.batch_fakes import HOLD
+    from tests.test_batch_procs_interrupt import _until
 
-    real_wait, done = batch_procs.wait, []
+    real_wait = batch_procs.wait
+    (marks / HOLD).touch()
 
     def wait(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         ready = real_wait(*args, **kwargs)
-        if not done and len(list(marks.glob("taken-*"))) == n:
-            done.append(True)
-            deadline = time.monotonic() + 30
-            while len(list(marks.glob("sent-*"))) < n and time.monotonic() < deadline:  # marked just before each send
-                time.sleep(0.05)
-            time.sleep(0.5)  # their sends complete
+        if (marks / HOLD).exists() and len(list(marks.glob("taken-*"))) == n:
+            (marks / HOLD).unlink()
+            assert _until(lambda: len(list(marks.glob("sent-*"))) == n, 120)  # marked once in the pipe
             then()
         return ready
 
@@ -110,7 +110,7 @@ def _three_rows_sent(monkeypatch, tmp_path, full_after: int, then=lambda: None):
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("RAA_FAKE_DIR", str(marks))
-    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0.2")
+    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0")
     monkeypatch.setattr(batch_procs, "worker_main", fake_worker)
     _sent_then(monkeypatch, marks, 3, then)
     items = [{**ITEM, "key": f"k{i}", "line": i, "path": f"/x/c{i}.mp4", "error": None} for i in range(3)]
