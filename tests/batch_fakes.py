@@ -96,3 +96,26 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
         if message[0] != "item":
             return
         threading.Thread(target=one, args=(message[1], message[2]), daemon=True).start()
+
+
+def rows_held_until_taken(monkeypatch, marks, n: int, then=lambda: None) -> None:  # noqa: ANN001
+    """Parent side of `HOLD`: the fake workers (`$RAA_FAKE_DIR` = `marks`) hold their rows back until they have taken
+    `n` items; then, inside one `batch_procs.wait` (the parent reads no pipe meanwhile), they are let go, and once all
+    `n` rows are in the pipes `then` is called: the parent has read none of them before, whatever the schedule."""
+    from graph import batch_procs
+
+    real_wait = batch_procs.wait
+    (marks / HOLD).touch()
+
+    def wait(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        ready = real_wait(*args, **kwargs)
+        if (marks / HOLD).exists() and len(list(marks.glob("taken-*"))) == n:
+            (marks / HOLD).unlink()
+            deadline = time.monotonic() + 120
+            while len(list(marks.glob("sent-*"))) < n:  # marked once in the pipe
+                assert time.monotonic() < deadline, f"{len(list(marks.glob('sent-*')))} of {n} rows sent"
+                time.sleep(0.05)
+            then()
+        return ready
+
+    monkeypatch.setattr(batch_procs, "wait", wait)

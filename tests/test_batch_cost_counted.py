@@ -78,41 +78,19 @@ def test_the_closing_line_counts_the_run_whose_row_the_full_disk_refused(monkeyp
     assert "1 finished run(s) whose row could not be written" in res.stderr, res.stderr
 
 
-def _sent_then(monkeypatch, marks, n: int, then) -> None:  # noqa: ANN001
-    """The fake workers hold their rows back (tests/batch_fakes.py `HOLD`) until they have taken `n` items; then, inside
-    one `batch_procs.wait` (the parent reads no pipe meanwhile), they are let go, and once all `n` rows are in the pipes
-    `then` is called: the parent has read none of them before, whatever the schedule."""
-    from graph import batch_procs
-    from tests.batch_fakes import HOLD
-    from tests.test_batch_procs_interrupt import _until
-
-    real_wait = batch_procs.wait
-    (marks / HOLD).touch()
-
-    def wait(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        ready = real_wait(*args, **kwargs)
-        if (marks / HOLD).exists() and len(list(marks.glob("taken-*"))) == n:
-            (marks / HOLD).unlink()
-            assert _until(lambda: len(list(marks.glob("sent-*"))) == n, 120)  # marked once in the pipe
-            then()
-        return ready
-
-    monkeypatch.setattr(batch_procs, "wait", wait)
-
-
 def _three_rows_sent(monkeypatch, tmp_path, full_after: int, then=lambda: None):  # noqa: ANN001, ANN202
     """Three runs of a fake worker (one model call each), every row sent before the parent reads one; the output
     takes `full_after` rows. Returns the writer and the error the batch ended with."""
     from graph import batch_procs
     from graph.settings import BackboneSettings
-    from tests.batch_fakes import fake_worker
+    from tests.batch_fakes import fake_worker, rows_held_until_taken
 
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("RAA_FAKE_DIR", str(marks))
     monkeypatch.setenv("RAA_FAKE_DELAY_S", "0")
     monkeypatch.setattr(batch_procs, "worker_main", fake_worker)
-    _sent_then(monkeypatch, marks, 3, then)
+    rows_held_until_taken(monkeypatch, marks, 3, then)
     items = [{**ITEM, "key": f"k{i}", "line": i, "path": f"/x/c{i}.mp4", "error": None} for i in range(3)]
     writer = RowWriter(tmp_path / "out.jsonl")
     _full_after(monkeypatch, full_after)

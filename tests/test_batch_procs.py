@@ -251,6 +251,13 @@ def test_a_crash_blames_only_the_clip_that_crashes_alone(monkeypatch, tmp_path, 
 
 
 def test_runs_are_spread_over_the_workers_instead_of_all_going_to_the_first_ready(monkeypatch, tmp_path) -> None:
+    """The rows are held until all four items are taken (tests/batch_fakes.py `HOLD`): a worker ready a run's length
+    before the other (a loaded machine) could otherwise score all four in turn within its share."""
+    from tests.batch_fakes import rows_held_until_taken
+
+    monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
+    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0")
+    rows_held_until_taken(monkeypatch, tmp_path, 4)
     counts, rows, _ = _fake_batch(monkeypatch, tmp_path, ["push"] * 4, processes=2, concurrency=4)
     assert counts["scored"] == 4
     assert len({row["result"]["run_id"] for row in rows.values()}) == 2  # both worker pids scored clips

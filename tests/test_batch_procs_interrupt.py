@@ -150,28 +150,20 @@ def test_rows_the_workers_sent_before_a_ctrl_c_are_written_not_scored_again(monk
     again; now they are read (without waiting for more) and written before the workers are stopped. The workers hold
     their rows back (tests/batch_fakes.py `HOLD`) until every item is in flight; then, inside one wait of the parent
     (which reads no pipe meanwhile), they are let go, and the Ctrl-C comes once all three rows are in the pipes."""
-    from graph import batch_procs
-    from tests.batch_fakes import HOLD
+    from tests.batch_fakes import rows_held_until_taken
     from tests.test_batch_procs import _fake_batch, _rows
 
     marks = tmp_path / "marks"
     marks.mkdir()
-    (marks / HOLD).touch()
     monkeypatch.setenv("RAA_FAKE_DIR", str(marks))
     monkeypatch.setenv("RAA_FAKE_DELAY_S", "0")
-    real_wait = batch_procs.wait
     out = tmp_path / "out.jsonl"
 
-    def ctrl_c_once_every_row_is_sent(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - wait's
-        ready = real_wait(*args, **kwargs)
-        if len(list(marks.glob("taken-*"))) == 3:  # every item in flight, no row sent yet (held)
-            (marks / HOLD).unlink()
-            assert _until(lambda: len(list(marks.glob("sent-*"))) == 3, 120)  # marked once in the pipe
-            assert not out.exists() or out.read_text() == ""  # none read before the Ctrl-C
-            raise KeyboardInterrupt
-        return ready
+    def ctrl_c() -> None:
+        assert not out.exists() or out.read_text() == ""  # none read before the Ctrl-C
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(batch_procs, "wait", ctrl_c_once_every_row_is_sent)
+    rows_held_until_taken(monkeypatch, marks, 3, ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         _fake_batch(monkeypatch, tmp_path, ["push"] * 3, processes=2, concurrency=3)
     rows = _rows(out)
