@@ -6,12 +6,10 @@ is written, and a run that wrote it leaves one row per key."""
 
 from __future__ import annotations
 
-import json
-
 from graph.cli import app
 from tests.cli_agent_helpers import _scripted, runner
-from tests.graph_scripts import square_clips
-from tests.test_batch_manifest_lines import TASK, _rows, _write
+from tests.test_batch_manifest_lines import _rows
+from tests.test_batch_repeat_rows_shared import first_row_deleted
 
 
 def _run(manifest, out, code=0) -> str:  # noqa: ANN001
@@ -25,13 +23,7 @@ def test_an_interrupted_rescore_keeps_other_manifests_copies_and_a_resume_replac
 
     _scripted(monkeypatch, tmp_path)
     monkeypatch.setenv("RAA_CACHE_PATH", "off")  # the clip is scored again, not taken from the stage cache
-    square_clips(tmp_path, 1)
-    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
-    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
-    _run(a, out)
-    _run(b, out)
-    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # the first line's row
+    out, a, b = first_row_deleted(tmp_path)
 
     async def interrupted(*args):  # noqa: ANN002, ANN202 - Ctrl-C in the clip's run, before its row is written
         raise KeyboardInterrupt
@@ -58,13 +50,7 @@ def test_old_copies_that_cannot_be_removed_are_said_and_the_next_run_removes_the
 
     model = _scripted(monkeypatch, tmp_path)
     monkeypatch.setenv("RAA_CACHE_PATH", "off")
-    square_clips(tmp_path, 1)
-    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
-    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
-    _run(a, out)
-    _run(b, out)
-    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))
+    out, a, b = first_row_deleted(tmp_path)
 
     def full(*args):  # noqa: ANN002, ANN202
         raise OSError(28, "No space left on device")

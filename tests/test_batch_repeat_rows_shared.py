@@ -7,6 +7,8 @@ of bad lines are (`bad_line_key`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from graph.cli import app
 from tests.cli_agent_helpers import _scripted, runner
 from tests.graph_scripts import square_clips
@@ -102,6 +104,21 @@ def test_a_renamed_manifests_repeat_rows_that_record_no_manifest_go_as_before(mo
     assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "a3"], _rows(out)
     assert {r.get("manifest_file") for r in _rows(out) if "repeat_of" in r} == {str(renamed.resolve())}, _rows(out)
     assert len(model.calls) == calls
+
+
+def first_row_deleted(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(out, a, b): manifests a (ids a1, a2) and b (b1, b2) listing one clip, run in turn into one output, whose
+    clip's first-line row is then deleted (the repeat copies stay)."""
+    import json
+
+    square_clips(tmp_path, 1)
+    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
+    _run(a, out)
+    _run(b, out)
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # the first line's row
+    return out, a, b
 
 
 def _run(manifest, out) -> str:  # noqa: ANN001
@@ -282,18 +299,11 @@ def test_a_manifest_moved_with_a_link_left_at_its_old_name_keeps_one_row_per_lin
 def test_other_manifests_copies_are_said_written_again_only_once_the_checks_passed(monkeypatch, tmp_path):
     """"N row(s) of other manifests ... written again" was said before the endpoint check and the tools' load: a batch
     stopped there (an endpoint down, a Ctrl-C) said it wrote them, then that the output was as it was."""
-    import json
 
     from graph import commands
 
     _scripted(monkeypatch, tmp_path)
-    square_clips(tmp_path, 1)
-    out, a, b = tmp_path / "out.jsonl", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    _write(a, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("a1", "a2")])
-    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2")])
-    _run(a, out)
-    _run(b, out)
-    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # the first line's row
+    out, a, b = first_row_deleted(tmp_path)
     before = out.read_text()
 
     def interrupted(*args):  # noqa: ANN002, ANN202
