@@ -299,8 +299,7 @@ def test_a_signal_during_the_baseline_evaluation_stops_the_run_after_it(tmp_path
 def _signalled_rank_run(rank: int, tmp: str, flags: list[str]) -> None:
     """A spawned rank's run; rank 1 alone gets SIGUSR1 at the start of the opening (baseline) evaluation."""
     import training.trainer
-    from tests.launches import release_after
-    from training.config_io import load_config
+    from tests.test_rank_failures import train_and_record
 
     if rank == 1:
         real = training.trainer.evaluate_everywhere
@@ -311,14 +310,7 @@ def _signalled_rank_run(rank: int, tmp: str, flags: list[str]) -> None:
             return real(*args, **kwargs)
 
         training.trainer.evaluate_everywhere = evaluating
-    try:
-        training.trainer.train(load_config(SMOKE, flags))
-        outcome = "finished"
-    except Exception as exc:  # the test compares them
-        outcome = f"{type(exc).__name__}: {exc}"
-        release_after(exc)
-    Path(tmp, f"rank{rank}.txt").write_text(outcome)
-    Path(tmp, f"rank{rank}.done").write_text("ok")
+    train_and_record(rank, tmp, flags)
 
 
 @pytest.mark.slow  # two training processes (~40 s here)

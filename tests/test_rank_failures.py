@@ -251,9 +251,15 @@ def _patch(case: str, rank: int) -> None:
 
 
 def _rank_run(rank: int, tmp: str, case: str, flags: list[str]) -> None:
-    from training.trainer import train  # tests/launches.py set the rank's environment
-
     _patch(case, rank)
+    train_and_record(rank, tmp, flags)
+
+
+def train_and_record(rank: int, tmp: str, flags: list[str]) -> None:
+    """A spawned rank's smoke run with `flags` (tests/launches.py set its environment), its outcome ("finished", or
+    the error's type and text) written to `tmp`/rank{rank}.txt for the test to compare."""
+    from training.trainer import train
+
     try:
         train(load_config(SMOKE, flags))
         outcome = "finished"
