@@ -1,0 +1,67 @@
+"""Answers the same request meets again, in the servers' own words (graph/settings_faults.py,
+graph/setup_rejections.py), through the real ChatOpenAI path against a local OpenAI-compatible server:
+- a LiteLLM proxy's spent budget where its error `type` is not `budget_exceeded` (a proxy relaying another's budget
+  error, `type` None; its `max_budget_limiter` hook's "Max budget limit reached.", `type` "None"): retried as a 429 and
+  then "transport", or "refused" as a 400, where it is an account with no budget left ("settings", not retried);
+- a completion token cap above the model's in DeepSeek's, Volcengine Ark's (Doubao) and DashScope's words: "refused" of
+  no known cause, where it is the max_tokens limit, naming RAA_MAX_TOKENS;
+- DeepSeek's answer for a `response_format` of type json_schema, which it does not serve: "refused", where it names
+  another structured method."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graph.backbone import BackboneFault, Usage
+from graph.setup_rejections import _STRUCTURED, limit_kind
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_backbone_http import good, make, run
+from tests.test_settings_answers import _status
+
+LITELLM_RELAYED_BUDGET = {"error": {
+    "message": "litellm.BadRequestError: OpenAIException - Budget has been exceeded! Current cost: 14.2, Max budget: "
+               "100. Received Model Group=meta.llama3-8b-instruct-v1:0\nAvailable Model Group Fallbacks=None",
+    "type": None, "param": None, "code": "400"}}
+"""A LiteLLM proxy relaying another proxy's spent budget: the budget words inside its own message, `type` None (as a
+LiteLLM maintainer quotes it: BerriAI/litellm#14144)."""
+LITELLM_MAX_BUDGET_HOOK = {"error": {"message": "Max budget limit reached.", "type": "None", "param": "None",
+                                     "code": "429"}}
+"""A LiteLLM proxy's `max_budget_limiter` pre-call hook (litellm/proxy/hooks/max_budget_limiter.py raises
+`HTTPException(status_code=429, detail="Max budget limit reached.")`, which the proxy answers as a ProxyException
+whose `type` and `param` default to the string "None")."""
+LITELLM_END_USER_BUDGET = {"error": {
+    "message": "ExceededBudget: End User=ishaan3 over budget. Spend=0.000887, Budget=0.0001", "type": "None",
+    "param": "None", "code": "400"}}
+"""A LiteLLM proxy's end user over budget (litellm/proxy/auth/auth_checks.py: "ExceededBudget: End User=... over
+budget. Spend=..., Budget=..."), here without its `budget_exceeded` type (relayed, or an older proxy)."""
+
+
+def _call(status: int, body: dict, replies: int = 3) -> tuple[BackboneFault | None, int]:
+    """The fault (None: a valid reply came) of a call whose server answers `replies` times with `body`, then well;
+    and how many requests it got (2 retries allowed)."""
+    with OpenAIStub([StubReply(status=status, body=json.dumps(body))] * replies + [good("json_schema")]) as stub:
+        try:
+            run(make(stub, "json_schema", max_retries=2), Usage())
+        except BackboneFault as fault:
+            return fault, len(stub.requests)
+    return None, len(stub.requests)
+
+
+@pytest.mark.parametrize(("status", "body"), [(400, LITELLM_RELAYED_BUDGET), (429, LITELLM_RELAYED_BUDGET),
+                                              (429, LITELLM_MAX_BUDGET_HOOK), (400, LITELLM_END_USER_BUDGET),
+                                              (429, LITELLM_END_USER_BUDGET)],
+                         ids=["relayed_400", "relayed_429", "max_budget_hook_429", "end_user_400", "end_user_429"])
+def test_a_litellm_budget_in_its_words_is_no_credit_not_retried(status: int, body: dict) -> None:
+    fault, sent = _call(status, body)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
+
+
+def test_a_rate_limit_that_names_no_budget_is_still_retried() -> None:
+    """The LiteLLM proxy's own rate limit (its `type` "None" too) still waits and tries again."""
+    limit = {"error": {"message": "Max parallel request limit reached. Hit limit for api_key: 1234.",
+                       "type": "None", "param": "None", "code": "429"}}
+    fault, sent = _call(429, limit, replies=1)
+    assert fault is None and sent == 2, fault
