@@ -97,13 +97,21 @@ test/srt/test_request_length_validation.py); TGI: "`inputs` tokens + `max_new_to
 "`inputs` must have less than N tokens. Given: ..." (huggingface/text-generation-inference router/src/validation.rs)).
 Those three were "refused", every clip's answer, and the doctor asked whether the model takes images."""
 
-_MAX_NEW_TOKENS = re.compile(r"(?<!\+ )`max_new_tokens` must be <=|max_(?:completion_)?tokens is too large")
+_MAX_NEW_TOKENS = re.compile(r"(?<!\+ )`max_new_tokens` must be <=|max_(?:completion_)?tokens is too large|"
+                             r"invalid max_tokens value|range of max_tokens should be|parameter `?max_(?:completion_)?"
+                             r"tokens`? specified in the request (?:are|is) not valid: integer above maximum value")
 """How servers say the completion token cap asked for (the client's max tokens setting) is above the model's or the
 server's: TGI's "`max_new_tokens` must be <= N. Given: M" (ValidationError::MaxNewTokens, above --max-total-tokens
 less --max-input-tokens; huggingface/text-generation-inference router/src/validation.rs, as in its fork
 predibase/lorax), not its "`inputs` tokens + `max_new_tokens` ..." (`_CONTEXT_LIMIT`); OpenAI's "max_tokens is too
-large: N. This model supports at most M completion tokens, whereas you provided N." (as its API's users quote it).
-Was "refused", every clip's answer."""
+large: N. This model supports at most M completion tokens, whereas you provided N." (as its API's users quote it);
+DeepSeek's "Invalid max_tokens value, the valid range of max_tokens is [1, N]" (deepseek-ai/DeepSeek-V3#69),
+DashScope's "InternalError.Algo.InvalidParameter: Range of max_tokens should be [1, N]" (open-webui/open-webui#10507),
+Volcengine Ark's (Doubao's) "The parameter `max_completion_tokens` specified in the request are not valid: integer
+above maximum value, expected a value <= N, but got M instead." (or `max_tokens`, with or without the backticks; as
+their users quote them: Gitlawb/openclaude#331, langgenius/dify#14376), not its other invalid values of that
+parameter ("max_tokens and max_completion_tokens cannot be set at the same time"). Was "refused", every clip's
+answer."""
 
 
 def rejected_request(exc: BaseException) -> bool:
@@ -151,7 +159,8 @@ def server_limit(exc: BaseException, names: EndpointNames) -> str | None:
     if kind == "max_tokens":
         return ("the completion token cap sent is above the one the server takes for the model: "
                 + (f"lower {names.max_tokens} or " if names.max_tokens else "") +
-                "raise the server's (TGI: --max-total-tokens, less --max-input-tokens)")
+                "raise the server's, where it is yours (TGI: --max-total-tokens, less --max-input-tokens; a hosted "
+                "API's is the model's)")
     return None
 
 

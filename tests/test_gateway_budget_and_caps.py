@@ -15,7 +15,7 @@ import json
 import pytest
 
 from graph.backbone import BackboneFault, Usage
-from graph.setup_rejections import _STRUCTURED, limit_kind
+from graph.setup_rejections import limit_kind
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_http import good, make, run
 from tests.test_settings_answers import _status
@@ -65,3 +65,47 @@ def test_a_rate_limit_that_names_no_budget_is_still_retried() -> None:
                        "type": "None", "param": "None", "code": "429"}}
     fault, sent = _call(429, limit, replies=1)
     assert fault is None and sent == 2, fault
+
+
+DEEPSEEK_MAX_TOKENS = {"error": {"message": "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]",
+                                 "type": "invalid_request_error", "param": None, "code": "invalid_request_error"}}
+"""DeepSeek's 400 for a cap above the model's (as its users quote it: deepseek-ai/DeepSeek-V3#69,
+Gitlawb/openclaude#35)."""
+ARK_MAX_COMPLETION_TOKENS = {"error": {
+    "code": "InvalidParameter", "message": "The parameter `max_completion_tokens` specified in the request are not "
+    "valid: integer above maximum value, expected a value <= 12288, but got 16384 instead. Request id: "
+    "021787281042180b566464da517b102b4cb09cdfd60e7ee3d23dd", "param": "max_completion_tokens", "type": "BadRequest"}}
+"""Volcengine Ark's (Doubao's) 400 for a cap above the model's (as its users quote it: Gitlawb/openclaude#331,
+xuanyustudio/LocalMiniDrama#39); its `max_tokens` one reads alike (langgenius/dify#14376)."""
+DASHSCOPE_MAX_TOKENS = {"error": {"message": "<400> InternalError.Algo.InvalidParameter: Range of max_tokens should "
+                                             "be [1, 8192]", "type": "invalid_request_error", "param": None,
+                                  "code": "invalid_parameter_error"}}
+"""DashScope's (Qwen's) words for it (as its users quote them: open-webui/open-webui#10507)."""
+
+
+@pytest.mark.parametrize("body", [DEEPSEEK_MAX_TOKENS, ARK_MAX_COMPLETION_TOKENS, DASHSCOPE_MAX_TOKENS],
+                         ids=["deepseek", "ark", "dashscope"])
+def test_a_cap_above_the_model_s_in_the_servers_words_names_the_max_tokens_setting(body: dict) -> None:
+    fault, sent = _call(400, body, replies=1)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "lower RAA_MAX_TOKENS" in fault.message and "--max-model-len" not in fault.message, fault.message
+
+
+@pytest.mark.parametrize("words", [
+    "The parameter `max_tokens` specified in the request are not valid: integer above maximum value, expected a "
+    "value <= 4096, but got 8192 instead. Request id: 0217",
+    "The parameter max_tokens specified in the request is not valid: integer above maximum value, expected a value "
+    "<= 32768, but got 64000 instead. Request id: 0217"])
+def test_ark_s_max_tokens_wordings_are_the_max_tokens_limit(words: str) -> None:
+    """Ark's words with and without the parameter's backticks (langgenius/dify#14376, yiliqi78/TOKENICODE#3)."""
+    assert limit_kind(_status(400, {"error": {"code": "InvalidParameter", "message": words}})) == "max_tokens"
+
+
+@pytest.mark.parametrize("words", [
+    "The parameter `max_tokens` specified in the request are not valid: max_tokens and max_completion_tokens "
+    "cannot be set at the same time. Request id: 0217",
+    "Invalid 'messages[0].content': string too long. Expected a string with maximum length 1048576",
+    "The parameter `temperature` specified in the request are not valid: number above maximum value, expected a "
+    "value <= 2, but got 3 instead."])
+def test_other_invalid_parameters_are_no_max_tokens_limit(words: str) -> None:
+    assert limit_kind(_status(400, {"error": {"code": "InvalidParameter", "message": words}})) is None
