@@ -15,7 +15,7 @@ import json
 import pytest
 
 from graph.backbone import BackboneFault, Usage
-from graph.setup_rejections import limit_kind
+from graph.setup_rejections import _STRUCTURED, limit_kind
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_http import good, make, run
 from tests.test_settings_answers import _status
@@ -109,3 +109,24 @@ def test_ark_s_max_tokens_wordings_are_the_max_tokens_limit(words: str) -> None:
     "value <= 2, but got 3 instead."])
 def test_other_invalid_parameters_are_no_max_tokens_limit(words: str) -> None:
     assert limit_kind(_status(400, {"error": {"code": "InvalidParameter", "message": words}})) is None
+
+
+DEEPSEEK_NO_JSON_SCHEMA = [
+    {"error": {"message": "This response_format type is unavailable now", "type": "invalid_request_error",
+               "param": None, "code": "invalid_request_error"}},
+    {"error": {"message": "response_format.type `json_schema` is unavailable now", "type": "invalid_request_error",
+               "param": None, "code": "invalid_request_error"}}]
+"""DeepSeek's 400 for a json_schema `response_format` (it serves json_object only): its current words
+(llm-exe/llm-exe#662, UKGovernmentBEIS/inspect_ai#4916) and its earlier ones (as BerriAI/litellm#31466 quotes them)."""
+
+
+@pytest.mark.parametrize("body", DEEPSEEK_NO_JSON_SCHEMA, ids=["current", "earlier"])
+def test_deepseek_s_json_schema_rejection_names_another_method(body: dict) -> None:
+    fault, sent = _call(400, body, replies=1)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "RAA_STRUCTURED_METHOD=json_mode or function_calling" in fault.message, fault.message
+
+
+def test_unavailable_words_are_structured_only_after_the_response_format() -> None:
+    assert _STRUCTURED.search("this response_format type is unavailable now")
+    assert not _STRUCTURED.search("the model is unavailable now, response_format aside")

@@ -13,6 +13,8 @@ MATCHERS = {"tools": _TOOLS, "structured": _STRUCTURED, "images": _IMAGES}
 WORDS = [  # (a server's words, the one matcher that matches them, None for none)
     ("Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.", 'structured'),
     ('invalid value: `json_schema`', None),
+    ('This response_format type is unavailable now', 'structured'),
+    ('response_format.type `json_schema` is unavailable now', 'structured'),
     ('The provided JSON schema contains features not supported by xgrammar.', 'structured'),
     ("response_format.type: Input should be 'text' or 'json_object'", 'structured'),
     ("'response_format.type' must be 'json_schema' or 'text'", 'structured'),
