@@ -103,7 +103,7 @@ from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text, shaped
 from graph.flights import FlightFailed
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
-from graph.server_words import quoted_words
+from graph.server_words import clause_joined, quoted_words
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
 from graph.setup_rejections import Sent, sent_request, structured_parts
 from graph.tool_replies import STRUCTURED_REMEDY, unsupported
@@ -247,7 +247,7 @@ class Backbone:
             if transient_error(exc, sent):  # the kind is the error's, whatever x-should-retry said (graph/transport.py)
                 detail = quoted_words(exc, _ERR_CHARS)
                 if hint := connection_hint(exc, self.setting_names):  # one sentence: "Connection error; the ..."
-                    detail = f"{detail.rstrip('. ')}; {hint}"
+                    detail = clause_joined(detail, hint)
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts}: {detail}") from exc
             if (fix := settings_problem(exc, self.setting_names, sent, self.method)) is not None:
                 raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {quoted_words(exc, _ERR_CHARS)}; "

@@ -1,6 +1,7 @@
 """The words of a failed model call that its fault quotes and the matchers read (graph.setup_rejections,
 graph.settings_faults; DESIGN.md §3 "Faults"): `server_words` reads what the server said in its reply, masks a
-credential in it, and reads a web page as its title; `quoted_words` is what a fault's one-line reason quotes of them.
+credential in it, and reads a web page as its title; `quoted_words` is what a fault's one-line reason quotes of them,
+and `clause_joined` adds a clause to such a quote.
 Moved out of graph/setup_rejections.py, which re-exports `server_words`.
 """
 
@@ -56,3 +57,13 @@ def quoted_words(exc: BaseException, limit: int) -> str:
     traceback's line breaks) one space, and at most `limit` characters, cut with "..." (module docstring)."""
     words = " ".join(server_words(exc).split())
     return words if len(words) <= limit else words[:limit - 3] + "..."
+
+
+def clause_joined(words: str, clause: str) -> str:
+    """`words` (a quote, `quoted_words`) and `clause` as one sentence, "WORDS; CLAUSE": the words' own closing full
+    stop dropped ("Connection error.; the ..." read as two), not the "..." of words cut short, which went with it and
+    left the cut words reading as whole."""
+    words = words.rstrip()
+    if words.endswith(".") and not words.endswith("..."):
+        words = words[:-1].rstrip()
+    return f"{words}; {clause}"

@@ -30,3 +30,11 @@ def test_one_attempt_is_singular_and_more_are_plural() -> None:
 def test_the_connection_hint_follows_the_error_without_a_stray_full_stop() -> None:
     message = _fault(openai.APIConnectionError(request=REQ), 0).message
     assert ".;" not in message and "Connection error; the connection to" in message, message
+
+
+def test_the_connection_hint_keeps_the_cut_marker_of_a_long_error() -> None:
+    """A connection error whose words are cut at the quote's limit (`graph.server_words.quoted_words`) ends in "...":
+    the hint's join stripped every trailing "." and " ", so the cut marker went and the cut words read as whole."""
+    long = "Connection error: " + "proxy said no " * 200
+    message = _fault(openai.APIConnectionError(message=long, request=REQ), 0).message
+    assert "...; the connection to" in message, message
