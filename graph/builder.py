@@ -56,7 +56,7 @@ from typing import Any
 
 from langgraph.graph import StateGraph
 
-from graph.config import AgentConfig, run_settings
+from graph.config import AgentConfig
 from graph.context import RunContext, tool_provider
 from graph.frame_store import FrameStore
 from graph.nodes.assess import assess
@@ -141,7 +141,7 @@ def build_reward_agent(config: AgentConfig | None = None, *, model: Any = None, 
     if checkpointer is None:
         checkpointer = _shared_checkpointer(str(settings.traces_path))
     agent = RewardAgent.of(g.compile(checkpointer=checkpointer or None, name=AGENT_NAME.format(cfg.preset)),
-                           run_settings(cfg, [t.name for t in ctx.tools.extra]))  # a resumed run's must match
+                           ctx.run_settings())  # a resumed run's must match
     bound: dict[str, Any] = {"recursion_limit": recursion_limit(cfg, extra=extra)}
     if settings is not None:  # a run.s claim of its id ages as the settings say (graph.thread_claims)
         bound["configurable"] = {CLAIM_AGE_KEY: settings.foreign_claim_max_age_s}

@@ -257,15 +257,18 @@ def run_caps(cfg: ResolvedConfig) -> dict[str, int]:
     return {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name not in other}
 
 
-def run_settings(cfg: ResolvedConfig, extra_tools: Sequence[str] = ()) -> dict[str, Any]:
+def run_settings(cfg: ResolvedConfig, extra_tools: Sequence[str] = (),
+                 backbone: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a run records of the config it runs under (the quality step writes it to the state): `preset`, the
     `switches`, the `overrides` (`config_overrides`), the `caps` (`run_caps`), the `server` settings
-    (`server_settings`), the `draw` (whose stage-cache entries it takes) and the names of the agent's `extra_tools`
-    (`tools.extra`, which wire the extra node). A run resumed from its checkpoint must continue under the same
-    (`graph.thread_guard.resume_refusal`), judged by the caps in full: the overrides are differences from the
-    defaults of the version that ran, which a later version may change."""
+    (`server_settings`), the `draw` (whose stage-cache entries it takes), the names of the agent's `extra_tools`
+    (`tools.extra`, which wire the extra node and whose reports reflect shows) and the `backbone` settings that shape
+    its answers (`graph.context.backbone_settings`: empty when not given). A run resumed from its checkpoint must
+    continue under the same (`graph.thread_guard.resume_refusal`), judged by the caps in full: the overrides are
+    differences from the defaults of the version that ran, which a later version may change."""
     return {"preset": cfg.preset, "switches": cfg.switches(), "overrides": config_overrides(cfg),
-            "caps": run_caps(cfg), "server": server_settings(cfg), "draw": cfg.draw, "extra_tools": list(extra_tools)}
+            "caps": run_caps(cfg), "server": server_settings(cfg), "draw": cfg.draw, "extra_tools": list(extra_tools),
+            "backbone": dict(backbone or {})}
 
 
 def recorded_settings(overrides: Mapping[str, Any], server: Mapping[str, Any]) -> tuple[dict, dict]:

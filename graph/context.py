@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from graph.config import ResolvedConfig
+from graph.config import ResolvedConfig, run_settings
 from graph.frame_store import FrameStore
 from graph.workers import Lane, check_lane
 from tools.errors import ToolFault
@@ -254,6 +254,21 @@ class RunContext:
     """Decoded-frame / data-URL cache."""
     tools: ToolProvider = field(default_factory=ToolProvider)
     """Evidence tools (lazy)."""
+
+    def run_settings(self) -> dict[str, Any]:
+        """What a run under this context records of its settings (`graph.config.run_settings`): its config, its extra
+        tools' names and its `backbone_settings`; the quality step writes them, and a resume is checked against the
+        build context's (`graph.thread_guard`)."""
+        return run_settings(self.config, [t.name for t in self.tools.extra], backbone_settings(self.backbone, self.frames))
+
+
+def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
+    """The settings of who answers a run's calls, and of what it is shown, that shape its answers: the model's name,
+    the structured-output method, the sampling temperature, and the images' long side and JPEG quality. Not the
+    transport's (timeouts, retries, re-asks) nor the endpoint's address (the same model may be served from another
+    host after a restart): with those changed the same judge answers, so a run may be resumed under them."""
+    return {"model": backbone.model_name, "method": backbone.method, "temperature": backbone.temperature,
+            "image_long_side": frames.long_side, "jpeg_quality": frames.quality}
 
 
 def tools_mismatch(given: ToolProvider, built: ToolProvider) -> str | None:

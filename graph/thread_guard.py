@@ -22,23 +22,31 @@ Decisions where the issue was silent:
   new thread), besides the API's own look-up.
 - A resume (input None, or a `Command`) is refused with `ResumeMismatchError` before anything is written when the
   checkpoint it continues was started by an agent of another config (`resume_refusal`: the preset, switches,
-  caps, draw or server settings its quality step recorded, `graph.config.run_settings`, differ from this agent's), or
-  with extra evidence tools where this agent has none, or the opposite (they wire the extra node: a run started with
-  one and resumed without it scored without its report; other tools are the caller's to choose, as for a context,
-  `graph.context.tools_mismatch`).
+  caps, draw, server or backbone settings its quality step recorded, `graph.config.run_settings`, differ from this
+  agent's), or with other extra evidence tools (they wire the extra node: a run started with one and resumed without
+  it scored without its report; one started with tool "a" and resumed with "b" showed reflect "b"'s report under a
+  record naming "a": their names are compared, in any order).
+  The backbone settings (`graph.context.backbone_settings`: model name, structured-output method, temperature, the
+  images' long side and JPEG quality) decide who answers and what it is shown: a run started with model A and resumed
+  by an agent of model B scored one reward from two models' answers, and nothing said so. Timeouts, retries and the
+  endpoint's address are the transport's and may differ.
+  The switches, caps and backbone settings are compared one by one, and the refusal names each that differs
+  ("switch audit True (agent False)"), not the whole dicts.
   The stages left ran under the other config's switches, caps and gate: a `full` run resumed by an `audit_no_gate`
   agent skipped the final check and scored a clip whose failure `full` establishes, and its result carried the other
   preset's label beside a trace of the first one's stages. A checkpoint with no recorded config (before the quality
   step, or written before the config was recorded) is not checked, nor is what a checkpoint of an older version did
-  not record yet (its switches, overrides, caps or draw: a run of 2026-11-29..12-04 recorded its preset alone, or
-  without its overrides, and was refused as if it had been started with other switches, or with none of this
-  agent's caps). A run that recorded its overrides but no `server` (12-04..12-06) listed there the server settings
+  not record yet (its switches, overrides, caps, draw or backbone settings: a run of 2026-11-29..12-04 recorded its
+  preset alone, or without its overrides, and was refused as if it had been started with other switches, or with
+  none of this agent's caps). A run that recorded its overrides but no `server` (12-04..12-06) listed there the server settings
   it changed: the others are the defaults, not this agent's (a run started with tool calls passed for one of
   `inspect_mode` plan).
   The caps are judged by their recorded values (`graph.config.run_caps`), not by the overrides, which are
   differences from the defaults of the version that ran: read against a later version's defaults, a run of an old
   default passed for one of the new, and a run that set the new default explicitly was refused (a run recorded before
-  its caps is still judged by its overrides). Only the caps both know are compared: one added since says nothing.
+  its caps is still judged by its overrides). Only the caps, switches and backbone settings both know are compared:
+  one added since says nothing (a switch added since was no module of the run's version: every run recorded before
+  it was refused, as a whole-dict comparison saw a key missing).
   The draw (`AgentConfig.draw`) is checked too: it salts the stage-cache keys, so a draw-0 run resumed at draw 1
   took its stages left from draw 1's answers, a run of neither draw (its draw-0 rerun was no longer served from the
   cache). Not `motion_prefetch` (`graph.config.SPEED_FIELDS`), which decides when the grid track is computed, not
@@ -120,22 +128,24 @@ def resume_refusal(thread_id: Any, values: dict[str, Any],
     # the server settings a run did not record: the defaults when it recorded its overrides (before `server` was
     # recorded, it listed there those it changed), this agent's when it recorded neither (nothing is known)
     unlisted = server_settings(AgentConfig().resolved()) if "overrides" in values else settings["server"]
-    recorded = {"preset": values.get("preset"), "switches": values.get("switches"),
+    recorded = {"preset": values.get("preset"),
                 "overrides": result_overrides(overrides),  # a speed setting (motion_prefetch) may differ
                 "server": {**unlisted, **server}}
     settings = {**settings, "overrides": result_overrides(settings["overrides"])}
-    # what an older version did not record (the switches, the overrides, the caps, the draw) is not held against this
+    # what an older version did not record (the switches, the overrides, the caps, the draw, the backbone settings,
+    # the extra tools' names) is not held against this
     # agent; a run that recorded its caps is judged by them, not by its overrides (differences from its defaults)
     caps = values.get("caps") if isinstance(values.get("caps"), dict) else None
-    checked = ["preset", *(k for k in ("switches", "overrides") if k in values and (caps is None or k != "overrides")),
-               "server"]
+    checked = ["preset", *(["overrides"] if "overrides" in values and caps is None else []), "server"]
     diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in checked if recorded[k] != settings[k]]
-    # the caps both versions know (one added since, or removed, says nothing), and the draw
-    diffs += [f"{k} {v!r} (agent {settings['caps'][k]!r})" for k, v in (caps or {}).items()
-              if k in settings["caps"] and v != settings["caps"][k]]
+    # the switches, caps and backbone settings both versions know, each by name (one added since, or removed, says
+    # nothing: a switch added since was no module of the run's version), and the draw
+    for kind, name in (("switches", "switch "), ("caps", ""), ("backbone", "")):
+        diffs += _named_diffs(values.get(kind), settings.get(kind) or {}, name)
     if "draw" in values and values["draw"] != settings["draw"]:  # another draw's stage-cache entries
         diffs.append(f"draw {values['draw']!r} (agent {settings['draw']!r})")
-    if "extra_tools" in values and bool(values["extra_tools"]) != bool(settings["extra_tools"]):  # the wiring
+    # the tools wire the extra node, and their reports are what reflect shows: the same names, in any order
+    if "extra_tools" in values and sorted(values["extra_tools"] or []) != sorted(settings["extra_tools"]):
         diffs.append(f"extra evidence tools {values['extra_tools']!r} (agent {settings['extra_tools']!r})")
     if not diffs:
         return None
@@ -143,6 +153,14 @@ def resume_refusal(thread_id: Any, values: dict[str, Any],
                                f"with another config than this agent's (preset {settings['preset']!r}): "
                                + "; ".join(diffs) + "; resume it with an agent built with the config it was started "
                                "with, or score the clip again on a new thread id (the run id)")
+
+
+def _named_diffs(recorded: Any, agent: dict[str, Any], prefix: str) -> list[str]:
+    """"{prefix}{name} {recorded} (agent {agent's})" for each setting of the `recorded` dict (None for a run that did
+    not record it) that the `agent`'s settings hold with another value."""
+    if not isinstance(recorded, dict):
+        return []
+    return [f"{prefix}{k} {v!r} (agent {agent[k]!r})" for k, v in recorded.items() if k in agent and v != agent[k]]
 
 
 def _refusal(thread_id: Any, input: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ValueError | None:

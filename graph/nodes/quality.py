@@ -37,7 +37,6 @@ from __future__ import annotations
 from typing import Any
 
 from graph.clip_stamp import clip_stamp
-from graph.config import run_settings
 from graph.context import RunContext
 from graph.nodes.background import start_evidence
 from graph.nodes.common import InputFault, Step
@@ -87,7 +86,7 @@ async def quality(state: AgentState, ctx: RunContext, step: Step) -> dict[str, A
         # the run's channels (steps, faults, usage, audits, the frozen contract) would carry over into the new one
         raise RunIdTaken(f"this thread already holds a run ({len(state.get('steps') or [])} steps); score a new "
                          "input on a new thread id (the run id)")
-    update: dict[str, Any] = {**run_settings(cfg, [t.name for t in ctx.tools.extra]), "zero": False}
+    update: dict[str, Any] = {**ctx.run_settings(), "zero": False}
     if step.thread_id and not state.get("run_id"):
         update["run_id"] = step.thread_id
     instruction, notes = check_instruction(state.get("instruction"), cfg.max_instruction_chars)
