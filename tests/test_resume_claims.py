@@ -90,3 +90,36 @@ def test_a_claim_right_after_this_process_released_it_later_waits_for_that_relea
     monkeypatch.setattr(run_claims, "release_quietly", real)
     run_claims.release_quietly(file, "r2")
     run_claims.release_quietly(file, "r3")
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke"])
+def test_a_resume_retried_at_once_after_a_refused_one_is_not_refused_for_its_claim(clip, tmp_path, monkeypatch,
+                                                                                    how) -> None:
+    """A resume refused for another config (`ResumeMismatchError`) releases its claim in a daemon thread
+    (`release_later`); the matching agent's resume right after waits for that release instead of finding the id
+    "already running" in its own process (here the release is held up half a second)."""
+    import time
+
+    from graph import AgentConfig, AgentTools, ResumeMismatchError, build_reward_agent, run_claims
+    from graph.builder import default_checkpointer
+    from graph.testing import ScriptedChatModel
+    from tests.graph_scripts import FakeSurprise, full_script
+    from tools.motion import LKTracker
+
+    db, seen = tmp_path / "traces.sqlite", []
+    agent, config = _paused(clip, db, seen)
+    mismatched = build_reward_agent(AgentConfig(preset="decomposed", draw=5), model=ScriptedChatModel(full_script()),
+                                    checkpointer=default_checkpointer(db),
+                                    tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+    real = run_claims.release_quietly
+
+    def slow(file, run_id):
+        time.sleep(0.5)
+        real(file, run_id)
+
+    monkeypatch.setattr(run_claims, "release_quietly", slow)
+    with pytest.raises(ResumeMismatchError, match="draw 0 \\(agent 5\\)"):
+        mismatched.invoke(None, config) if how == "invoke" else asyncio.run(mismatched.ainvoke(None, config))
+    out = agent.invoke(None, config) if how == "invoke" else asyncio.run(agent.ainvoke(None, config))
+    assert out["result"].status == "scored" and seen == [["r1"]]
+    assert _claims(db) == []
