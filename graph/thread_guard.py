@@ -51,6 +51,8 @@ Decisions where the issue was silent:
   took its stages left from draw 1's answers, a run of neither draw (its draw-0 rerun was no longer served from the
   cache). Not `motion_prefetch` (`graph.config.SPEED_FIELDS`), which decides when the grid track is computed, not
   what the run gathers: a run started with it off was refused a resume under the default.
+- A resume that passes its own context (`context=`, a `graph.context.RunContext`: another backbone or tools) is
+  checked against that context's settings, which run its stages left (a context of another model was let through).
 - The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
   for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
   API's, is seen in flight or dead.
@@ -171,6 +173,14 @@ def _refusal(thread_id: Any, input: Any, values: dict[str, Any], settings: dict[
     return resume_refusal(thread_id, values, settings)
 
 
+def _call_settings(agent_settings: dict[str, Any] | None, context: Any) -> dict[str, Any] | None:
+    """The run settings a call runs under: those of the `RunContext` it passes (`context=`: its own backbone and
+    tools run the stages left, `graph.nodes.common`), else the agent's."""
+    from graph.context import RunContext
+
+    return context.run_settings() if agent_settings is not None and isinstance(context, RunContext) else agent_settings
+
+
 def _generator(stream: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
     """`Pregel.astream`'s stream as the async generator it is (LangGraph annotates it as an AsyncIterator): what
     `aclosing` closes when the caller stops reading it early, so that LangGraph's run ends there too."""
@@ -202,7 +212,7 @@ class RewardAgent(CompiledStateGraph):
         run, saver = found
         with claimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
             if (error := _refusal(run["configurable"]["thread_id"], input, self.get_state(run).values,
-                                  self.run_settings)) is not None:
+                                  _call_settings(self.run_settings, kwargs.get("context")))) is not None:
                 raise error
             yield from super().stream(input, config, **kwargs)
 
@@ -215,7 +225,7 @@ class RewardAgent(CompiledStateGraph):
         run, saver = found
         async with aclaimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
             if (error := _refusal(run["configurable"]["thread_id"], input, (await self.aget_state(run)).values,
-                                  self.run_settings)) is not None:
+                                  _call_settings(self.run_settings, kwargs.get("context")))) is not None:
                 raise error
             async with aclosing(_generator(super().astream(input, config, **kwargs))) as chunks:
                 async for chunk in chunks:

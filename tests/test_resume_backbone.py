@@ -102,3 +102,27 @@ def test_a_run_resumed_with_other_extra_tools_is_refused_naming_them():
     refused = resume_refusal("old", values, run_settings(cfg, ["a", "b"], backbone=BACKBONE))
     assert refused is not None and "extra evidence tools ['a'] (agent ['a', 'b'])" in str(refused)
     assert resume_refusal("old", _values(extra_tools=["b", "a"]), run_settings(cfg, ["a", "b"])) is None  # order
+
+
+def test_a_resume_given_a_context_of_another_backbone_is_refused(clip):
+    """A context passed at invoke (`context=`, `graph.context.RunContext`) may carry its own backbone: a resume with
+    one of another model was let through (the guard read only the build's settings), and its stages left were
+    answered by that model under a record naming the first."""
+    from graph.context import RunContext, tool_provider
+    from graph.thread_guard import ResumeMismatchError
+
+    saver = _interrupted(clip)
+    agent = _agent(saver)
+    tools = tool_provider(AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+    script = full_script(assess=[assessment(s2="not_met")], reflect=[assessment(s2="not_met")],
+                         repair=[assessment(s2="not_met")], final_check=[FAILED])
+
+    def context(model_name: str) -> RunContext:
+        backbone = Backbone(ScriptedChatModel(script), model_name=model_name, schema_retries=1, max_retries=1,
+                            timeout_s=10, retry_wait=(0.0, 0.0))
+        return RunContext(backbone=backbone, config=AgentConfig(preset="full").resolved(), tools=tools)
+
+    with pytest.raises(ResumeMismatchError, match=r"model 'model-a' \(agent 'model-b'\)"):
+        agent.invoke(None, CONFIG, context=context("model-b"))
+    out = agent.invoke(None, CONFIG, context=context("model-a"))
+    assert out["result"].status == "zero" and out["result"].preset == "full"
