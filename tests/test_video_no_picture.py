@@ -216,3 +216,21 @@ def test_a_sample_of_no_picture_holds_no_read_decoding_on(tmp_path, monkeypatch)
             assert read_ids(reader.read([22])) == [22]
         counts.append(len(decoded))
     assert counts[1] == counts[0] < 20
+
+
+def test_a_start_trimmed_clip_has_its_slice_count_read(tmp_path):
+    """An MP4 whose edit list starts at frame 11 (a stream copy cut there): FFmpeg demuxes the keyframe before it (frame
+    8) marked discard. The scan counted the slices of the first packet it kept only if that was a keyframe: the count
+    was unknown, and the 4-slice HEVC clip decoded with frame threads, not the faster slice threads."""
+    raw = write_elementary(tmp_path / "r.hevc", "libx265", "ctu=16:slices=4:keyint=8:bframes=0:log-level=error", 30)
+    path = tmp_path / "late.mp4"
+    with av.open(str(raw)) as i, av.open(str(path), "w") as o:
+        so = o.add_stream_from_template(i.streams.video[0])
+        for n, p in enumerate(p for p in i.demux(video=0) if p.size):
+            p.stream, p.time_base, p.pts, p.dts, p.duration = so, Fraction(1, 16), n - 11, n - 11, 1
+            o.mux(p)
+    with av.open(str(path)) as c:
+        assert [p.is_discard for p in c.demux(video=0) if p.size][:4] == [True, True, True, False]
+    with VideoReader(path) as reader:
+        assert reader._order[0].primed and reader._order[0].slices == 4
+        assert read_ids(reader.read(range(19))) == list(range(11, 30))

@@ -277,8 +277,9 @@ def scan(container: av.container.InputContainer, name: str,
             no_frame = no_frame or (output is not None and not output.shown(packet))
             empty = codes_no_picture(packet, codec, extradata)  # (no keyframe: a keyframe-flagged sample of the
             key = packet.is_keyframe and key_at is None and not empty  # parameter sets, a phone's codec config)
-            if key:
+            if key:  # (its slices: one an edit list discards too, a start-trimmed clip's, and one after a mid-GOP cut)
                 first_key_pts, key_at, primed = packet.pts, len(pts), packet.is_discard and not pts
+                slices = slices_per_frame(bytes(packet), codec, extradata)
             if packet.is_discard:
                 continue
             if no_frame or empty:  # a second field, one without its pair, an
@@ -303,8 +304,6 @@ def scan(container: av.container.InputContainer, name: str,
                 leading, radl = leading + after_key, radl + (after_key and closed)
             if key:
                 after_key, closed = codec == "hevc" or types is not None, types is not None and closed_gop(packet)
-            if key and len(pts) == 1:  # the first packet a keyframe (one of no picture before it aside)
-                slices = slices_per_frame(bytes(packet), stream.codec_context.name, stream.codec_context.extradata)
     frames, declared = len(pts), int(stream.frames or 0)
     if frames == 0:  # a header that declares frames (an MP4 cut before its media data) is a truncated file
         raise VideoDecodeError(f"{name}: truncated file: the container declares {declared_count(declared)} "
