@@ -4,8 +4,11 @@ reader names the transfer (``VideoReader.hdr``) and the run notes it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
+from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Literal
 
 import av
@@ -15,6 +18,7 @@ from graph_scripts import make_agent, moving_square, run
 
 import tools.video_reader
 from tests.test_video import id_frames
+from tests.test_video_slices import HVCC
 from tools.video import VideoReader, VideoTooLargeError, probe, read_all_frames
 from tools.video_hdr import keyframe_hdr
 
@@ -131,12 +135,37 @@ def test_a_keyframe_that_does_not_decode_alone_gives_no_transfer() -> None:
     """No note, never a fault: the clip's own reads judge its decoding (its sample decoded, or the run is a fault)."""
 
     class Packet:
-        size, is_keyframe = 100, True
+        size, is_keyframe, is_discard = 100, True, False
 
     class Stream:
         thread_type = "AUTO"
+        codec_context = SimpleNamespace(name="mpeg4", extradata=None)  # (no NAL units to read)
 
         def decode(self, packet: object) -> list[av.VideoFrame]:
             raise av.error.InvalidDataError(22, "Invalid data found when processing input")
 
     assert keyframe_hdr(Stream(), [Packet()]) is None  # type: ignore[arg-type, list-item]
+
+
+def test_a_leading_sample_of_parameter_sets_leaves_the_keyframe_transfer_read(tmp_path: Path) -> None:
+    """An MP4 whose hvcC record holds no parameter sets (they come in band) led by a sample of the VPS, SPS and PPS
+    alone, flagged a keyframe (a phone's codec config written as a sample): the headers state no transfer, and
+    ``hdr()`` before any read decoded that sample alone, no frame: None for a PQ clip (a read's frame said PQ)."""
+    raw = _hevc10(tmp_path / "h.hevc", id_frames(8), "PQ")
+    path = tmp_path / "x.mp4"
+    with av.open(str(raw)) as i, av.open(str(path), "w") as o:
+        so = o.add_stream_from_template(i.streams.video[0])
+        so.codec_context.extradata, so.codec_context.color_trc = HVCC, 2  # (no arrays; transfer unspecified)
+        samples: list[tuple[list[bytes], bool]] = []
+        for p in (p for p in i.demux(video=0) if p.size):
+            units = [u for u in re.split(b"\x00\x00\x00\x01|\x00\x00\x01", bytes(p)) if u]
+            if not samples:
+                samples.append(([u for u in units if (u[0] >> 1) & 0x3F in (32, 33, 34)], True))
+            samples.append((units, p.is_keyframe))
+        for n, (units, key) in enumerate(samples):
+            packet = av.Packet(b"".join(len(u).to_bytes(4, "big") + u for u in units))
+            packet.stream, packet.time_base, packet.pts, packet.dts, packet.is_keyframe = so, Fraction(1, 16), n, n, key
+            o.mux(packet)
+    with VideoReader(path) as reader:
+        assert reader._hdr == (False, None) and reader._order[0].fields == (0,)
+        assert reader.hdr() == "PQ"

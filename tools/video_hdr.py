@@ -23,6 +23,8 @@ from collections.abc import Iterable
 
 import av
 
+from tools.video_slices import fed_with_pictures
+
 HDR_TRANSFERS = {16: "PQ", 18: "HLG"}
 """FFmpeg's ``AVColorTransferCharacteristic`` values of the HDR transfers: SMPTE ST 2084 (PQ), ARIB STD-B67 (HLG)."""
 
@@ -49,9 +51,12 @@ def keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packe
     slice threads (frame threads would decode the next frames with it) and the decoder flushed after it, so that
     neither the threads nor a reorder delay decode more; None when no keyframe comes or it does not decode alone (no
     note, never a fault: the clip's own reads judge its decoding). The demuxer's errors propagate (the caller's
-    ``wrapped``)."""
+    ``wrapped``). A packet of no picture (a leading sample of the parameter sets alone, flagged a keyframe) is fed at
+    the head of the next one, as the reads feed it (`fed_with_pictures`): decoded alone it gave no frame, and None for
+    an HDR clip whose header holds no parameter sets."""
     stream.thread_type = "SLICE"
-    for packet in packets:
+    ctx = stream.codec_context
+    for packet, _, _ in fed_with_pictures(packets, ctx.name, ctx.extradata):
         if packet.size and packet.is_keyframe:
             try:
                 frames = [*stream.decode(packet), *stream.decode(None)]
