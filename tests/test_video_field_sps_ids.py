@@ -3,6 +3,7 @@ each with its PPS): each slice's fields are read with the SPS its PPS names."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import av
@@ -47,5 +48,23 @@ def test_fields_of_an_avcc_record_with_two_sps(tmp_path):
     with av.open(str(path)) as c:
         record = c.streams.video[0].codec_context.extradata
     assert record[:1] == b"\x01"
+    want = _decoded(path)
+    assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
+
+
+@pytest.mark.parametrize("container", ["h264", "mkv"])
+def test_fields_whose_sets_came_with_a_p_picture(tmp_path, container):
+    """The field-coded SPS and PPS sent with the last progressive P picture (no keyframe), ahead of the IDR field that
+    starts using them: the pairing looked for sets in keyframes alone and read the fields with the progressive SPS,
+    each a frame (25 for the decoder's 17)."""
+    split = re.split(b"\x00\x00\x00\x01|\x00\x00\x01", _progressive(tmp_path / "p.h264", "h264", bframes=0).read_bytes())
+    progressive = [b"\x00\x00\x00\x01" + u for u in split if u]
+    fields = _units(field_coded(8, gop=4, sid=1))
+    at = [k for k, u in enumerate(progressive) if u[4] & 0x1F in (1, 5)][7]  # frame 7's slice: a P picture
+    assert progressive[at][4] & 0x1F == 1
+    path = tmp_path / "mid.h264"
+    path.write_bytes(b"".join(progressive[:at] + fields[:2] + progressive[at:] + fields[2:]))
+    if container == "mkv":
+        path = _switch_to_matroska(path, tmp_path / "mid.mkv")
     want = _decoded(path)
     assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want

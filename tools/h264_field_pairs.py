@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import av
 
-from tools.video_slices import Bits, nal_length_size, nal_units, record_units
+from tools.video_slices import HEAD_BYTES, Bits, nal_length_size, nal_units, record_units
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def h264_parameter_sets(data: bytes | memoryview, extradata: bytes | None) -> tu
     elif size is not None:
         units = list(_ahead_of_slices(memoryview(data), size))
     else:
-        units = nal_units(bytes(data), "h264", extradata)
+        units = _annex_b_ahead_of_slices(memoryview(data))
     sps, pps = [], {}
     for unit in units:
         try:
@@ -95,6 +95,24 @@ def _record_units(record: bytes) -> list[bytes]:
             break
         at = after
     return units
+
+
+def _annex_b_ahead_of_slices(data: memoryview) -> list[bytes]:
+    """The NAL units of the Annex B H.264 packet (or extradata) `data` ahead of its first slice, looked for in its first
+    `HEAD_BYTES` (those ahead of a slice there are whole), the whole of it only where they hold no slice."""
+    head = bytes(data[:HEAD_BYTES])
+    while True:
+        units, i = [], head.find(b"\x00\x00\x01")
+        while 0 <= i < len(head) - 3:
+            if 1 <= head[i + 3] & 0x1F <= 5:
+                return units
+            end = head.find(b"\x00\x00\x01", i + 3)
+            if unit := head[i + 3:end if end >= 0 else len(head)].rstrip(b"\x00"):
+                units.append(unit)
+            i = end
+        if len(head) == len(data):
+            return units
+        head = bytes(data)
 
 
 def _ahead_of_slices(data: memoryview, length_size: int) -> Iterator[bytes]:
@@ -161,10 +179,11 @@ class FieldPairs:
     unless the field before it went unmatched as well (then FFmpeg shows it alone: `unsure`). Only where an SPS allows
     fields (frame_mbs_only_flag 0) are slice headers read, each with the SPS its PPS names (by id: a stream may hold a
     progressive and a field-coded one side by side). The SPS and PPS are looked for in the stream's extradata (an avcC
-    record, all of its sets, or Annex B) and in the packets until an SPS is found, then in keyframes, where a new one
-    may come in band whatever the record holds (an 'avc3' record holds none; a stream switching between progressive
-    and field coding, stream-copied, keeps its first in the record). Packets that code no picture leave the pairing as
-    it is."""
+    record, all of its sets, or Annex B) and ahead of the first slice of every packet, where a new one may come in band
+    whatever the record holds (an 'avc3' record holds none; a stream switching between progressive and field coding,
+    stream-copied, keeps its first in the record), in any packet: a PPS, or an SPS sent ahead of the IDR picture that
+    starts using it (looked for in keyframes alone, sets sent with a P picture were missed, and the fields after them
+    each counted as a frame). Packets that code no picture leave the pairing as it is."""
 
     def __init__(self, extradata: bytes | None) -> None:
         self._extradata = extradata
@@ -232,8 +251,7 @@ class FieldPairs:
     def _pictures(self, packet: av.Packet) -> list[tuple[int, bool] | None]:
         """The pictures `packet` codes (`h264_pictures`); one frame picture where fields are not parsed, none where it
         codes no picture."""
-        if not self._sps or packet.is_keyframe:  # (a new SPS comes with an IDR picture, a keyframe)
-            self._learn(memoryview(packet), self._extradata)
+        self._learn(memoryview(packet), self._extradata)  # (the units ahead of its first slice: a few bytes read)
         if all(sps.frame_mbs_only for sps in self._sps.values()):
             return [None]
         return h264_pictures(bytes(packet), self._extradata, self._sps_of)
