@@ -56,30 +56,32 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        for frames, height, width in ((33, 256, 256), (81, 480, 832)):
-            path = write_video(Path(tmp) / f"{height}x{width}.mp4", moving(frames, height, width), fps=16)
-            with VideoReader(path) as probe:
-                slices = probe._order[0].slices
-            for label, indices in (("all", list(range(frames))), ("u8", uniform_indices(frames, 8))):
-                times: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
-                reference = None
-                for r in range(args.repeats + 1):
-                    for variant in VARIANTS:
-                        video_reader.video_stream = threaded(variant)
-                        with VideoReader(path) as reader:
-                            w0, c0 = time.perf_counter(), time.process_time()
-                            got = reader.read(indices)
-                            w1, c1 = time.perf_counter(), time.process_time()
-                        reference = got if reference is None else reference
-                        assert np.array_equal(got, reference)
-                        if r:  # (the first round warms the page cache and imports)
-                            times[variant].append((w1 - w0, c1 - c0))
-                for variant, runs in times.items():
-                    wall = statistics.median(w for w, _ in runs) * 1e3
-                    cpu = statistics.median(c for _, c in runs) * 1e3
-                    print(f"{height}x{width}x{frames} ({slices} slices) read {label} {variant}: "
-                          f"wall {wall:.1f} ms, cpu {cpu:.1f} ms")
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for frames, height, width in ((33, 256, 256), (81, 480, 832)):
+                path = write_video(Path(tmp) / f"{height}x{width}.mp4", moving(frames, height, width), fps=16)
+                with VideoReader(path) as probe:
+                    slices = probe._order[0].slices
+                for label, indices in (("all", list(range(frames))), ("u8", uniform_indices(frames, 8))):
+                    times: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+                    reference = None
+                    for r in range(args.repeats + 1):
+                        for variant in VARIANTS:
+                            video_reader.video_stream = threaded(variant)
+                            with VideoReader(path) as reader:
+                                w0, c0 = time.perf_counter(), time.process_time()
+                                got = reader.read(indices)
+                                w1, c1 = time.perf_counter(), time.process_time()
+                            reference = got if reference is None else reference
+                            assert np.array_equal(got, reference)
+                            if r:  # (the first round warms the page cache and imports)
+                                times[variant].append((w1 - w0, c1 - c0))
+                    for variant, runs in times.items():
+                        wall = statistics.median(w for w, _ in runs) * 1e3
+                        cpu = statistics.median(c for _, c in runs) * 1e3
+                        print(f"{height}x{width}x{frames} ({slices} slices) read {label} {variant}: "
+                              f"wall {wall:.1f} ms, cpu {cpu:.1f} ms")
+    finally:  # (the reads' decoder set up as the reader does again, whatever failed)
         video_reader.video_stream = video_stream
 
 
