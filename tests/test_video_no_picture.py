@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from pathlib import Path
+from unittest.mock import ANY
 
 import av
 import pytest
 
-from tests.test_video import id_frames, read_ids, write_elementary
+import tools.video_reader
+from tests.test_video import id_frames, read_ids, write_elementary, write_raw
 from tests.test_video_edits import _counting
 from tests.test_video_open_gop import _drop, _open_gop
 from tools.hevc_output import _record_units
@@ -234,3 +236,39 @@ def test_a_start_trimmed_clip_has_its_slice_count_read(tmp_path):
     with VideoReader(path) as reader:
         assert reader._order[0].primed and reader._order[0].slices == 4
         assert read_ids(reader.read(range(19))) == list(range(11, 30))
+
+
+def test_a_kept_sample_of_no_picture_a_discarded_frame_carries_holds_no_read(tmp_path, monkeypatch):
+    """An MP4 with B-frames trimmed at frame 11 (edit list): a delimiter sample kept (its time after the edit's start)
+    between two pictures demuxed discard is fed at the head of the next one, whose frame is dropped. Its tag was
+    counted on that packet and never came out, and the damage check, waiting for it, had the read of frame 0 decode
+    on to the end of the clip (41 packets, frame threads) where one with the delimiter discarded too decodes 19."""
+    src = write_raw(tmp_path / "b.mp4", id_frames(40, 368, 640), gop=30)
+    path = tmp_path / "x.mp4"
+    with av.open(str(src)) as c, av.open(str(path), "w") as out:
+        si = c.streams.video[0]
+        stream = out.add_stream_from_template(si)
+        packets = [p for p in c.demux(si) if p.size]
+        frame = int(1 / 16 / si.time_base)
+        aud = av.Packet((len(AUD["libx264"]) - 4).to_bytes(4, "big") + AUD["libx264"][4:])
+        aud.time_base, aud.dts, aud.pts = si.time_base, packets[4].dts + 1, 11 * frame + frame // 2
+        packets.insert(5, aud)
+        for p in packets:
+            p.stream, p.pts, p.dts = stream, p.pts - 11 * frame, p.dts - 11 * frame
+            out.mux(p)
+    with av.open(str(path)) as c:  # the premise: the delimiter kept between two pictures discarded
+        assert [(p.size, p.is_discard) for p in c.demux(video=0) if p.size][4:7] == [(ANY, True), (6, False),
+                                                                                     (ANY, True)]
+    fed: list[bool] = []
+    real = tools.video_reader.fed_with_pictures
+
+    def counted(*args):  # noqa: ANN002, ANN202
+        for item in real(*args):
+            fed.append(item[2])
+            yield item
+
+    monkeypatch.setattr(tools.video_reader, "fed_with_pictures", counted)
+    with VideoReader(path) as reader:
+        assert reader.meta.frames == 29 and reader._order[0].fields == (0,) and reader._order[0].pts is not None
+        assert read_ids(reader.read([0])) == [11]
+    assert len(fed) < 30 and sum(fed) == 11  # (not to the end: 41 packets, 11 discarded)

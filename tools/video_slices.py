@@ -170,19 +170,23 @@ def fed_with_pictures(packets: Iterable[av.Packet], codec: str,
     at the head of the next packet with data (FFmpeg's parser joins a raw stream's units so): FFmpeg's H.264 decoder
     fails a packet without a slice ("no frame!"), which a read takes for corrupt data, and with frame threads tells
     it packets later; the parameter sets it may hold are decoded all the same. One that the stream ends on is fed
-    nothing. Each packet with the count of the packets of no picture it carries that were not discarded (they keep
-    their tags: the scan counts them, ``FrameIndex.fields``) and whether it is one the demuxer marked discard (an
-    edit list's cut): a packet made here cannot take the flag, and the reader drops its frame as FFmpeg drops a
-    discarded packet's (``tools.video_damage.DISCARDED``)."""
+    nothing. Each packet with the count of the packets of no picture, not discarded, whose tags its frame brings out
+    (they keep their tags: the scan counts them, ``FrameIndex.fields``): those it carries, and those a discarded packet
+    before it carried, whose frame is dropped (counted on such a packet, their tags never came out, and the damage
+    check kept each read decoding on: a read of frame 0 decoded the whole clip), and whether it is one the demuxer
+    marked discard (an edit list's cut): a packet made here cannot take the flag, and the reader drops its frame as
+    FFmpeg drops a discarded packet's (``tools.video_damage.DISCARDED``)."""
     held: list[av.Packet] = []
+    owed = 0  # those a discarded packet carried, for the next packet not discarded (or the end)
     for packet in packets:
         if packet.size and codes_no_picture(packet, codec, extradata):
             held.append(packet)
             continue
-        carried, discard = sum(not p.is_discard for p in held), packet.is_discard
+        carried, discard = owed + sum(not p.is_discard for p in held), packet.is_discard and packet.size > 0
         if held and packet.size:
             packet = _joined(b"".join(bytes(p) for p in held), packet)
-        yield packet, carried, discard
+        owed = carried if discard else 0
+        yield packet, 0 if discard else carried, discard
         held = []
 
 
