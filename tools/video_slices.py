@@ -17,7 +17,10 @@ on how the clip was encoded, and for H.264 on what the damage check needs:
   time is the measure; wall time swung 2x between runs): 256x256 x 33, every frame, 11.2-12.2 ms CPU with slice
   threads vs 9.9-10.1 on one thread (8 frames: 7.9-9.7 vs 7.1-7.3); 480x832 x 81, every frame, 93-110 ms with
   slice threads vs 97-117 with frame threads (+4-9%; one thread 89-103), 8 frames 53-65 vs 59-74 (+10-14%; one
-  thread 51-64). Frame threads should shorten a lone read's wall time on more cores (not measured here).
+  thread 51-64). Frame threads should shorten a lone read's wall time on more cores (not measured here). Measured
+  again (2 runs of 21 interleaved repeats, load 12-13 on the 2 cores): 480x832 8 frames 79-89 ms CPU with frame threads
+  vs 68-73 on one thread (+16-23%), every frame 158-165 vs 132-142, but the 8 frames' wall 208-335 vs 410-532 ms: one
+  thread is cheaper in CPU, frame threads faster on a loaded host, so the rule stays (no host with more cores here).
 - HEVC written by PyAV carries one slice per encoder thread too: slice threads decode it in parallel, and
   frame threads made it slower (H.264 on a 2-core VM, whole-clip decode, wall / CPU: 720p x 93 frames 97 / 129
   ms with frame threads vs 63-77 / 107-116 ms with slice threads; 480p x 81 49 / 66 vs 26-30 / 43-47 ms).
