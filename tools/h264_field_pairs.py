@@ -102,7 +102,8 @@ def _annex_b_ahead_of_slices(data: memoryview) -> list[bytes]:
     `HEAD_BYTES` (those ahead of a slice there are whole), the whole of it only where they hold no slice."""
     head = bytes(data[:HEAD_BYTES])
     while True:
-        units, i = [], head.find(b"\x00\x00\x01")
+        units: list[bytes] = []
+        i = head.find(b"\x00\x00\x01")
         while 0 <= i < len(head) - 3:
             if 1 <= head[i + 3] & 0x1F <= 5:
                 return units
