@@ -16,6 +16,8 @@ processes (`graph.batch_procs`); those build the chat model with `graph.backbone
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -148,7 +150,7 @@ def score_batch_command(
         _fail(str(exc), exc)
     except OSError as exc:  # a parent of --out is a file, or a folder it cannot write in
         _fail(f"cannot write --out {out}: {type(exc).__name__}: {exc}", exc)
-    with lock:
+    with lock, _said_on_ctrl_c(out) as stage:  # a Ctrl-C before the first row: what the file holds, exit 130
         if output.stamp != file_stamp(out):  # another batch wrote to it before this one held the lock
             output = read_output(out)
         if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
@@ -171,14 +173,11 @@ def score_batch_command(
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
         live = to_score > 0 and any_input_fine(todo, settings.agent_config(preset).max_instruction_chars)
-        try:  # a wait of up to RAA_ENDPOINT_WAIT_S, then the tool models' load: a Ctrl-C there is said, exit 130
-            if live:  # the endpoint, before a row per clip; none to score, or every clip missing
-                commands.preflight_or_exit(settings)  # (graph.score_inputs): no wait
-            tools = commands.loaded_tools(settings, preset) if live and processes == 1 else None
-        except KeyboardInterrupt:
-            typer.echo(f"interrupted before any clip was scored: {out} is as it was (no row written or removed); "
-                       "the same command runs the batch", err=True)
-            raise typer.Exit(130) from None
+        # a wait of up to RAA_ENDPOINT_WAIT_S, then the tool models' load (a Ctrl-C there is said: _said_on_ctrl_c)
+        if live:  # the endpoint, before a row per clip; none to score, or every clip missing
+            commands.preflight_or_exit(settings)  # (graph.score_inputs): no wait
+        tools = commands.loaded_tools(settings, preset) if live and processes == 1 else None
+        stage.preparing = True  # from here a Ctrl-C may find the torn last line cut or the rows that go removed
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
             retried = drop_rows(output, keeping(goes, others), current_fields(items))  # the rows of `output`: a torn
@@ -194,6 +193,7 @@ def score_batch_command(
             # the checks passed: said before them, a batch stopped there said it wrote them and that it wrote nothing)
             typer.echo(f"{len(others)} row(s) of other manifests sharing {out} copy a row this run scores again: "
                        "replaced by copies of its new row once it is written", err=True)
+        stage.preparing = None  # the first row comes next: a Ctrl-C from here is the batch's own (_stopped)
         try:  # a row that cannot be written (disk full, a read-only file): one error line, not a traceback
             scorable = write_repeats(write_bad_lines(todo, writer) + others, kept, writer)  # before the bar, which
             # counts the clips to score; a repeat of a line still to score is written with that line's row, and so
@@ -221,15 +221,50 @@ def score_batch_command(
         except KeyboardInterrupt:  # with the failure of a row written before it or as the batch stopped, if any
             _stopped(writer, out, writer.failed, interrupted=True)
         finally:  # however the batch ended: the copies written again replace the old ones (one row per key)
-            _drop_replaced(output, others)
+            cut_short = _drop_replaced(output, others)
         _closing_lines(writer, out)
+        if cut_short:  # a Ctrl-C as the old copies went (said by _drop_replaced), after the closing lines
+            raise typer.Exit(130)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
             try:  # the file as the run left it (unreadable now: the summary above stands alone)
                 ended = read_output(out)
             except OSError:
                 ended = None
-            if ended is not None:
-                say_fixable(ended, said)  # what the start said, unchanged, not again
+            try:
+                if ended is not None:
+                    say_fixable(ended, said)  # what the start said, unchanged, not again
+            except KeyboardInterrupt:  # every row is written and said: only the hint is cut short
+                typer.echo(f"interrupted: every row of this run is in {out} (counted above)", err=True)
+                raise typer.Exit(130) from None
+
+
+class _Stage:
+    """Where score-batch stands before its first row, for `_said_on_ctrl_c`: `preparing` False while nothing in the
+    output has changed, True once it may have (a torn last line cut, `drop_rows`' rewrite), None once the rows come
+    (their own Ctrl-C paths say it)."""
+
+    preparing: bool | None = False
+
+
+@contextlib.contextmanager
+def _said_on_ctrl_c(out: Path) -> Iterator[_Stage]:
+    """A Ctrl-C before score-batch's first row (the checks of the rows that go, which ask the file system of each
+    clip; the endpoint wait; the tools' load; the output prepared for rows) says what `out` holds and that the same
+    command runs the batch, exit 130 (it ended with a traceback or nothing said). No row is lost there: the cut of a
+    torn last line and `drop_rows`' rewrite in one rename leave the rows as they were or without the rows to score
+    again."""
+    stage = _Stage()
+    try:
+        yield stage
+    except KeyboardInterrupt:
+        if stage.preparing is None:
+            raise
+        held = ("is as it was (no row written or removed)" if not stage.preparing else
+                "holds its rows as they were, or without its torn last line and the rows this run scores again "
+                "(no row written; none lost)")
+        typer.echo(f"interrupted before any clip was scored: {out} {held}; the same command runs the batch",
+                   err=True)
+        raise typer.Exit(130) from None
 
 
 def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
@@ -239,10 +274,12 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
     raise typer.Exit(2) from cause
 
 
-def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> None:
+def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> bool:
     """`graph.batch_repeat_rows.drop_replaced` of `others` (other manifests' copies of a row this run scored again) in
     `output`; a file that cannot be rewritten is said in a warning line (the old copies stay beside the new ones,
-    the last of each key counting, until the next run of either manifest removes them)."""
+    the last of each key counting, until the next run of either manifest removes them), and so is a Ctrl-C there (the
+    file is rewritten in one rename: no row lost), which returns True (else False): the caller says the closing lines
+    and exits 130 (it ended with a traceback, the rows written and their cost unsaid)."""
     from graph.batch_repeat_rows import drop_replaced
 
     try:
@@ -250,6 +287,12 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> None:
     except OSError as exc:
         typer.echo(f"warning: cannot remove from {output.path} the old rows of other manifests replaced by new copies "
                    f"({type(exc).__name__}: {exc}): the next run removes them", err=True)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted while removing from {output.path} the old rows of other manifests replaced by new "
+                   "copies: they stay beside the new ones (the last of each key counts); the next run removes them",
+                   err=True)
+        return True
+    return False
 
 
 def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted: bool = False) -> NoReturn:
