@@ -18,7 +18,8 @@ one's old row, keyed past them and recording its old line, beside its new one).
 Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line
 (keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
 more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and
-when the row they copy goes (scored again), this run writes them again from the new row too (`others_copies`: they
+when the row they copy goes (scored again), this run writes them again from the new row too, as that manifest holds
+them now (`others_copies`: they
 went, and that manifest's ids were missing from the output until it ran again). Those copies stay in the output as
 they are until then, and the ones written again replace them once written (`drop_replaced`): removed before the
 clip was scored, a run stopped before its new row (Ctrl-C, a crash, a full disk) lost them for good. Rows
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.batch import NOT_JSON, ROW_FIELDS, Output, kept_rows, read_output
-from graph.batch_manifest import repeat_keys
+from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
@@ -125,20 +126,47 @@ def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> list[dict[str, Any]]:
     """The rows of `output` of another manifest sharing it, still there (`recorded_manifest`), that go (`goes`, of
     `stale_repeats`) for no longer being a copy of the row of one of `items` they repeat (that row goes, to be scored
-    again, or holds another result), as items for `graph.batch.write_repeats` to write again from that row: their
-    own fields, key, "repeat_of" and "manifest_file" (module docstring), one per key (of a key written twice, the
-    last, as `graph.batch.kept_rows`), none of a key with a row that stays (two outputs concatenated: the first
-    one's copy went and came back beside the second one's, its id twice for good). A row lacking one of them is left
-    to go."""
+    again, or holds another result), as items for `graph.batch.write_repeats` to write again from that row: that
+    manifest's repeat lines as it holds them now (`current_repeats`: key, fields, "repeat_of" and "manifest_file"), one
+    per key, none of a key with a row that stays (two outputs concatenated: the first one's copy went and came back
+    beside the second one's, its id twice for good). A row whose line that manifest no longer holds (deleted, or now
+    repeating another clip), or lacking one of the fields, is left to go: written again as it stood, a stale row took
+    a new result and stayed until that manifest ran again; one whose line's fields changed since is written with
+    them (the old ones came back until then)."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     whose = recorded_manifest(str(manifest.resolve()))
     staying = kept_rows(output, goes)  # a key with a row that stays has its row (two outputs concatenated)
-    copies = {row["key"]: {**{k: row[k] for k in ROW_FIELDS}, "repeat_of": row["repeat_of"],
-                           "manifest_file": row["manifest_file"]}
-              for row in output.values
-              if isinstance(row, dict) and row.get("repeat_of") in sources and all(k in row for k in ROW_FIELDS)
-              and whose(row) == "other" and goes(row) == "repeat" and row["key"] not in staying}
+    lines = current_repeats()
+    copies = {}
+    for row in output.values:
+        if (isinstance(row, dict) and row.get("repeat_of") in sources and all(k in row for k in ROW_FIELDS)
+                and whose(row) == "other" and goes(row) == "repeat" and row["key"] not in staying
+                and (line := lines(row)) is not None):
+            copies[row["key"]] = line
     return list(copies.values())
+
+
+def current_repeats() -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """For a repeat row of another manifest (its "manifest_file"): the item of that manifest's line of the row's key as
+    the manifest holds it now, at the row's preset and draw, repeating the clip the row repeats; None when it holds no
+    such line or cannot be read (the row goes, and that manifest's next run writes its line's row). Each manifest is
+    read once per preset and draw."""
+    read: dict[tuple[str, str, int], dict[str, dict[str, Any]]] = {}
+
+    def line(row: dict[str, Any]) -> dict[str, Any] | None:
+        name, preset, draw = row["manifest_file"], row["preset"], row["draw"]
+        if not (isinstance(name, str) and isinstance(preset, str) and isinstance(draw, int)):
+            return None
+        if (name, preset, draw) not in read:
+            try:
+                found = drop_repeats(manifest_items(Path(name), preset, draw)[0])[0]
+            except (OSError, ValueError):  # gone or unreadable since `recorded_manifest` looked
+                found = []
+            read[name, preset, draw] = {it["key"]: it for it in found if it.get("repeat_of") is not None}
+        item = read[name, preset, draw].get(row["key"])
+        return item if item is not None and item["repeat_of"] == row["repeat_of"] else None
+
+    return line
 
 
 def keeping(goes: Callable[[Any], str | None], copies: list[dict[str, Any]]) -> Callable[[Any], str | None]:
