@@ -85,6 +85,12 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
         return found[path]
 
     now: dict[str, dict[str, int] | None] = {}
+    bad_keys: dict[str, str] = {}  # per line number: its bad line's key, worked out once (a resolve and a digest)
+
+    def bad_key(line: int) -> str:
+        if (shown := repr(line)) not in bad_keys:  # as written: a hand-edited `true` is not line 1
+            bad_keys[shown] = bad_line_key(manifest, line, preset, draw)
+        return bad_keys[shown]
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
         def differs(path: str) -> bool:
@@ -96,7 +102,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     def goes(row: Any) -> str | None:
         if not isinstance(row, dict):
             return None
-        if is_bad_line_row(row) and row.get("key") == bad_line_key(manifest, row["line"], preset, draw):
+        if is_bad_line_row(row) and row.get("key") == bad_key(row["line"]):
             return "bad line"
         result, path = row.get("result"), retry.get(row.get("key"))  # the name the rerun reads the clip by
         if (path is not None and isinstance(result, dict)

@@ -1,0 +1,27 @@
+"""`graph.batch_resume.stale_rows`' answer for a bad manifest line's row is asked of every row several times a run
+(the rows that stay, other manifests' copies, edited rows, the rewrite): its line's key (`bad_line_key`: the
+manifest's path resolved, a digest) is worked out once per line, not at every question."""
+
+from __future__ import annotations
+
+from graph import batch_resume
+from graph.batch import bad_line_key, bad_line_path
+
+
+def test_a_bad_lines_key_is_worked_out_once_per_line(monkeypatch, tmp_path) -> None:
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("not json\n{}\n")
+    calls = []
+
+    def counted(*args):  # noqa: ANN002, ANN202
+        calls.append(args)
+        return bad_line_key(*args)
+
+    monkeypatch.setattr(batch_resume, "bad_line_key", counted)
+    rows = [{"key": bad_line_key(manifest, n, "full"), "line": n, "path": bad_line_path(n), "result": {}}
+            for n in (1, 2)]
+    rows.append({**rows[0], "key": "another manifest's"})
+    goes = batch_resume.stale_rows(manifest, [], "full", 0, retry_ineligible=False)
+    for _ in range(3):
+        assert [goes(row) for row in rows] == ["bad line", "bad line", None]
+    assert sorted(args[1] for args in calls) == [1, 2], calls
