@@ -221,15 +221,14 @@ def score_batch_command(
         except KeyboardInterrupt:  # with the failure of a row written before it or as the batch stopped, if any
             _stopped(writer, out, writer.failed, interrupted=True)
         finally:  # however the batch ended: the copies written again replace the old ones (one row per key)
-            cut_short = _drop_replaced(output, others)
+            ended, cut_short = _drop_replaced(output, others)  # read once at the end (None: not, or unreadable)
         _closing_lines(writer, out)
         if cut_short:  # a Ctrl-C as the old copies went (said by _drop_replaced), after the closing lines
             raise typer.Exit(130)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
-            try:  # the file as the run left it (unreadable now: the summary above stands alone)
-                ended = read_output(out)
-            except OSError:
-                ended = None
+            if ended is None and not others:  # the file as the run left it, unless read for the copies (unreadable
+                with contextlib.suppress(OSError):  # now: the summary above stands alone)
+                    ended = read_output(out)
             try:
                 if ended is not None:
                     say_fixable(ended, said)  # what the start said, unchanged, not again
@@ -274,16 +273,21 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
     raise typer.Exit(2) from cause
 
 
-def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> bool:
+def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool]:
     """`graph.batch_repeat_rows.drop_replaced` of `others` (other manifests' copies of a row this run scored again) in
-    `output`; a file that cannot be rewritten is said in a warning line (the old copies stay beside the new ones,
-    the last of each key counting, until the next run of either manifest removes them), and so is a Ctrl-C there (the
-    file is rewritten in one rename: no row lost), which returns True (else False): the caller says the closing lines
-    and exits 130 (it ended with a traceback, the rows written and their cost unsaid)."""
+    `output`, the file read once for it: the output as it is left (None without copies, or when it cannot be read or
+    rewritten: the run's end then reads no more of it), and whether a Ctrl-C cut it short. A file that cannot be read
+    or rewritten is said in a warning line (the old copies stay beside the new ones, the last of each key counting,
+    until the next run of either manifest removes them), and so is a Ctrl-C there (the file is rewritten in one rename:
+    no row lost); then the caller says the closing lines and exits 130 (it ended with a traceback, the rows written
+    and their cost unsaid)."""
+    from graph.batch import read_output
     from graph.batch_repeat_rows import drop_replaced
 
+    if not others:
+        return None, False
     try:
-        drop_replaced(output, others)
+        return drop_replaced(output, read_output(output.path), others), False
     except OSError as exc:
         typer.echo(f"warning: cannot remove from {output.path} the old rows of other manifests replaced by new copies "
                    f"({type(exc).__name__}: {exc}): the next run removes them", err=True)
@@ -291,8 +295,8 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> bool:
         typer.echo(f"interrupted while removing from {output.path} the old rows of other manifests replaced by new "
                    "copies: they stay beside the new ones (the last of each key counts); the next run removes them",
                    err=True)
-        return True
-    return False
+        return None, True
+    return None, False
 
 
 def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted: bool = False) -> NoReturn:

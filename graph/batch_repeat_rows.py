@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch import NOT_JSON, ROW_FIELDS, Output, kept_rows, read_output
+from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows
 from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
@@ -181,22 +181,23 @@ def keeping(goes: Callable[[Any], str | None], copies: list[dict[str, Any]]) -> 
     return went
 
 
-def drop_replaced(before: Output, copies: list[dict[str, Any]]) -> int:
-    """Remove from the output file the rows of the keys of `copies` (`keeping`) that a row of the same key written
-    since `before` (the output as this run read it) replaced: all but the last row of such a key, so one row per key.
-    A key with no row written since keeps its rows as they were (the run stopped before its new row). The file is
-    replaced in one rename, only when a row goes. Returns how many went; OSError when the file cannot be read or
-    rewritten (the old rows stay beside the new: the next run of either manifest removes them)."""
+def drop_replaced(before: Output, now: Output, copies: list[dict[str, Any]]) -> Output:
+    """Remove from the output file (`now`: as the run left it, read once at its end) the rows of the keys of `copies`
+    (`keeping`) that a row of the same key written since `before` (the output as this run read it) replaced: all but
+    the last row of such a key, so one row per key. A key with no row written since keeps its rows as they were (the
+    run stopped before its new row). The file is replaced in one rename, only when a row goes. Returns the output as
+    it is left (`now`, less the rows that went), for what the run says of it next without reading it again; OSError
+    when the file cannot be rewritten (the old rows stay beside the new: the next run of either manifest removes
+    them)."""
     keys = {copy["key"] for copy in copies}
-    if not keys:
-        return 0
     had = Counter(row.get("key") for row in before.values if isinstance(row, dict))
-    now = read_output(before.path)
     has = Counter(row.get("key") for row in now.values if isinstance(row, dict))
     written = {key for key in keys if has[key] > had[key]}
     last = {row["key"]: i for i, row in enumerate(now.values) if isinstance(row, dict) and row.get("key") in written}
-    kept = [line for i, (line, row) in enumerate(zip(now.lines, now.values, strict=True))
+    kept = [i for i, row in enumerate(now.values)
             if row is NOT_JSON or not isinstance(row, dict) or last.get(row.get("key"), i) == i]
-    if len(kept) < len(now.lines):
-        write_text_atomic(now.path, "".join(line + "\n" for line in kept))
-    return len(now.lines) - len(kept)
+    if len(kept) == len(now.lines):
+        return now
+    lines = [now.lines[i] for i in kept]
+    write_text_atomic(now.path, "".join(line + "\n" for line in lines))
+    return Output(now.path, lines, [now.values[i] for i in kept], None, file_stamp(now.path))

@@ -37,3 +37,27 @@ def test_a_copy_is_written_again_with_the_other_manifests_line_as_it_is_now(monk
     rows = _rows(out)
     assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2-new"], rows
     assert len({r["result"]["run_id"] for r in rows}) == 1, rows
+
+
+def test_the_output_is_read_once_at_the_end_of_a_run(monkeypatch, tmp_path):
+    """At its end a run read the output to remove other manifests' replaced copies (`drop_replaced`), then again for
+    the rows a rerun can fix (said after an ineligible row): one read serves both, as the copies left it."""
+    from graph import batch, batch_repeat_rows
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    a.write_text(a.read_text() + "not json\n")  # a bad line: an ineligible row, so the closing hint reads the file
+    reads = []
+    real = batch.read_output
+
+    def counted(path):  # noqa: ANN001, ANN202
+        reads.append(path)
+        return real(path)
+
+    for module in (batch, batch_repeat_rows):
+        monkeypatch.setattr(module, "read_output", counted, raising=False)  # the second: where it was read
+    said = _run(a, out)
+    assert "1 row(s) of other manifests sharing" in said and "ineligible=1" in said, said
+    assert reads == [out, out], reads  # the one read as the run starts, the one as it ends
+    assert sorted(r["manifest"]["id"] for r in _rows(out) if "id" in r["manifest"]) == ["a1", "a2", "b2"], _rows(out)
