@@ -264,6 +264,22 @@ def test_runs_are_spread_over_the_workers_instead_of_all_going_to_the_first_read
 
 
 def test_a_hung_run_gets_its_worker_killed_and_an_ineligible_row(monkeypatch, tmp_path) -> None:
+    """The parent's clock (`batch_procs.time.monotonic`, which its run deadlines read) stands still until the three
+    other runs have sent their rows (`sent-<key>`, tests/batch_fakes.py): on a loaded machine one of them took over
+    3 s and was killed as a hang too, failing the counts; the hung run's deadline still passes, as soon as they are
+    in."""
+    import time
+    import types
+
+    from graph import batch_procs
+
+    monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
+    still = time.monotonic()
+
+    def monotonic() -> float:
+        return time.monotonic() if len(list(tmp_path.glob("sent-*"))) == 3 else still
+
+    monkeypatch.setattr(batch_procs, "time", types.SimpleNamespace(monotonic=monotonic))
     counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["HANG push", "push", "push", "push"], processes=2,
                                        concurrency=4, run_timeout_s=3)
     assert counts == {"scored": 3, "zero": 0, "ineligible": 1}, logged
