@@ -276,7 +276,7 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
 def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool]:
     """`graph.batch_repeat_rows.drop_replaced` of `others` (other manifests' copies of a row this run scored again) in
     `output`, the file read once for it: the output as it is left (None without copies, or when it cannot be read or
-    rewritten: the run's end then reads no more of it), and whether a Ctrl-C cut it short. A file that cannot be read
+    a Ctrl-C cut the removal short), and whether a Ctrl-C did. A file that cannot be read
     or rewritten is said in a warning line (the old copies stay beside the new ones, the last of each key counting,
     until the next run of either manifest removes them), and so is a Ctrl-C there (the file is rewritten in one rename:
     no row lost); then the caller says the closing lines and exits 130 (it ended with a traceback, the rows written
@@ -286,17 +286,19 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool
 
     if not others:
         return None, False
+    now = None
     try:
-        return drop_replaced(output, read_output(output.path), others), False
-    except OSError as exc:
+        now = read_output(output.path)
+        return drop_replaced(output, now, others), False
+    except OSError as exc:  # the rewrite did not happen: the file is as `now` read it (when it could be read)
         typer.echo(f"warning: cannot remove from {output.path} the old rows of other manifests replaced by new copies "
                    f"({type(exc).__name__}: {exc}): the next run removes them", err=True)
+        return now, False
     except KeyboardInterrupt:
         typer.echo(f"interrupted while removing from {output.path} the old rows of other manifests replaced by new "
                    "copies: they stay beside the new ones (the last of each key counts); the next run removes them",
                    err=True)
         return None, True
-    return None, False
 
 
 def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted: bool = False) -> NoReturn:
