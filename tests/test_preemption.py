@@ -332,3 +332,26 @@ def test_a_signal_to_one_rank_during_the_baseline_stops_both_after_it(tmp_path, 
     run = tmp_path / "run"
     assert _rows(run) == [] and not (run / "checkpoints" / "latest").exists()
     assert [json.loads(line)["iteration"] for line in (run / "eval.jsonl").read_text().splitlines()] == [0]
+
+
+def test_a_stop_after_the_last_iteration_names_what_each_export_mode_leaves():
+    """export: none with nothing skipped said "finish the run with --resume, which ... runs what the stop skipped"
+    though the stop skipped nothing (the run was complete), and no mode named a held-out evaluation it skipped."""
+    ckpt = "out/checkpoints/iter_000010"
+    none = str(TrainingStopped(10, signal.SIGTERM, ckpt, last=True))
+    assert "the stop skipped nothing: the run is complete and nothing is left to resume" in none, none
+    assert "--resume" not in none and "export" not in none
+    owed = str(TrainingStopped(10, signal.SIGTERM, ckpt, last=True, evaluation=10))
+    assert "finish the run with --resume, which trains no further and runs what the stop skipped (the held-out " \
+           "evaluation of iteration 10)" in owed and "export" not in owed, owed
+    final = str(TrainingStopped(10, signal.SIGTERM, ckpt, last=True, evaluation=10, export_to=Path("out/final")))
+    assert "(the held-out evaluation of iteration 10 and the final export to out/final)" in final, final
+    assert "or export alone with `python -m training.export --run out`" in final
+
+
+def test_a_stop_before_a_resumed_runs_first_save_names_the_checkpoint_it_resumed_from():
+    """A resumed run stopped before it saved anything (a signal during the evaluation it owed) said "checkpoint
+    ... saved", though it wrote none: the message says which checkpoint a restart continues from."""
+    err = str(TrainingStopped(5, signal.SIGTERM, "out/checkpoints/iter_000005", saved=False))
+    assert "saved." not in err and "this launch saved no checkpoint" in err, err
+    assert "--resume continues from out/checkpoints/iter_000005, the checkpoint this launch resumed from" in err

@@ -99,7 +99,7 @@ def test_a_run_whose_last_logs_failed_still_closes_them_before_it_stops(tmp_path
     opened = Opened(log=log, rewards=Closing(calls, "rewards"), stops=Closing(calls, "stops"))  # type: ignore[arg-type]
     unlogged = RankFailure(0, "writing the iteration's logs", "OSError: [Errno 28] No space left on device", 1)
     with pytest.raises(RankFailed, match="writing the iteration's logs failed on rank 0"):
-        finish(TrainConfig(), rank=0, done=3, unlogged=unlogged, opened=opened, ckpt_dir=tmp_path)
+        finish(TrainConfig(), rank=0, start=0, done=3, unlogged=unlogged, opened=opened, ckpt_dir=tmp_path)
     # the logs last, with the stop's exit code, and the signal handlers with them (a SIGTERM in W&B's finish: a flag)
     assert calls == ["rewards", "log", "stops"] and exit_codes == [1]
 
@@ -123,7 +123,7 @@ def test_a_finished_runs_logs_that_cannot_close_stop_it_after_the_agreement(tmp_
                         rewards=Closing(calls, "rewards"))  # type: ignore[arg-type]
         cfg = TrainConfig(export=export, output_dir=str(tmp_path / "run"))
         with pytest.raises(RankFailed, match="closing the run's logs failed on rank 0") as info:
-            finish(cfg, rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
+            finish(cfg, rank=0, start=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
         assert calls == ["rewards", "log"]
         # the run had ended (and exported): "continue with --resume" sent the user to resume a finished run
         exported = f" and the policy was exported to {tmp_path / 'run' / 'final'}" if export == "final" else ""
@@ -210,7 +210,7 @@ def test_a_finished_runs_wandb_run_ends_with_the_exit_code_of_another_ranks_fail
     monkeypatch.setattr(training.metrics, "gather", lambda local: [*real_gather(local), {"failure": other}])
     opened = Opened(log=_wandb_log(tmp_path))
     with pytest.raises(RankFailed, match="closing what the run opened failed on rank 1"):
-        finish(TrainConfig(), rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
+        finish(TrainConfig(), rank=0, start=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path)
     assert [c for c in calls if c[0] == "finish"] == [("finish", 3)]
 
 
@@ -295,7 +295,7 @@ def test_a_final_export_that_fails_ends_the_wandb_run_failed(tmp_path, monkeypat
     cfg = TrainConfig(output_dir=str(tmp_path), export="final")
     with pytest.raises(ExportError) if not exported else contextlib.nullcontext(), Opened() as opened:
         opened.log = _wandb_log(tmp_path)
-        finish(cfg, rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path / "checkpoints")
+        finish(cfg, rank=0, start=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path / "checkpoints")
     assert [c for c in calls if c[0] in ("destroyed", "export", "finish")] == [
         ("destroyed",), ("export",), ("finish",) if exported else ("finish", 1)]
 
@@ -341,7 +341,7 @@ def test_a_stop_signal_and_the_final_export(tmp_path, monkeypatch, when, capfd):
             if when == "before":  # after the loop's last agreement, before the export: no export begins
                 os.kill(os.getpid(), signal.SIGTERM)
             try:
-                finish(cfg, rank=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path / "checkpoints")
+                finish(cfg, rank=0, start=0, done=3, unlogged=None, opened=opened, ckpt_dir=tmp_path / "checkpoints")
             except TrainingStopped as exc:
                 stopped = exc
         assert signal.getsignal(signal.SIGTERM) is killed  # put back once the run closed
@@ -358,3 +358,33 @@ def test_a_stop_signal_and_the_final_export(tmp_path, monkeypatch, when, capfd):
         assert stopped is None
         assert shown == [("export",), ("exported",), ("finish",)]  # exit code 0
         assert "SIGTERM came during the final export, which finished" in capfd.readouterr().err
+
+
+def test_a_stop_before_the_export_of_a_launch_that_trained_nothing_names_the_checkpoint_it_resumed_from(
+        tmp_path, monkeypatch):
+    """A resume of a run at its last iteration trains nothing; a stop signal before its final export said
+    "checkpoint iter_000003 saved", though this launch saved none: it names the checkpoint --resume continues from."""
+    import os
+    import signal
+
+    import deepspeed.comm
+
+    from training.config import TrainConfig
+    from training.preemption import StopRequest, TrainingStopped
+    from training.run_end import finish
+
+    _fake_wandb(monkeypatch)
+    monkeypatch.setattr(deepspeed.comm, "destroy_process_group", lambda: None)  # none here
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(TrainingStopped) as info, Opened() as opened:
+            opened.log = _wandb_log(tmp_path)
+            opened.stops = StopRequest().install()
+            os.kill(os.getpid(), signal.SIGTERM)  # after the loop's last agreement: no export begins
+            finish(TrainConfig(output_dir=str(tmp_path), export="final"), rank=0, start=3, done=3, unlogged=None,
+                   opened=opened, ckpt_dir=tmp_path / "checkpoints")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    text = str(info.value)
+    assert "saved." not in text and "this launch saved no checkpoint" in text, text
+    assert f"--resume continues from {tmp_path / 'checkpoints' / 'iter_000003'}" in text

@@ -59,30 +59,46 @@ SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 """The signals that ask for a checkpoint and a stop."""
 
 
-class TrainingStopped(RuntimeError):
-    """The run stopped on a signal after saving a checkpoint; continue it with ``--resume``."""
+def skipped_at_end(evaluation: int | None, export_to: Path | None) -> list[str]:
+    """What a stop after the run's last iteration left undone: ``evaluation``, the iteration whose held-out
+    evaluation it skipped (None: none was due, or it ran); ``export_to``, the final export (``export: final``)."""
+    return ([f"the held-out evaluation of iteration {evaluation}"] if evaluation is not None else []) + \
+        ([f"the final export to {export_to}"] if export_to is not None else [])
 
-    def __init__(self, iteration: int, signum: int, checkpoint: str | None, *, last: bool = False,
-                 export_to: Path | None = None) -> None:
-        """``last``: ``iteration`` was the run's last (``max_iterations``); ``export_to``: the final export
-        (``export: final``) that the stop skipped; ``checkpoint`` None: a fresh run stopped after its baseline
-        evaluation (iteration 0), before anything was trained or saved."""
+
+class TrainingStopped(RuntimeError):
+    """The run stopped on a signal; continue it with ``--resume`` (from the checkpoint the message names)."""
+
+    def __init__(self, iteration: int, signum: int, checkpoint: str | None, *, saved: bool = True,
+                 last: bool = False, evaluation: int | None = None, export_to: Path | None = None) -> None:
+        """``saved`` False: this launch (a resume) saved no checkpoint before the stop, and ``checkpoint`` is the
+        one it resumed from, which a restart continues from again (it used to say "saved"); ``last``:
+        ``iteration`` was the run's last (``max_iterations``); ``evaluation`` and ``export_to``: what that stop
+        skipped (`skipped_at_end`: with ``export: none`` and no held-out evaluation due, nothing, and the run is
+        complete); ``checkpoint`` None: a fresh run stopped after its baseline evaluation (iteration 0), before
+        anything was trained or saved."""
         name = signal.Signals(signum).name
+        self.signum = signum
         if checkpoint is None:
             super().__init__(f"stopped by {name} before the first iteration; nothing was trained and no checkpoint "
                              f"saved: {NO_CHECKPOINT}")
-            self.signum = signum
             return
+        head = (f"stopped by {name} after iteration {iteration}; checkpoint {checkpoint} saved." if saved else
+                f"stopped by {name} at iteration {iteration}; this launch saved no checkpoint: --resume continues "
+                f"from {checkpoint}, the checkpoint this launch resumed from.")
+        skipped = skipped_at_end(evaluation, export_to)
         if not last:
-            todo = "Continue the run with --resume"
-        else:  # the run trained to its end: only what follows its last save is left (a held-out evaluation
-            # the stop skipped, the final export), which a --resume launch does without training further
-            todo = ("That was the run's last iteration: finish the run with --resume, which trains no further and "
-                    "runs what the stop skipped" + (f" (the final export to {export_to})" if export_to else ""))
+            todo = " Continue the run with --resume" if saved else ""
+        elif not skipped:  # export: none, no evaluation due: the checkpoint was the run's end
+            todo = " That was the run's last iteration and the stop skipped nothing: the run is complete and nothing " \
+                   "is left to resume"
+        else:  # the run trained to its end: only what follows its last save is left, which a --resume launch
+            # does without training further
+            todo = (" That was the run's last iteration: finish the run with --resume, which trains no further and "
+                    f"runs what the stop skipped ({' and '.join(skipped)})")
             if export_to is not None:
                 todo += f", or export alone with `python -m training.export --run {export_to.parent}`"
-        super().__init__(f"stopped by {name} after iteration {iteration}; checkpoint {checkpoint} saved. {todo}")
-        self.signum = signum
+        super().__init__(head + todo)
 
 
 class StopRequest:

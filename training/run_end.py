@@ -106,9 +106,9 @@ class Opened:
             closed_before_stop(self.close, exc)  # an error in either: printed
 
 
-def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | None, opened: Opened,
+def finish(cfg: TrainConfig, *, rank: int, start: int, done: int, unlogged: RankFailure | None, opened: Opened,
            ckpt_dir: Path) -> None:
-    """After the last iteration ``done`` (collective: every rank): close what the run ``opened``, agree on rank 0's
+    """After the last iteration ``done`` of a launch that began at ``start`` (collective: every rank): close what the run ``opened``, agree on rank 0's
     logs (`training.rank_failures.RankFailed` on every rank when they failed), shut down, export (module
     docstring). ``unlogged``: this rank's failure to write an iteration's logs, not yet agreed."""
     import deepspeed
@@ -130,7 +130,8 @@ def finish(cfg: TrainConfig, *, rank: int, done: int, unlogged: RankFailure | No
         return
     if opened.stops is not None and opened.stops.signum:  # came after the loop's last agreement: no export begins
         raise closed_before_stop(opened.close, TrainingStopped(
-            done, opened.stops.signum, str(ckpt_dir / iteration_tag(done)), last=True, export_to=out_dir / "final"))
+            done, opened.stops.signum, str(ckpt_dir / iteration_tag(done)), saved=done > start, last=True,
+            export_to=out_dir / "final"))  # (a launch that trained nothing saved nothing: it resumed from `done`)
     try:  # a stop signal now only sets the flag (the handlers stay): the export ends as it would without it
         exported = export_policy(cfg, out_dir / "final", checkpoint_dir=ckpt_dir)
     except Exception as exc:

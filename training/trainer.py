@@ -79,7 +79,7 @@ from training.group_rollout import sample_group
 from training.grpo import advantage_metric_parts, group_advantages
 from training.metrics import gather, progress_postfix, summarize
 from training.models import encode_frames
-from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped
+from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped, skipped_at_end
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.rank_failures import (
     RankFailure,
@@ -102,8 +102,7 @@ def last_wandb_todo(evaluation: int | None, export_to: Path | None) -> str:
     """What a W&B failure after the last iteration's checkpoint leaves to do (`training.rank_failures.RankFailed`):
     ``evaluation``, the iteration whose held-out evaluation the stop skipped (None: none was due, or it ran and W&B
     failed on its rows, its files written); ``export_to``, the final export (``export: final``)."""
-    skipped = ([f"the held-out evaluation of iteration {evaluation}"] if evaluation is not None else []) + \
-        ([f"the final export to {export_to}"] if export_to is not None else [])
+    skipped = skipped_at_end(evaluation, export_to)
     return ("that was the run's last iteration: once W&B is back, finish the run with --resume, which trains no "
             "further" + (f" and runs what the stop skipped ({' and '.join(skipped)})" if skipped else ""))
 
@@ -168,7 +167,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
         if stops is not None and (signum := stops.agreed(device)):  # came during it: stop now, as after a save
             dist.barrier()  # (a fresh run's baseline: nothing trained, no checkpoint; a resume's: its checkpoint's)
             raise closed_before_stop(close, TrainingStopped(
-                start, signum, str(ckpt_dir / ds_engine.iteration_tag(start)) if start else None,
+                start, signum, str(ckpt_dir / ds_engine.iteration_tag(start)) if start else None, saved=False,
                 last=start == cfg.max_iterations, export_to=out_dir / "final" if cfg.export == "final" else None))
     if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
         # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
@@ -320,7 +319,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             dist.barrier()  # every rank has written its part before any of them exits
             folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))  # closed with the stop's exit code (W&B's)
             stop = TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
-                                   export_to=out_dir / "final" if cfg.export == "final" else None) if signum else \
+                                   evaluation=it + 1 if due and not evaluated else None, export_to=out_dir / "final" if cfg.export == "final" else None) if signum else \
                 RewardsStalled(it + 1, skipped, folder, why[0]["reason"] if why else "no group had 2 eligible rewards",
                                log.ineligible_path)
             if wandb_down is not None:  # the stop's exit code is what a scheduler's requeue reads
@@ -335,5 +334,5 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             break
 
     # -- 6. the trained policy (training/export.py): rank 0, after the ranks agreed and shut down (run_end.py)
-    finish(cfg, rank=rank, done=done, unlogged=unlogged, opened=opened, ckpt_dir=ckpt_dir)
+    finish(cfg, rank=rank, start=start, done=done, unlogged=unlogged, opened=opened, ckpt_dir=ckpt_dir)
     return out_dir
