@@ -355,3 +355,30 @@ def test_a_stop_before_a_resumed_runs_first_save_names_the_checkpoint_it_resumed
     err = str(TrainingStopped(5, signal.SIGTERM, "out/checkpoints/iter_000005", saved=False))
     assert "saved." not in err and "this launch saved no checkpoint" in err, err
     assert "--resume continues from out/checkpoints/iter_000005, the checkpoint this launch resumed from" in err
+
+
+@pytest.mark.slow  # two in-process launches with a model (~40 s here)
+def test_a_signal_during_the_evaluation_a_resume_owes_names_the_checkpoint_it_resumed_from(
+        tmp_path, one_rank_env, monkeypatch):
+    """A resumed launch stopped during the held-out evaluation it owed (before it trained or saved anything) said
+    "checkpoint .../iter_000001 saved": it saved nothing, and the message says --resume continues from that one."""
+    import training.trainer
+    from tests.test_trainer_closing import _cfg
+
+    training.trainer.train(_cfg(tmp_path, "--tensorboard", "false", "--checkpoint_every", "1"))
+    real = training.trainer.evaluate_everywhere
+
+    def evaluating(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if isinstance(getattr(signal.getsignal(signal.SIGTERM), "__self__", None), StopRequest):
+            os.kill(os.getpid(), signal.SIGTERM)  # (never the default action: it ends pytest)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training.trainer, "evaluate_everywhere", evaluating)
+    cfg = _cfg(tmp_path, "--tensorboard", "false", "--resume", "--max_iterations", "2", "--eval_every", "1",
+               "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]")
+    with pytest.raises(TrainingStopped) as info:
+        training.trainer.train(cfg)
+    text, run = str(info.value), tmp_path / "run"
+    assert text.startswith("stopped by SIGTERM at iteration 1; this launch saved no checkpoint") and "saved." not in text, text
+    assert f"--resume continues from {run / 'checkpoints' / 'iter_000001'}, the checkpoint this launch resumed" in text
+    assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
