@@ -30,7 +30,7 @@ Decisions where the issue was silent:
   ``checkpoint.use_node_local_storage`` (`node_local_storage`): then each node's folder holds its own ranks'
   files, the number of ranks that saved comes from ``layout.json`` (``world_size``) rather than from the
   shares rank 0's node holds, and either way every rank checks that it sees the files it loads
-  (`check_every_copy`), so an incomplete copy on any node stops every rank with one message.
+  (training/resume_copies.py), so an incomplete copy on any node stops every rank with one message.
 * The universal form is used only when it is needed: it costs a conversion and reloads every parameter
   through DeepSpeed's slower path.
 """
@@ -51,6 +51,7 @@ from training.config_resume import read_saved_run, resume_conflicts
 from training.ds_config import read_ds_config
 from training.engine import UNIVERSAL_SUFFIX, checkpoint_ranks, latest_tag, plain_tag, tag_iteration
 from training.lr_schedule import resume_refusal
+from training.resume_copies import check_every_copy
 from training.run_dir import LAYOUT_FILE, finished_checkpoints
 
 
@@ -200,7 +201,7 @@ def resume_source(ckpt_dir: Path, world: int, layout: StateLayout | None = None,
     ``node_local`` (`node_local_storage`): ``ckpt_dir`` is this node's copy, holding only its own ranks'
     optimizer shares (and, under ZeRO-3, model states), so the number of ranks that saved is the one
     ``layout.json`` records (unknown for an older checkpoint: DeepSpeed's load is the check) and each rank's
-    files are checked by that rank (`check_every_copy`)."""
+    files are checked by that rank (`training.resume_copies.check_every_copy`)."""
     tag = latest_tag(ckpt_dir)
     if tag is None:
         # saved, then stopped before 'latest' moved: a fresh launch is refused too (training.run_dir)
@@ -273,64 +274,8 @@ def plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[Resu
     source, changes, problem = as_rank0_sees(plan)
     if source is None:
         raise ConfigError(problem or "--resume: rank 0 found nothing to resume")
-    check_every_copy(Path(cfg.output_dir) / "checkpoints", source, layout)
+    check_every_copy(Path(cfg.output_dir) / "checkpoints", source, layout, node_local=node_local_storage(cfg))
     return source, changes
-
-
-def missing_here(ckpt_dir: Path, source: ResumeSource, rank: int, zero_stage: int) -> list[str]:
-    """The files of checkpoint ``source`` that rank ``rank`` opens in DeepSpeed's load and this process does not
-    see (["the folder"] when the folder itself is not there): under ZeRO stage 3 its own
-    ``zero_pp_rank_R_mp_rank_00_model_states.pt``, else ``mp_rank_00_model_states.pt``, and its own share of
-    the optimizer state (``*zero_pp_rank_R_mp_rank_00_optim_states.pt``) under stages 1-3, or under stage 0
-    where the folder holds such shares (bf16); a universal conversion, its ``zero/`` folder."""
-    folder = ckpt_dir / source.tag
-    if not folder.is_dir():
-        return ["the folder"]
-    if source.universal:
-        return [] if (folder / "zero").is_dir() else ["zero/"]
-    model = f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt" if zero_stage == 3 else "mp_rank_00_model_states.pt"
-    missing = [] if (folder / model).is_file() else [model]
-    shard = f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"
-    if (zero_stage > 0 or checkpoint_ranks(folder)) and not any(folder.glob(f"*{shard}")):
-        missing.append(shard)
-    return missing
-
-
-def check_every_copy(ckpt_dir: Path, source: ResumeSource, layout: StateLayout) -> None:
-    """Every rank checks that it sees the files of ``source`` it will load (`missing_here`), and all stop with
-    one ConfigError naming each rank, host and file that is not there (a collective when torch.distributed is
-    initialised: call it on all ranks; without it `resume_source` has checked the one view there is).
-
-    Rank 0 picks the checkpoint from its own view of ``output_dir``. The assumption is that every rank sees
-    that checkpoint: on storage every node shares, or, with node-local checkpoint folders (DeepSpeed's
-    ``checkpoint.use_node_local_storage: true``, under which each node's local rank 0 writes the model-states
-    file and each rank its own optimizer share), on each node's own disk. A node whose copy lacked the
-    folder or its ranks' files (a node replaced, a disk cleared, a save killed there) got no word of it:
-    DeepSpeed failed there with a FileNotFoundError after the model loaded, while the other ranks waited in a
-    collective."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        return
-    rank = dist.get_rank()
-    mine = (rank, socket.gethostname(), str(ckpt_dir), missing_here(ckpt_dir, source, rank, layout.zero_stage))
-    everyone: list[tuple[int, str, str, list[str]] | None] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, mine)
-    views = [view for view in everyone if view is not None]  # all of them, in rank order, after the gather
-    gaps = [(r, host, files) for r, host, _, files in views if files]
-    if gaps:  # rank 0's path in every rank's message, as rank 0's view decided
-        raise ConfigError(incomplete_message(Path(views[0][2]), source.tag, gaps))
-
-
-def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list[str]]]) -> str:
-    """The refusal of `check_every_copy` (``ckpt_dir``: rank 0's): ``gaps`` are (rank, host, files that rank
-    does not see)."""
-    where = "; ".join(f"rank {rank} (host {host}) reads it: it lacks {', '.join(files)}" for rank, host, files in gaps)
-    return (f"--resume: {ckpt_dir / tag} is incomplete where {where}; rank 0 picked it from its own view of "
-            f"{ckpt_dir}. Every rank must see the whole checkpoint it loads: put output_dir on storage every node "
-            "shares, or, with node-local checkpoint folders (DeepSpeed's checkpoint.use_node_local_storage: "
-            f"true), copy each node's files of {tag} onto it, or point 'latest' on every node at a checkpoint "
-            "all of them hold")
 
 
 def _plan_resume(cfg: TrainConfig, world: int, layout: StateLayout) -> tuple[ResumeSource, list[str]]:

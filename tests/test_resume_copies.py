@@ -1,0 +1,32 @@
+"""The refusal when some rank does not see the whole checkpoint rank 0 picked (training/resume_copies.py): its
+advice depends on where checkpoints live, shared storage or DeepSpeed's node-local checkpoint folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from training.resume_copies import incomplete_message
+
+CKPT = Path("/runs/a/checkpoints")
+GAPS = [(2, "node-b", ["zero_pp_rank_2_mp_rank_00_optim_states.pt"]), (3, "node-b", ["the folder"])]
+
+
+def test_node_local_advice_names_rank_0s_latest_and_where_the_missing_files_are():
+    """It said "point 'latest' on every node at a checkpoint all of them hold", though rank 0's 'latest' alone
+    decides what every rank loads (another node's is never read), and offered shared storage and node-local
+    copies alike whatever the launch used."""
+    text = incomplete_message(CKPT, "iter_000004", GAPS, node_local=True, rank0_host="node-a")
+    assert "iter_000004 is incomplete where rank 2 (host node-b)" in text and "rank 3 (host node-b)" in text
+    assert "on every node" not in text, text
+    assert f"write the tag of an earlier checkpoint every node holds whole into {CKPT / 'latest'} on host node-a " \
+           "(rank 0's 'latest' alone decides what every rank loads)" in text, text
+    assert "copy those ranks' files of iter_000004 onto host node-b from the node that saved them" in text
+    assert "put output_dir on storage every node shares" not in text
+
+
+def test_shared_storage_advice_says_every_rank_reads_rank_0s_folder():
+    text = incomplete_message(CKPT, "iter_000004", GAPS, node_local=False, rank0_host="node-a")
+    assert "on every node" not in text and "point 'latest'" not in text, text
+    assert "does not set checkpoint.use_node_local_storage" in text and "every rank reads rank 0's folder" in text
+    assert "put output_dir on storage every node shares" in text
+    assert f"or copy {CKPT / 'iter_000004'} whole from host node-a to the same path on host node-b" in text, text

@@ -1,0 +1,93 @@
+"""Whether every rank sees the whole checkpoint ``--resume`` loads, and the refusal when some rank does not.
+
+Rank 0 picks the checkpoint from its own ``latest`` (training/resume.py, `plan_resume`); every other rank loads
+that tag from its own view of ``output_dir``. Which advice fits a rank that lacks files depends on where the
+launch keeps checkpoints:
+
+* shared storage (the DeepSpeed JSON does not set ``checkpoint.use_node_local_storage``): every rank reads rank 0's
+  folder, so a host that lacks files does not see that storage; the fix is storage every node shares, or a
+  copy of rank 0's folder at the same path there;
+* node-local folders (``use_node_local_storage: true``): each node holds only its own ranks' files of a checkpoint,
+  so the missing files exist (if anywhere) on the node that ran those ranks when it was saved; the fix is copying
+  them there, or moving rank 0's ``latest`` (the only one read: another node's ``latest`` was once named in the
+  advice, though changing it changes nothing) to an earlier checkpoint every node holds whole.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from training.config import ConfigError
+from training.engine import checkpoint_ranks
+
+if TYPE_CHECKING:
+    from training.resume import ResumeSource, StateLayout
+
+
+def missing_here(ckpt_dir: Path, source: ResumeSource, rank: int, zero_stage: int) -> list[str]:
+    """The files of checkpoint ``source`` that rank ``rank`` opens in DeepSpeed's load and this process does not
+    see (["the folder"] when the folder itself is not there): under ZeRO stage 3 its own
+    ``zero_pp_rank_R_mp_rank_00_model_states.pt``, else ``mp_rank_00_model_states.pt``, and its own share of
+    the optimizer state (``*zero_pp_rank_R_mp_rank_00_optim_states.pt``) under stages 1-3, or under stage 0
+    where the folder holds such shares (bf16); a universal conversion, its ``zero/`` folder."""
+    folder = ckpt_dir / source.tag
+    if not folder.is_dir():
+        return ["the folder"]
+    if source.universal:
+        return [] if (folder / "zero").is_dir() else ["zero/"]
+    model = f"zero_pp_rank_{rank}_mp_rank_00_model_states.pt" if zero_stage == 3 else "mp_rank_00_model_states.pt"
+    missing = [] if (folder / model).is_file() else [model]
+    shard = f"zero_pp_rank_{rank}_mp_rank_00_optim_states.pt"
+    if (zero_stage > 0 or checkpoint_ranks(folder)) and not any(folder.glob(f"*{shard}")):
+        missing.append(shard)
+    return missing
+
+
+def check_every_copy(ckpt_dir: Path, source: ResumeSource, layout: StateLayout, *, node_local: bool) -> None:
+    """Every rank checks that it sees the files of ``source`` it will load (`missing_here`), and all stop with
+    one ConfigError naming each rank, host and file that is not there (a collective when torch.distributed is
+    initialised: call it on all ranks; without it `resume_source` has checked the one view there is).
+    ``node_local``: the launch keeps checkpoints in node-local folders (`training.resume.node_local_storage`),
+    which decides the advice (module docstring).
+
+    Rank 0 picks the checkpoint from its own view of ``output_dir``. The assumption is that every rank sees
+    that checkpoint: on storage every node shares, or, with node-local checkpoint folders (DeepSpeed's
+    ``checkpoint.use_node_local_storage: true``, under which each node's local rank 0 writes the model-states
+    file and each rank its own optimizer share), on each node's own disk. A node whose copy lacked the
+    folder or its ranks' files (a node replaced, a disk cleared, a save killed there) got no word of it:
+    DeepSpeed failed there with a FileNotFoundError after the model loaded, while the other ranks waited in a
+    collective."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    rank = dist.get_rank()
+    mine = (rank, socket.gethostname(), str(ckpt_dir), missing_here(ckpt_dir, source, rank, layout.zero_stage))
+    everyone: list[tuple[int, str, str, list[str]] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, mine)
+    views = [view for view in everyone if view is not None]  # all of them, in rank order, after the gather
+    gaps = [(r, host, files) for r, host, _, files in views if files]
+    if gaps:  # rank 0's path and host in every rank's message, as rank 0's view decided
+        raise ConfigError(incomplete_message(Path(views[0][2]), source.tag, gaps, node_local=node_local,
+                                             rank0_host=views[0][1]))
+
+
+def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list[str]]], *, node_local: bool,
+                       rank0_host: str) -> str:
+    """The refusal of `check_every_copy` (``ckpt_dir``: rank 0's, on ``rank0_host``): ``gaps`` are (rank, host,
+    files that rank does not see); the advice for ``node_local`` folders or shared storage (module docstring)."""
+    where = "; ".join(f"rank {rank} (host {host}) reads it: it lacks {', '.join(files)}" for rank, host, files in gaps)
+    lacking = ", ".join(dict.fromkeys(host for _, host, _ in gaps))  # each host once, in rank order
+    head = (f"--resume: {ckpt_dir / tag} is incomplete where {where}; rank 0 (host {rank0_host}) picked it from "
+            f"its own {ckpt_dir / 'latest'}. ")
+    if node_local:
+        return head + ("With node-local checkpoint folders (DeepSpeed's checkpoint.use_node_local_storage: true) "
+                       f"each node holds only its own ranks' files: copy those ranks' files of {tag} onto host "
+                       f"{lacking} from the node that saved them, or, where they are lost, write the tag of an "
+                       f"earlier checkpoint every node holds whole into {ckpt_dir / 'latest'} on host {rank0_host} "
+                       "(rank 0's 'latest' alone decides what every rank loads)")
+    return head + ("This launch's DeepSpeed JSON does not set checkpoint.use_node_local_storage, so every rank reads "
+                   f"rank 0's folder: put output_dir on storage every node shares, or copy {ckpt_dir / tag} whole "
+                   f"from host {rank0_host} to the same path on host {lacking}")
