@@ -7,9 +7,9 @@ that was interrupted (Ctrl-C during a first launch, a killed test run) leaves th
 launch on the machine hangs at process-group start with no message.
 
 Decisions where the issue was silent: a lock file older than ``STALE_AFTER_S`` (30 minutes; the op builds in
-about a minute) is reported as stale, with the command that removes it: by ``--check`` as a note, and at launch
-by rank 0 on stderr before the process group starts, so the last line of a hung launch says why. The launch
-still goes on: a lock that old is almost surely stale, but removing a file another user's build may hold is the
+a minute or two of CPU time, several minutes of wall time on a busy machine) is reported as stale, with the
+command that removes it: by ``--check`` as a note, and at launch by rank 0 on stderr before the process group
+starts, so the last line of a hung launch says why. The launch still goes on: a lock that old is almost surely stale, but removing a file another user's build may hold is the
 user's call. The extensions folder is torch's own (`extensions_root`): ``TORCH_EXTENSIONS_DIR`` when set,
 otherwise ``<user cache>/torch_extensions/py<version>_<cpu|cuXY|rocmXY>``; the environment is read at the CLI
 edge (training/train.py).
