@@ -8,12 +8,15 @@ are argued in `evals.compare`'s module docstring. Split from evals/compare.py (i
 
 from __future__ import annotations
 
-import math
+import sys
 from pathlib import Path
 from typing import Any
 
-from evals.table_rows import row_faults
+from evals.table_rows import finite, row_faults
 from tools.jsonl import LineError, SkippedLine, skipped_listing
+
+MAX_FLOAT = sys.float_info.max
+"""The largest number a float holds: a whole number above it has no float (``float()`` overflows)."""
 
 
 def row_draw(row: dict[str, Any], where: str) -> int:
@@ -81,7 +84,7 @@ def checked_reward(result: dict[str, Any], where: str, error: type[ValueError]) 
         return None
     if status not in ("scored", "zero"):
         raise error(f"{where}: status {status!r} is not one of scored, zero, ineligible")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not finite(value):
         got = f"reward {value!r}" if "reward" in result else "no reward"
         raise error(f"{where}: a row with status {status!r} needs a finite number as its reward, got {got} "
                     "(an unscored row has status 'ineligible' and reward null)")
@@ -94,10 +97,10 @@ def checked_reward(result: dict[str, Any], where: str, error: type[ValueError]) 
 
 def eligible_reward(result: dict[str, Any]) -> float | None:
     """The reward of a score-batch row's ``result`` as a float, None when it has none (ineligible) or it is
-    not a finite number."""
+    not a finite number (a whole number too large for a float included: `evals.table_rows.finite`)."""
     value = result.get("reward")
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
+    if finite(value) and abs(value) <= MAX_FLOAT:  # type: ignore[operator]  # finite: an int or a float
+        return float(value)  # type: ignore[arg-type]
     return None
 
 

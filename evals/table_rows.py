@@ -22,8 +22,12 @@ class TableRowError(ValueError):
 
 
 def finite(value: object) -> bool:
-    """A finite int or float, not a bool: what the metrics count as a reward or a usage figure."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float, not a bool: what the metrics count as a reward or a usage figure. Every int is finite
+    (``math.isfinite`` raised OverflowError on one too large for a float, a hand edit's 10**400: a traceback where
+    the row's range check now refuses it)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def usage_counts(usage: object) -> bool:
