@@ -127,7 +127,8 @@ def several_draws(where: str, what: str, first: int, drawn: int) -> str:
     """Why `what` at line `where` stops a comparison: it is in draws `first` and `drawn` (pooled, one clip would
     count once per draw)."""
     return (f"{where}: {what} appears in draws {first} and {drawn}: the file holds several draws of its manifest; "
-            "compare one draw (--draw K), or summarise the draws with `raa eval draws`")
+            "compare one draw (--draw K), or draw K of A with draw J of B (--draw K --draw-b J; two draws of this "
+            "file differ by draw noise, not the videos), or summarise the draws with `raa eval draws`")
 
 
 def several_presets(path: str, presets: list[str], doing: str, pooled: str) -> str:
@@ -138,23 +139,32 @@ def several_presets(path: str, presets: list[str], doing: str, pooled: str) -> s
             f"(--preset NAME{unnamed}); pooled, {pooled}")
 
 
+def no_preset_rows(path: Path | str, preset: str, presets: list[str]) -> str:
+    """Why `path`, whose rows are of `presets` (sorted), has nothing of `preset`: one wording for `raa eval compare`
+    (`batch_problem`) and `raa eval draws` (it said "has no rows of preset X (it holds: ...)")."""
+    return f"{path}: no row of preset {preset!r} (presets found: {', '.join(map(shown_preset, presets)) or 'none'})"
+
+
 def batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, preset: str | None,
                    skipped: list[SkippedLine]) -> str | None:
     """Why the rows of `path`, of batches `held` ((preset, draw) of each row), give no one batch to compare with
     `draw` / `preset` (None: any): several presets (of draw `draw`) without the option (pooled, they read as one
     figure; `evals.compare` module docstring), or a draw, preset or the two together that the file does not hold. None when they do."""
     presets = sorted({p for p, _ in held})
-    names = ", ".join(map(shown_preset, presets)) or "none"
     if preset is None and len(drawn := sorted({p for p, d in held if draw in (None, d)})) > 1:
         at = "" if draw is None else f" at draw {draw}"
-        return several_presets(f"{path}", drawn, f"{at}: compare", "their rewards would read as one comparison")
+        return several_presets(f"{path}", drawn, f"{at}: compare", "their rewards would read as one comparison") + (
+            "; --preset P --preset-b Q compares preset P of A with preset Q of B (two presets of one file: give it as "
+            "both, with --pair-by path, as score-batch's own key hashes the preset)")
     if preset is not None and preset not in presets:
-        return f"{path}: no row of preset {preset!r} (presets found: {names})"
+        return no_preset_rows(path, preset, presets)
     if draw is not None and draw not in {d for _, d in held}:
         found = ", ".join(map(str, sorted({d for _, d in held}))) or "none"
         maybe = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
                  f"{skipped_listing(skipped)}") if skipped else ""
-        return f"{path}: no row of draw {draw} (draws found: {found}){maybe}"
+        return (f"{path}: no row of draw {draw} (draws found: {found}): --draw picks that draw of both files; "
+                "--draw K --draw-b J compares draw K of A with draw J of B (the same clips in two draws differ by "
+                "the reward's draw noise, which `raa eval draws` measures, as well as by the videos)" + maybe)
     if preset is not None and draw is not None and (preset, draw) not in held:
         found = ", ".join(str(d) for p, d in sorted(held) if p == preset)
         return f"{path}: no row of preset {preset!r} at draw {draw} (draws of preset {shown_preset(preset)}: {found})"

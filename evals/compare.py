@@ -80,6 +80,13 @@ Decisions where the issue was silent:
   difference pooled every preset, unsaid (each pair scored alike: no scorer warning). A preset it does not hold is an
   error naming its presets; so is a preset and draw it holds only apart, naming the preset's draws (no row was left:
   "no rows in FILE"). Two files of one preset each need no option, whatever their presets (a preset ablation).
+* ``preset_b`` / ``draw_b`` (``--preset-b``, ``--draw-b``) choose B's preset and draw apart from A's (default: the same
+  as ``preset`` / ``draw``): two presets or two draws of one file, given as both sides, or files scored in other
+  draws. Both options once chose one batch for both files, so preset full against preset direct of one output could
+  not be compared at all, and the refusals (several presets; "no row of draw K") now name them. Presets asked apart
+  are the comparison, not a confound: ``pairs_scored_differently`` then counts other models or temperatures only.
+  Pairs whose rows are of different draws (asked, or two one-draw files) are counted (``pairs_draw_differs``) and the
+  CLI says their difference holds the reward's draw noise: a legitimate comparison, but not of the videos alone.
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
@@ -93,33 +100,21 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evals.batch_rows import (
-    batch_problem,
-    eligible_reward,
-    results_file_problem,
-    row_draw,
-    row_preset,
-    score_batch_row,
-    scored_differently,
-    scorer_label,
-    several_draws,
-)
-from evals.pair_keys import PairKey, key_order, pair_key, text_twins
+from evals.batch_rows import eligible_reward, row_draw, row_preset, scored_differently, scorer_label
+from evals.compare_rows import CompareError, read_results
+from evals.pair_keys import PairKey, key_order, text_twins
 from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
-from evals.path_pairs import by_name, two_names
+from evals.path_pairs import by_name
 from evals.table_rows import outage
-from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows
+from tools.jsonl import SkippedLine
 
-
-class CompareError(ValueError):
-    """A results file that cannot be paired (missing, malformed, no pairing field, duplicate keys)."""
+__all__ = ["CompareError", "Comparison", "SideSummary", "compare", "most_changed", "read_results"]
 
 
 @dataclass
@@ -203,7 +198,13 @@ class Comparison:
     draw: int | None = None
     """The draw compared (None: every row of both files)."""
     preset: str | None = None
-    """The preset compared (None: every row of both files; module docstring)."""
+    """The preset compared (None: every row of both files; module docstring); of A alone when `preset_b` differs."""
+    draw_b: int | None = None
+    """B's draw compared (`--draw-b`; the same as `draw` unless asked apart)."""
+    preset_b: str | None = None
+    """B's preset compared (`--preset-b`; the same as `preset` unless asked apart)."""
+    pairs_draw_differs: int = 0
+    """Pairs in the statistics whose two rows are of different draws (draw noise is part of their difference)."""
     outage_draws: list[int] = field(default_factory=list)
     """The draws of the outage rows of both sides, paired or not (`SideSummary.outage_batches`): wider than
     `pairs_outage`, which counts only the pairs left out; it once held the draws of those pairs alone, so a reader of
@@ -216,79 +217,6 @@ class Comparison:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
-def _parsed(where: str, row: Any, pair_by: str,
-            identity: Callable[[Any], str]) -> tuple[str, dict[str, Any], PairKey | None]:
-    """(where, row, pairing key) of one line, the key None for a row of a manifest line that named no clip;
-    raises `LineError` for a line that is no usable row (module docstring: it is skipped and reported).
-    `identity`: `graph.batch.path_identities`' (a path's key)."""
-    from graph.batch import is_bad_line_row
-
-    row = score_batch_row(where, row)
-    if is_bad_line_row(row):
-        return where, row, None
-    manifest = row.get("manifest") or {}
-    if not isinstance(manifest, dict):
-        raise LineError(f"{where}: 'manifest' is not an object (the manifest line's fields)")
-    key = manifest.get(pair_by, row.get(pair_by))
-    if key is None:
-        raise LineError(f"{where}: no {pair_by!r} field to pair by (choose one with --pair-by)")
-    if pair_by == "path":  # a link and its target: one clip
-        return where, row, identity(key)
-    return where, row, pair_key(where, key, pair_by)
-
-
-def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Callable[[Any], str] | None = None,
-                 preset: str | None = None) -> tuple[dict[PairKey, dict[str, Any]], list[dict[str, Any]],
-                                                     list[SkippedLine]]:
-    """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), the rows of
-    manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw` / `preset`,
-    only the rows of that draw / preset. Raises CompareError for a missing file, one whose every line is skipped, and rows
-    that contradict each other (module docstring)."""
-    from graph.batch import path_identities, same_run
-
-    path, identity = Path(path), identity or path_identities()
-    if problem := results_file_problem(path):
-        raise CompareError(problem)
-    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by, identity))
-    if skipped and not parsed:
-        raise no_usable_row(path, skipped, CompareError)
-    rows: dict[PairKey, dict[str, Any]] = {}
-    lines: dict[PairKey, str] = {}  # the line of each key's row, named when the key comes again
-    bad: list[dict[str, Any]] = []
-    if problem := batch_problem(path, {(row_preset(row), row_draw(row, where)) for where, row, _ in parsed},
-                                 draw, preset, skipped):
-        raise CompareError(problem)
-    named: set[PairKey] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
-    drawn_at: dict[tuple[str, Any], int] = {}  # the draw of each clip's rows: a clip in two draws is counted twice
-    for where, row, key in parsed:
-        drawn = row_draw(row, where)
-        if (draw is not None and drawn != draw) or (preset is not None and row_preset(row) != preset):
-            continue
-        if key is None:
-            bad.append(row)
-            continue
-        key = str(row.get("path")) if key in named and row.get("path") != key else key
-        if (key in rows and pair_by == "path" and row_draw(rows[key], where) == drawn
-                and not same_run(rows[key], row) and two_names(key, rows[key], row)):
-            named.add(key)
-            earlier = rows.pop(key)
-            rows[str(earlier.get("path"))] = earlier
-            lines[str(earlier.get("path"))] = lines.pop(key)
-            key = str(row.get("path"))
-        if key in rows:
-            if same_run(rows[key], row):  # a repeated line's row and its line's: the line's own stays
-                if not row.get("repeat_of"):
-                    rows[key], lines[key] = row, where
-                continue
-            if (first := row_draw(rows[key], where)) != drawn:
-                raise CompareError(several_draws(where, f"{pair_by} {key!r}", first, drawn))
-            raise CompareError(f"{where}: {pair_by} {key!r} appears twice (first at {lines[key]})")
-        clip = (identity(row["path"]), row.get("instruction"))  # under score-batch's own key, one per draw
-        if (first := drawn_at.setdefault(clip, drawn)) != drawn:
-            raise CompareError(several_draws(where, f"clip {row['path']!r} ({row.get('instruction')!r})", first, drawn))
-        rows[key], lines[key] = row, where
-    return rows, bad, skipped
 
 
 def _reward(row: dict[str, Any]) -> float | None:
@@ -317,15 +245,17 @@ def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str,
     return sorted(ranked, key=lambda r: (-r["mean_diff"], r["instruction"]))
 
 
-def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
-            draw: int | None = None, preset: str | None = None) -> Comparison:
-    """Pair the rows of two score-batch outputs (of draw `draw` and preset `preset` only, when given) and compare
-    their rewards (see module docstring)."""
+def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0, draw: int | None = None,
+            preset: str | None = None, draw_b: int | None = None, preset_b: str | None = None) -> Comparison:
+    """Pair the rows of two score-batch outputs (of draw `draw` and preset `preset` only, when given; B's of `draw_b`
+    and `preset_b` when given apart) and compare their rewards (see module docstring)."""
     from graph.batch import path_identities
 
     identity = path_identities()
+    draw_b, preset_b = (draw if draw_b is None else draw_b), (preset if preset_b is None else preset_b)
     (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity, preset),
-                                                        read_results(path_b, pair_by, draw, identity, preset))
+                                                        read_results(path_b, pair_by, draw_b, identity, preset_b))
+    asked = preset is not None and preset_b is not None and preset != preset_b  # the presets are the comparison
     if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there
         rows_b = by_name(rows_b, rows_a)
         rows_a = by_name(rows_a, rows_b)
@@ -366,9 +296,11 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0,
         mean_a=float(ra.mean()) if len(kept) else None, mean_b=float(rb.mean()) if len(kept) else None,
         mean_diff=float(d.mean()) if len(kept) else None, ci95=bootstrap_ci(d, seed),
         wins=wins, ties=len(kept) - wins - losses, losses=losses, p_sign=sign_test(wins, losses),
-        pairs_scored_differently=sum(scored_differently(rows_a[k], rows_b[k]) for k, _, _ in kept),
+        pairs_scored_differently=sum(scored_differently(rows_a[k], {**rows_b[k], "preset": rows_a[k].get("preset")}
+                                                        if asked else rows_b[k]) for k, _, _ in kept),
+        pairs_draw_differs=sum(row_draw(rows_a[k], "") != row_draw(rows_b[k], "") for k, _, _ in kept),
         pairs_scorer_unrecorded=sum(not isinstance(rows_a[k].get("scorer"), dict)
                                     or not isinstance(rows_b[k].get("scorer"), dict) for k, _, _ in kept),
         pairs_instruction_differs=len(mismatched), first_instruction_mismatch=mismatched[0] if mismatched else None,
-        by_instruction=by_instruction, hint=hint, draw=draw, preset=preset,
+        by_instruction=by_instruction, hint=hint, draw=draw, preset=preset, draw_b=draw_b, preset_b=preset_b,
         outage_draws=sorted({*draws_a, *draws_b}), outage_draws_a=draws_a, outage_draws_b=draws_b)

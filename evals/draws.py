@@ -73,11 +73,12 @@ import numpy as np
 
 from evals.batch_rows import (
     eligible_reward,
+    no_preset_rows,
     results_file_problem,
     row_preset,
     score_batch_row,
     several_presets,
-    shown_preset,
+    shown_preset,  # noqa: F401  (re-exported: evals.eval_stats_cli)
 )
 from evals.table_rows import outage
 from tools.jsonl import SkippedLine, no_usable_row, usable_rows
@@ -264,12 +265,11 @@ def summarize_draws(path: Path, preset: str | None = None) -> DrawsSummary:
     """Read `path` and summarise the draws of `preset` (needed when the file holds several; module docstring)."""
     clips, bad, skipped = read_draws(path)
     found = sorted({c.preset for c in clips} | set(bad))
-    names = ", ".join(shown_preset(p) for p in found)
     if preset is None and len(found) > 1:
         raise DrawsError(several_presets(f"{path}", found, ": summarise",
                                          "their differences would count as clip-to-clip signal"))
     if preset is not None and preset not in found:
-        raise DrawsError(f"{path} has no rows of preset {preset!r} (it holds: {names or 'none'})")
+        raise DrawsError(no_preset_rows(path, preset, found))
     preset = preset if preset is not None else (found[0] if found else "")
     clips = [c for c in clips if c.preset == preset]
     multi = [c for c in clips if len(c.rewards) >= 2]

@@ -28,13 +28,17 @@ def compare_command(
                                              "(score-batch --draw K into one output).")] = None,
     preset: Annotated[str | None, typer.Option("--preset", help="Compare only this preset's rows (needed when a file "
                                                "holds several: score-batch --preset P into one output).")] = None,
+    draw_b: Annotated[int | None, typer.Option("--draw-b", min=0, help="B's draw, when it differs from --draw's "
+                                               "(e.g. two draws of one file: draw noise).")] = None,
+    preset_b: Annotated[str | None, typer.Option("--preset-b", help="B's preset, when it differs from --preset's "
+                                                 "(e.g. two presets of one file, with --pair-by path).")] = None,
 ) -> None:
     from evals.batch_rows import shown_preset
     from evals.compare import CompareError, compare, most_changed
     from evals.eval_views import changed_table, empty_sides, mean_text, refill_lines, sides_table
 
     try:
-        result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw, preset=preset)
+        result = compare(a, b, pair_by=pair_by, seed=seed, draw=draw, preset=preset, draw_b=draw_b, preset_b=preset_b)
     except CompareError as exc:
         raise fail(str(exc)) from exc
     skipped = [*result.a.skipped_lines, *result.b.skipped_lines]
@@ -61,10 +65,17 @@ def compare_command(
         if side.bad_lines:
             console.print(f"note: {side.bad_lines} row(s) of {name} are manifest lines that named no clip "
                           "(ineligible, not paired)", style="yellow")
-    if draw is not None:
-        console.print(f"draw {draw} of each file")
-    if preset is not None:
-        console.print(f"preset {shown_preset(preset)} of each file")
+    for what, on_a, on_b, shown in (("draw", result.draw, result.draw_b, str),
+                                    ("preset", result.preset, result.preset_b, shown_preset)):
+        if on_a is not None and on_a == on_b:
+            console.print(f"{what} {shown(on_a)} of each file")  # type: ignore[operator]
+        elif on_a is not None or on_b is not None:
+            console.print(", ".join(f"{what} {'any' if v is None else shown(v)} of {side}"  # type: ignore[operator]
+                                    for v, side in ((on_a, "A"), (on_b, "B"))))
+    if result.pairs_draw_differs:
+        console.print(f"note: {result.pairs_draw_differs} of the {result.n} compared pairs are of different draws "
+                      "on each side: their difference holds the reward's draw noise (`raa eval draws` measures it) "
+                      "as well as the videos'", style="yellow")
     outages = f", {result.pairs_outage} of them for an outage of the reward machinery" if result.pairs_outage else ""
     console.print(f"pairs by {pair_by!r}: {result.pairs} ({result.pairs_ineligible} left out: an ineligible "
                   f"reward{outages}; unpaired: {result.unpaired_a} in A, {result.unpaired_b} in B)")

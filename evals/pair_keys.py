@@ -1,4 +1,4 @@
-"""The key `raa eval compare` pairs two rows by (`evals.compare.read_results`): the JSON value of the row's field, a
+"""The key `raa eval compare` pairs two rows by (`evals.compare_rows.read_results`): the JSON value of the row's field, a
 string or a finite number. Split from evals/compare.py (its size).
 
 Decisions where the issue was silent:

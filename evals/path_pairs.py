@@ -6,7 +6,7 @@ Two clips of the same bytes are one file in a Hugging Face cache (two names in `
 two rows of such clips with their own instructions resolved to one path, and the comparison stopped at "path ...
 appears twice". Decisions where the issue was silent:
 - Two rows of one draw whose paths are two links to one file, neither the file itself, are two clips, keyed by their
-  own paths (`two_names`; `evals.compare.read_results` keys every later row resolving there by its own path too).
+  own paths (`two_names`; `evals.compare_rows.read_results` keys every later row resolving there by its own path too).
 - A row of the other side keyed by the file (it alone names it there) pairs with the row of this side naming its own
   path, when there is one (`by_name`); a row naming the file itself (written before rows named links) pairs with
   neither link's row: which of the two clips it was, the file does not say.

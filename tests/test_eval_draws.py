@@ -74,7 +74,7 @@ def test_one_preset_at_a_time(tmp_path):
     assert (full.preset, full.rows, full.clips) == ("full", 8, 4) and full.noise_share == pytest.approx(0.375)
     direct = summarize_draws(out, "direct")
     assert (direct.rows, direct.within_std, direct.noise_share) == (4, 0.0, 0.0)
-    with pytest.raises(DrawsError, match="no rows of preset 'motion' \\(it holds: direct, full\\)"):
+    with pytest.raises(DrawsError, match="no row of preset 'motion' \\(presets found: direct, full\\)"):
         summarize_draws(out, "motion")
     res = runner.invoke(app, ["eval", "draws", str(out), "--preset", "direct"])
     assert res.exit_code == 0 and "preset direct: 4 rows, 2 clips" in res.output, res.output
