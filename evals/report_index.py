@@ -46,7 +46,8 @@ Decisions where the issue was silent:
   reward disagree, a verdict, usage, faults, reasons or notes of the wrong form) is a `TableRowError` naming the file,
   the line and the field, and `raa eval report` exits 2 before writing anything, as for a reward outside 0..1: an
   ineligible row carrying a reward of 0.7 counted toward F+ on the page, though the next `raa eval reward` threw that
-  reward away and scored the clip again.
+  reward away and scored the clip again. The error ends with the repair (`repair_hint`): the run's own command from
+  summary.json, which scores the row again, or deleting its line; it named the line and nothing of what to do.
 - A row whose preset the table does not know (a hand edit, a preset since renamed) has no column: it is left
   out of the page and of its clip count, and the header says how many rows of which presets were (its clip
   was counted, a row of empty cells). A row whose ``run_id`` is not a string (a hand edit: 12, a list) is
@@ -142,6 +143,15 @@ class SummaryError(ValueError):
     """DIR/summary.json cannot be read as the last run's scope (module docstring)."""
 
 
+def repair_hint(rerun: str | None, out: Path, where: str) -> str:
+    """What to do about the results.jsonl row at `where` (``PATH:N``) that `raa eval report` refuses: the run's own
+    command `rerun` (None: not recorded) scores it again (`evals.result_rows.damaged`), or its line goes."""
+    again = f"run `{rerun}`" if rerun else f"rerun `raa eval reward` with its manifest and -o {shlex.quote(str(out))}"
+    path, _, line = where.rpartition(":")
+    return (f"to repair it, {again} (it scores that row again), or delete line {line} of {path} (its clip and "
+            "preset then read as not scored)")
+
+
 def input_errors() -> tuple[type[Exception], ...]:
     """What `write_eval_index` raises for inputs it cannot use, each with a message naming the file (`raa eval
     report` prints it as one error line, exit 2): no results.jsonl; a results.jsonl that is not UTF-8
@@ -235,7 +245,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
     from evals.eval_runs import finish_command, run_manifest, shown_run, unfinished_note, unfinished_run
     from evals.result_rows import check_result_row, results_lines
-    from evals.table_rows import check_label
+    from evals.table_rows import TableRowError, check_label
 
     out = Path(out_dir)
     results = out / "results.jsonl"
@@ -266,7 +276,10 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         on_empty(empty_note(results, out / scoped_out if scoped_out else None, known=bool(unknown)))
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]
     for row in rows:  # `raa eval reward`'s check (the table's and more), naming the file and line (module docstring)
-        check_label(check_result_row(row, where := lines[(row["path"], row["preset"])][0]), where)
+        try:
+            check_label(check_result_row(row, where := lines[(row["path"], row["preset"])][0]), where)
+        except TableRowError as exc:
+            raise TableRowError(f"{exc}; {repair_hint(rerun, out, where)}") from None
     metrics = all_metrics(rows, presets) if presets else []
 
     found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,
