@@ -53,9 +53,21 @@ def _refusal(out: Path, earlier: dict[str, Any] | None, settings: dict[str, Any]
     return text + "; choose another --out"
 
 
+REQUIRED = ("path", "instruction", "key")
+"""The fields of a manifest row `raa score-batch` and `raa eval compare` need, each non-empty text."""
+
+
+def _whole(row: Any) -> bool:
+    """Whether a manifest line's row holds every `REQUIRED` field as non-empty text. A row with one removed or
+    emptied by hand was kept: without ``key`` it counted the key "None" as done (its video was generated again
+    and a second row appended beside it), without ``instruction`` it reached score-batch as a bad line. Dropped,
+    its video is generated again under a whole row."""
+    return isinstance(row, dict) and all(isinstance(row.get(k), str) and row[k] for k in REQUIRED)
+
+
 def resume_keys(manifest: Path, iteration: Any) -> set[str]:
     """Keys of the videos already in the manifest whose file exists. Other lines (a row torn by an
-    interrupted write, a row whose video is gone) are dropped from the manifest, rewritten in place, so
+    interrupted write, a row whose video is gone, a row missing a field `REQUIRED` names: `_whole`) are dropped from the manifest, rewritten in place, so
     it never hands `raa score-batch` a broken line. A kept row of another ``iteration`` (an older base row: the
     export's) gets this call's: one folder, one policy (generate.json), never files videos under two iterations."""
     if not manifest.exists():
@@ -68,8 +80,8 @@ def resume_keys(manifest: Path, iteration: Any) -> set[str]:
             row = json.loads(line)
         except ValueError:
             continue
-        if isinstance(row, dict) and (manifest.parent / str(row.get("path", ""))).is_file():
-            keys.add(str(row.get("key")))
+        if _whole(row) and (manifest.parent / row["path"]).is_file():
+            keys.add(row["key"])
             kept.append(line if row.get("iteration") == iteration else json.dumps({**row, "iteration": iteration}))
     if kept != lines or (text and not text.endswith("\n")):  # a last row cut before its newline: closed
         partial = manifest.with_name(f".{manifest.name}.partial")
