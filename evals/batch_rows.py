@@ -99,9 +99,9 @@ def eligible_reward(result: dict[str, Any]) -> float | None:
     """The reward of a score-batch row's ``result`` as a float, None when it has none (ineligible) or it is
     not a finite number (a whole number too large for a float included: `evals.table_rows.finite`)."""
     value = result.get("reward")
-    if finite(value) and abs(value) <= MAX_FLOAT:  # type: ignore[operator]  # finite: an int or a float
-        return float(value)  # type: ignore[arg-type]
-    return None
+    if not finite(value) or abs(value) > MAX_FLOAT:
+        return None
+    return float(value)
 
 
 def scorer_label(row: dict[str, Any]) -> str:

@@ -65,13 +65,13 @@ def compare_command(
         if side.bad_lines:
             console.print(f"note: {side.bad_lines} row(s) of {name} are manifest lines that named no clip "
                           "(ineligible, not paired)", style="yellow")
-    for what, on_a, on_b, shown in (("draw", result.draw, result.draw_b, str),
-                                    ("preset", result.preset, result.preset_b, shown_preset)):
+    draws = tuple(None if d is None else str(d) for d in (result.draw, result.draw_b))
+    presets = tuple(None if p is None else shown_preset(p) for p in (result.preset, result.preset_b))
+    for what, (on_a, on_b) in (("draw", draws), ("preset", presets)):
         if on_a is not None and on_a == on_b:
-            console.print(f"{what} {shown(on_a)} of each file")  # type: ignore[operator]
+            console.print(f"{what} {on_a} of each file")
         elif on_a is not None or on_b is not None:
-            console.print(", ".join(f"{what} {'any' if v is None else shown(v)} of {side}"  # type: ignore[operator]
-                                    for v, side in ((on_a, "A"), (on_b, "B"))))
+            console.print(f"{what} {on_a or 'any'} of A, {what} {on_b or 'any'} of B")
     if result.pairs_draw_differs:
         console.print(f"note: {result.pairs_draw_differs} of the {result.n} compared pairs are of different draws "
                       "on each side: their difference holds the reward's draw noise (`raa eval draws` measures it) "

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from graph.usage import USAGE_KEYS
 
@@ -21,7 +21,7 @@ class TableRowError(ValueError):
     the field."""
 
 
-def finite(value: object) -> bool:
+def finite(value: object) -> TypeGuard[int | float]:
     """A finite int or float, not a bool: what the metrics count as a reward or a usage figure. Every int is finite
     (``math.isfinite`` raised OverflowError on one too large for a float, a hand edit's 10**400: a traceback where
     the row's range check now refuses it)."""
