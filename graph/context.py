@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from graph.config import ResolvedConfig, run_settings
@@ -266,8 +267,13 @@ def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     """The settings of who answers a run's calls, and of what it is shown, that shape its answers: the model's name,
     the structured-output method, the sampling temperature, and the images' long side and JPEG quality. Not the
     transport's (timeouts, retries, re-asks) nor the endpoint's address (the same model may be served from another
-    host after a restart): with those changed the same judge answers, so a run may be resumed under them."""
-    return {"model": backbone.model_name, "method": backbone.method, "temperature": backbone.temperature,
+    host after a restart): with those changed the same judge answers, so a run may be resumed under them.
+    The temperature is recorded as a Python float: a NumPy scalar (a sweep over `np.linspace`) is no value the trace
+    checkpointer writes, and the run's quality step raised."""
+    temperature = backbone.temperature
+    if isinstance(temperature, Real) and not isinstance(temperature, bool):
+        temperature = float(temperature)
+    return {"model": backbone.model_name, "method": backbone.method, "temperature": temperature,
             "image_long_side": frames.long_side, "jpeg_quality": frames.quality}
 
 
