@@ -46,7 +46,8 @@ Decisions where the issue was silent:
   default passed for one of the new, and a run that set the new default explicitly was refused (a run recorded before
   its caps is still judged by its overrides). Only the caps, switches and backbone settings both know are compared:
   one added since says nothing (a switch added since was no module of the run's version: every run recorded before
-  it was refused, as a whole-dict comparison saw a key missing).
+  it was refused, as a whole-dict comparison saw a key missing), nor one removed since, except a switch the run had
+  on: its module is not in this version, and the stages left would run without it under a record saying it ran.
   The draw (`AgentConfig.draw`) is checked too: it salts the stage-cache keys, so a draw-0 run resumed at draw 1
   took its stages left from draw 1's answers, a run of neither draw (its draw-0 rerun was no longer served from the
   cache). Not `motion_prefetch` (`graph.config.SPEED_FIELDS`), which decides when the grid track is computed, not
@@ -144,6 +145,9 @@ def resume_refusal(thread_id: Any, values: dict[str, Any],
     # nothing: a switch added since was no module of the run's version), and the draw
     for kind, name in (("switches", "switch "), ("caps", ""), ("backbone", "")):
         diffs += _named_diffs(values.get(kind), settings.get(kind) or {}, name)
+    # but a switch this version no longer has, on in the run, was a module the stages left cannot run
+    diffs += [f"switch {k} {v!r} (agent has no such switch)" for k, v in _dict(values.get("switches")).items()
+              if v and k not in (settings.get("switches") or {})]
     if "draw" in values and values["draw"] != settings["draw"]:  # another draw's stage-cache entries
         diffs.append(f"draw {values['draw']!r} (agent {settings['draw']!r})")
     # the tools wire the extra node, and their reports are what reflect shows: the same names, in any order
@@ -160,9 +164,12 @@ def resume_refusal(thread_id: Any, values: dict[str, Any],
 def _named_diffs(recorded: Any, agent: dict[str, Any], prefix: str) -> list[str]:
     """"{prefix}{name} {recorded} (agent {agent's})" for each setting of the `recorded` dict (None for a run that did
     not record it) that the `agent`'s settings hold with another value."""
-    if not isinstance(recorded, dict):
-        return []
-    return [f"{prefix}{k} {v!r} (agent {agent[k]!r})" for k, v in recorded.items() if k in agent and v != agent[k]]
+    return [f"{prefix}{k} {v!r} (agent {agent[k]!r})" for k, v in _dict(recorded).items() if k in agent and v != agent[k]]
+
+
+def _dict(recorded: Any) -> dict[str, Any]:
+    """A recorded setting's dict; empty for a run that did not record it (None, or another value a fork wrote)."""
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def _refusal(thread_id: Any, input: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ValueError | None:
