@@ -11,7 +11,8 @@ last keyframe that came out before it and its own packet: its references (a fram
 after it, an open GOP's leading picture, may reference the GOP before: it counts from the keyframe before).
 
 Damage the decoder neither flags nor fails on (most bit flips in CABAC data decode as valid, wrong pictures) cannot
-be seen here: nothing in an H.264 / HEVC stream checks its pictures' data. Nor can damage FFmpeg's H.264 slice threads
+be seen here: nothing in an H.264 stream checks its pictures' data, nor in an HEVC one but its optional picture
+hashes (``watched_decoder``). Nor can damage FFmpeg's H.264 slice threads
 decode (they flag nothing): H.264 decodes without them (``tools.video_slices``)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import bisect
 
 import av
-from av.codec.context import ThreadType
+from av.codec.context import CodecContext, Flags, ThreadType
 from av.video.frame import PictureType
 
 from tools.video_scan import MAX_REORDER_DEPTH, VideoDecodeError
@@ -47,6 +48,25 @@ PARSED_TIMESTAMPS = frozenset({"mpegvideo", "m4v"})
 header's coding type (a damaged one's too), so they follow the decoder's output order and cannot show a flagged frame
 a B-frame (``UNREFERENCED_B``): a P-frame broken into B came out before the P-frame held back, a later timestamp on
 it."""
+
+
+HASH_CHECKED = frozenset({"hevc"})
+"""Decoders that check each picture against the hash its stream may carry (HEVC's decoded picture hash SEI, x265's
+``hash``) where told to (``err_detect`` crccheck) and fail its packet on a mismatch where told to fail on what they
+find (explode). FFmpeg's HEVC decoder conceals nothing and flags no frame, and by default swallows its errors (a slice
+it cannot parse, a hash that does not match): its damaged pictures came out as good ones."""
+
+
+def watched_decoder(ctx: CodecContext) -> None:
+    """Set up the decoder ``ctx`` (not yet opened) for a ``DamageWatch``: each frame gives back its packet's tag
+    (``Flags.copy_opaque``, ``tag_packet``); a decoder in ``HASH_CHECKED`` fails a packet whose picture does not match
+    its hash, or that it fails to decode (``InvalidDataError``: ``DamageWatch.failed``). Not with frame threads: a
+    failed packet then left a tagged packet in a worker thread, which freed its tag (PyAV's opaque value, taking the
+    GIL) while the codec context's deallocation joined the threads holding the GIL: the read hung (seen with 8 frame
+    threads, tests/test_video_hevc_damage.py's clip, packet 4 damaged; left open)."""
+    ctx.flags |= Flags.copy_opaque
+    if ctx.name in HASH_CHECKED and ThreadType.FRAME not in ctx.thread_type:
+        ctx.options = {**ctx.options, "err_detect": "crccheck+explode"}
 
 
 def tag_packet(packet: av.Packet, index: int, carried: int = 0) -> None:
@@ -91,8 +111,9 @@ class DamageWatch:
     ``handed`` records the frame just out, handed out before then, which ``check`` fails once the damage shows
     (``waiting`` while some frame decoded before it has yet to come out)."""
 
-    def __init__(self, name: str, total: int, *, window: int = 0, b_referenced: bool = True) -> None:
+    def __init__(self, name: str, total: int, *, window: int = 0, b_referenced: bool = True, lead: int = 0) -> None:
         self._name, self._total = name, total
+        self._lead = lead  # packets from the start whose failure damages nothing handed out (`failed`)
         self._window = window  # packets before the one whose decode raised that may be the failed one (frame threads)
         self._b_referenced = b_referenced  # False: a flagged B-frame damaged itself alone (UNREFERENCED_B)
         self._keys: list[int] = []  # tags of the keyframes out
@@ -107,14 +128,15 @@ class DamageWatch:
         self._failed = False  # some packet's decode raised
 
     @classmethod
-    def of(cls, name: str, total: int, stream: av.video.stream.VideoStream) -> DamageWatch:
+    def of(cls, name: str, total: int, stream: av.video.stream.VideoStream, *, lead: int = 0) -> DamageWatch:
         """A watch for a decode of ``stream`` (its decoder set up): with frame threads an error comes back on a later
         packet, up to the threads' count past the failed one; a flagged B-frame fails alone where the demuxer read
-        the timestamps (not ``PARSED_TIMESTAMPS``)."""
+        the timestamps (not ``PARSED_TIMESTAMPS``). ``lead``: a decode from the start of a clip that starts mid-GOP,
+        its first ``lead`` frames shown before its first keyframe (``FrameIndex.lead``; `failed`)."""
         ctx = stream.codec_context
         parsed = not PARSED_TIMESTAMPS.isdisjoint(stream.container.format.name.split(","))
         return cls(name, total, window=FRAME_THREADS - 1 if ThreadType.FRAME in ctx.thread_type else 0,
-                   b_referenced=ctx.name not in UNREFERENCED_B or parsed)
+                   b_referenced=ctx.name not in UNREFERENCED_B or parsed, lead=lead)
 
     def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False) -> Place:
         """``frame`` came out of the decoder (frame ``index`` of the clip, where known): its place. ``lost``: one the
@@ -146,7 +168,14 @@ class DamageWatch:
 
     def failed(self, tag: int, error: str) -> None:
         """The decode of the packet tagged ``tag`` raised ``error`` (corrupt data); with frame threads the error may
-        be a packet's up to ``window`` before it."""
+        be a packet's up to ``window`` before it. Not one of the first ``lead`` + 1 packets from the start (the
+        first keyframe's and those of the frames shown before it, which no read hands out, as ``CountCheck`` counts
+        them): their references are lost with the cut (HEVC's decoder, told to fail on what it finds
+        (``watched_decoder``), fails them: no parameter set, no reference picture), and no frame from the keyframe on
+        references them."""
+        if self._lead and tag <= self._lead:  # (the lead frames and the keyframe: lead + 1 packets)
+            self._out.add(tag)
+            return
         self._bad.append((tag - self._window, tag, f"in packet {tag} of the decode (decode order), which it failed on "
                                                    f"({error}): the frames decoded after it up to the next keyframe "
                                                    "may reference its frame", False))

@@ -101,7 +101,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 if not seek_keyframe(container, stream, pts[k], name, src):
                     raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
                 landed = k
-            watch = DamageWatch.of(name, total, stream)
+            watch = DamageWatch.of(name, total, stream, lead=0 if k else lead)  # (from the start: its lead)
             frames, last, lost = packets(container, stream, watch.failed, settle), -1, lead > 0 and k == 0
         while last < target:
             frame = next(frames, None)

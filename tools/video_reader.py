@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import av
 import numpy as np
-from av.codec.context import Flags, Flags2, ThreadType
+from av.codec.context import Flags2, ThreadType
 from av.video.reformatter import Interpolation
 
-from tools.video_damage import DISCARDED, DamageWatch, Place, frame_tag, tag_packet
+from tools.video_damage import DISCARDED, DamageWatch, Place, frame_tag, tag_packet, watched_decoder
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
@@ -212,7 +212,7 @@ class VideoReader:
             # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage)
             check: CountCheck[tuple[av.VideoFrame | None, Place]] = CountCheck(self._name, self.meta.frames, index.lead,
                                                                                index.fields)
-            watch = DamageWatch.of(self._name, self.meta.frames, stream)
+            watch = DamageWatch.of(self._name, self.meta.frames, stream, lead=index.lead)
 
             def failed(tag: int, error: str) -> None:
                 watch.failed(tag, error)
@@ -261,7 +261,7 @@ class VideoReader:
         try:
             stream = video_stream(container, self._name, index.slices)
             reorder_decoder(stream, index)
-            stream.codec_context.flags |= Flags.copy_opaque  # each frame names its packet's tag (`tag_packet`)
+            watched_decoder(stream.codec_context)  # frames name their packets' tags; HEVC's hashes checked
             # the reader counts its output: H.264 then gives the frames it has no references for (an open GOP's leading
             # ones), not dropping them; HEVC's decoder, told so, puts out every picture after a cut on lost references
             if index.pts is None and stream.codec_context.name == "h264":
