@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import openai
 from langchain_core.exceptions import (
+    ModelAPIError,
     ModelAuthenticationError,
     ModelError,
     ModelNotFoundError,
@@ -47,14 +48,17 @@ _SPENT_BUDGET = "budget_exceeded"
 """A LiteLLM proxy's error type for a key, team or user whose budget is spent ("Budget has been exceeded! Current
 cost: ..., Max budget: ...": a 429 in its current versions, BerriAI/litellm#36729; a 400 before, BerriAI/litellm#4139),
 which a wait of seconds does not refill."""
-_BUDGET_WORDS = re.compile(r"budget has been exceeded|max budget limit reached|exceededbudget:|exceeded budget for")
+_BUDGET_WORDS = re.compile(r"(?<![a-z] )(?:budget has been exceeded!|max budget limit reached|exceeded budget for)|"
+                           r"exceededbudget:")
 """A LiteLLM proxy's words for a spent budget, read where its error type is not `_SPENT_BUDGET`: a proxy relaying
 another's budget error inside its own message, `type` None ("litellm.BadRequestError: OpenAIException - Budget has been
 exceeded! Current cost: ..., Max budget: ...", as a maintainer quotes it: BerriAI/litellm#14144; "No deployments
 available - crossed budget: Exceeded budget for deployment ...", ibid.), its `max_budget_limiter` hook's 429 "Max
 budget limit reached." (litellm/proxy/hooks/max_budget_limiter.py, `type` "None"), an end user's "ExceededBudget: End
 User=... over budget. Spend=..., Budget=..." (litellm/proxy/auth/auth_checks.py). Each was retried as a 429, then
-"transport", or "refused" as a 400."""
+"transport", or "refused" as a 400. As LiteLLM writes them: a phrase that opens the message or a clause, not one after a
+word ("the frame budget has been exceeded", "I exceeded budget for frames": a 400 quoting the request, the model's own
+earlier answer); and read in a 4xx only (`_budget_words`)."""
 _NO_BALANCE = "credit balance is too low"
 """Anthropic's words for an account without credit, a 400 `invalid_request_error` ("Your credit balance is too low to
 access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", as its users quote it:
@@ -66,8 +70,8 @@ def no_credit(exc: BaseException) -> bool:
     "Insufficient Balance", api-docs.deepseek.com/quick_start/error_codes; OpenRouter's, Mistral's), or OpenAI's
     `insufficient_quota` ("You exceeded your current quota, please check your plan and billing details.", a 429) as
     its code or type, or in its words under another status or code (`_NO_QUOTA`), a LiteLLM proxy's spent budget
-    (`_SPENT_BUDGET`, or in its words: `_BUDGET_WORDS`), Anthropic's spent balance (`_NO_BALANCE`), or those words in another chat model's `ModelError`
-    (no status, code or type to read): no wait tops the account up, so not retried (a 429 was, as a rate limit, then
+    (`_SPENT_BUDGET`, or in its words: `_budget_words`), Anthropic's spent balance (`_NO_BALANCE`), or those words in
+    another chat model's `ModelError` (no status, code or type to read): no wait tops the account up, so not retried (a 429 was, as a rate limit, then
     "transport"; a 402 or 400 was "refused", the model's answer about every clip), and "settings"
     (`settings_problem`)."""
     if isinstance(exc, openai.APIStatusError) and (
@@ -75,7 +79,15 @@ def no_credit(exc: BaseException) -> bool:
         return True
     answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
     words = server_words(exc).lower()
-    return answered and (_NO_QUOTA in words or _NO_BALANCE in words or _BUDGET_WORDS.search(words) is not None)
+    return answered and (_NO_QUOTA in words or _NO_BALANCE in words or _budget_words(exc, words))
+
+
+def _budget_words(exc: BaseException, words: str) -> bool:
+    """Whether `words` (the lowered `server_words` of `exc`) hold a LiteLLM budget's (`_BUDGET_WORDS`) in a rejected
+    request (4xx; another chat model's `ModelError` but a 5xx `ModelAPIError`): LiteLLM sends them as a 400 or a 429,
+    while a server's 500 may quote the model's own output (llama.cpp's "Failed to parse input at pos N: <output>"),
+    whose words of a budget (a clip's screen read out) made it "settings", not retried, the run ineligible at once."""
+    return rejected_request(exc) and not isinstance(exc, ModelAPIError) and _BUDGET_WORDS.search(words) is not None
 
 
 _NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set|"

@@ -130,3 +130,27 @@ def test_deepseek_s_json_schema_rejection_names_another_method(body: dict) -> No
 def test_unavailable_words_are_structured_only_after_the_response_format() -> None:
     assert _STRUCTURED.search("this response_format type is unavailable now")
     assert not _STRUCTURED.search("the model is unavailable now, response_format aside")
+
+
+LLAMA_CPP_PARSE_ERROR = {"error": {"code": 500, "type": "server_error", "message":
+                                   'Failed to parse input at pos 0: {"observation": "the slide on screen reads '
+                                   '\\"Budget has been exceeded! Current cost: 12\\"", "score": '}}
+"""llama.cpp's 500 for a reply its parser could not read, quoting the model's own output ("Failed to parse input at
+pos N: <output>", ggml-org/llama.cpp#20761, #24644): a clip whose screen shows a budget, read out by the model, is
+no LiteLLM budget. The next sample may parse: retried, as any 500."""
+
+
+def test_budget_words_in_the_model_s_output_quoted_by_a_500_are_retried_not_no_credit() -> None:
+    fault, sent = _call(500, LLAMA_CPP_PARSE_ERROR, replies=1)
+    assert fault is None and sent == 2, fault
+
+
+@pytest.mark.parametrize("words", [
+    "1 validation error for ChatCompletionRequest: messages.2.content: the frame budget has been exceeded, so the "
+    "answer rests on 8 frames",
+    "Invalid 'messages[3].content': I exceeded budget for frames on the first view; string too long",
+    "Invalid 'messages[3].content': the agent's max budget limit reached 48 frames; string too long"])
+def test_budget_words_inside_a_quoted_prompt_are_not_no_credit(words: str) -> None:
+    """A 400 quoting the request (the model's earlier answer, a tool's frame budget note): "refused", as before."""
+    fault, sent = _call(400, {"error": {"message": words, "type": "invalid_request_error"}}, replies=1)
+    assert fault is not None and fault.kind == "refused" and sent == 1, (fault, sent)
