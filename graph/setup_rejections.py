@@ -10,10 +10,11 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 - "structured": `response_format` (json_schema or json_object) the server or model does not serve: OpenAI's
   "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model", DeepSeek's "This
   response_format type is unavailable now" (earlier "response_format.type `json_schema` is unavailable now": it serves
-  json_object only), a guided-decoding backend that cannot compile the schema ("features not supported
-  by xgrammar": the stage schemas are fixed, so every clip's request fails alike), a request model without it
-  (pydantic's "Input should be 'text' or 'json_object'" at `response_format.type`), LM Studio's "'response_format.type'
-  must be 'json_schema' or 'text'" (no json_object), older llama.cpp's "response_format type must be one of ...".
+  json_object only; not "temporarily unavailable", a path down for now, which a retry may pass), a guided-decoding
+  backend that cannot compile the schema ("features not supported by xgrammar": the stage schemas are fixed, so every
+  clip's request fails alike), a request model without it (pydantic's "Input should be 'text' or 'json_object'" at
+  `response_format.type`), LM Studio's "'response_format.type' must be 'json_schema' or 'text'" (no json_object), older
+  llama.cpp's "response_format type must be one of ...".
   Fix: another structured method; for a schema the backend cannot compile, json_mode (vLLM compiles function_calling's
   forced tool call with the same backend: its xgrammar rejection of one is "structured" too; of a tool round's
   tools, "tools").
@@ -173,7 +174,8 @@ _TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|unsupported tool_
                     rf"{_DOES_NOT} support (?:tools|tool call|function call)|\b(?:tools|tool_choice|functions|"
                     rf"(?:tool|function)[ _](?:calls?|calling|use))'? (?:is |are )?(?:{_NOT_TAKEN})")
 _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_object|guided_\w+|structured output)"
-                         rf"[^\n]{{0,80}}?(?:{_NOT_TAKEN}|not valid|invalid value|only supported|unavailable|"
+                         rf"[^\n]{{0,80}}?(?:{_NOT_TAKEN}|not valid|invalid value|only supported|"
+                         r"(?<!temporarily )unavailable|"
                          rf"input should be|must be)|unsupported parameter: '?response_format|{_DOES_NOT} "
                          r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"

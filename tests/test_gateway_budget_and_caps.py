@@ -154,3 +154,12 @@ def test_budget_words_inside_a_quoted_prompt_are_not_no_credit(words: str) -> No
     """A 400 quoting the request (the model's earlier answer, a tool's frame budget note): "refused", as before."""
     fault, sent = _call(400, {"error": {"message": words, "type": "invalid_request_error"}}, replies=1)
     assert fault is not None and fault.kind == "refused" and sent == 1, (fault, sent)
+
+
+def test_a_structured_backend_temporarily_unavailable_is_retried_not_a_refused_method() -> None:
+    """A 500 (read for a part's rejection: llama.cpp sends those as 500s) saying the structured-output path is down
+    for now: the next try may pass, so it is retried, not 'settings' naming another method."""
+    down = {"error": {"code": 500, "type": "server_error", "message":
+                      "response_format json_schema: the grammar worker is temporarily unavailable, please retry"}}
+    fault, sent = _call(500, down, replies=1)
+    assert fault is None and sent == 2, fault
