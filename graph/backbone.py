@@ -250,8 +250,8 @@ class Backbone:
                     detail = clause_joined(detail, hint)
                 raise BackboneFault(stage, "transport", f"{type(exc).__name__} after {attempts}: {detail}") from exc
             if (fix := settings_problem(exc, self.setting_names, sent, self.method)) is not None:
-                raise BackboneFault(stage, "settings", f"{type(exc).__name__}: {quoted_words(exc, _ERR_CHARS)}; "
-                                    f"{fix}") from exc
+                raise BackboneFault(stage, "settings", f"{type(exc).__name__}: "
+                                    f"{clause_joined(quoted_words(exc, _ERR_CHARS), fix)}") from exc
             if isinstance(exc, openai.APIStatusError | ModelError):
                 raise BackboneFault(stage, "refused", f"{type(exc).__name__}: {quoted_words(exc, _ERR_CHARS)}") from exc
             raise BackboneFault(stage, "transport", f"unexpected {type(exc).__name__}: "

@@ -163,3 +163,11 @@ def test_a_structured_backend_temporarily_unavailable_is_retried_not_a_refused_m
                       "response_format json_schema: the grammar worker is temporarily unavailable, please retry"}}
     fault, sent = _call(500, down, replies=1)
     assert fault is None and sent == 2, fault
+
+
+def test_a_settings_fault_s_fix_follows_the_server_s_words_without_a_stray_full_stop() -> None:
+    """"Max budget limit reached.; HTTP 429: ..." read as two sentences, as the connection hint did before
+    `graph.server_words.clause_joined`: the settings fault joins its fix alike."""
+    fault, _ = _call(429, LITELLM_MAX_BUDGET_HOOK, replies=1)
+    assert fault is not None and ".;" not in fault.message, fault
+    assert "Max budget limit reached; HTTP 429: the API key's account" in fault.message, fault.message
