@@ -10,7 +10,7 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 - "structured": `response_format` (json_schema or json_object) the server or model does not serve: OpenAI's
   "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model", DeepSeek's "This
   response_format type is unavailable now" (earlier "response_format.type `json_schema` is unavailable now": it serves
-  json_object only; not "temporarily unavailable", a path down for now, which a retry may pass), a guided-decoding
+  json_object only; not "temporarily unavailable" nor "service unavailable", which a retry may pass), a guided-decoding
   backend that cannot compile the schema ("features not supported by xgrammar": the stage schemas are fixed, so every
   clip's request fails alike), a request model without it (pydantic's "Input should be 'text' or 'json_object'" at
   `response_format.type`), LM Studio's "'response_format.type' must be 'json_schema' or 'text'" (no json_object), older
@@ -175,7 +175,7 @@ _TOOLS = re.compile(r"enable-auto-tool-choice|tool-call-parser|unsupported tool_
                     rf"(?:tool|function)[ _](?:calls?|calling|use))'? (?:is |are )?(?:{_NOT_TAKEN})")
 _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_object|guided_\w+|structured output)"
                          rf"[^\n]{{0,80}}?(?:{_NOT_TAKEN}|not valid|invalid value|only supported|"
-                         r"(?<!temporarily )unavailable|"
+                         r"(?<!temporarily )(?<!service )unavailable|"
                          rf"input should be|must be)|unsupported parameter: '?response_format|{_DOES_NOT} "
                          r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"

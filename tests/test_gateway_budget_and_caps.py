@@ -171,3 +171,12 @@ def test_a_settings_fault_s_fix_follows_the_server_s_words_without_a_stray_full_
     fault, _ = _call(429, LITELLM_MAX_BUDGET_HOOK, replies=1)
     assert fault is not None and ".;" not in fault.message, fault
     assert "Max budget limit reached; HTTP 429: the API key's account" in fault.message, fault.message
+
+
+@pytest.mark.parametrize("words", [
+    "calling the model with response_format json_schema failed: 503 service unavailable",
+    "structured output worker is temporarily unavailable, please retry"])
+def test_a_structured_part_named_before_a_service_unavailable_is_no_rejection(words: str) -> None:
+    """HTTP's own reason phrase, or a path down for now, after a structured part's name (another chat model's 5xx
+    `ModelAPIError` is read for a rejection, whatever its status): no rejection of the method."""
+    assert not _STRUCTURED.search(words)
