@@ -11,6 +11,8 @@ import pytest
 
 from tests.h264_fields import field_coded
 from tests.test_video_field_pictures import _decoded, _progressive, _read_all, _switch_to_matroska
+from tools import h264_field_pairs
+from tools.h264_field_pairs import FieldPairs
 from tools.video import probe
 
 
@@ -68,3 +70,31 @@ def test_fields_whose_sets_came_with_a_p_picture(tmp_path, container):
         path = _switch_to_matroska(path, tmp_path / "mid.mkv")
     want = _decoded(path)
     assert len(want) == 17 and probe(path).frames == 17 and _read_all(path) == want
+
+
+@pytest.mark.parametrize(("fmt", "ext"), [("mp4", "mp4"), ("matroska", "mkv"), ("h264", "h264"), ("mpegts", "ts")])
+def test_packets_that_open_with_a_slice_are_not_searched_for_parameter_sets(tmp_path, monkeypatch, fmt, ext):
+    """A packet whose first NAL unit is a slice (after a delimiter: MPEG-TS) holds no set ahead of it: the pairing
+    learns nothing from it, and so reads nothing of it (the scan asks this of every packet: looking for sets in each
+    one cost the common progressive clip's scan ~20% more CPU a packet)."""
+    path = _progressive(tmp_path / f"p.{ext}", fmt)
+    with av.open(str(path)) as c:
+        packets = list(c.demux(video=0))
+        pairs = FieldPairs(c.streams.video[0].codec_context.extradata)
+    searched = []
+    real = h264_field_pairs.h264_parameter_sets
+    monkeypatch.setattr(h264_field_pairs, "h264_parameter_sets",
+                        lambda data, extradata: searched.append(bytes(data)) or real(data, extradata))
+    assert [p for p, _ in pairs.frames(packets)] == packets
+    sliced = [bytes(p) for p in packets if p.size and 1 <= _first_unit(bytes(p), fmt) & 0x1F <= 5]
+    assert len(sliced) >= 5 and not set(sliced) & set(searched)
+    assert len(searched) == sum(1 for p in packets if p.size) - len(sliced)
+
+
+def _first_unit(data: bytes, fmt: str) -> int:
+    """The header byte of the first NAL unit of an x264 packet but a leading delimiter (MP4 / Matroska: 4-byte
+    lengths; MPEG-TS: Annex B, a delimiter first)."""
+    if fmt in ("mp4", "matroska"):
+        return data[4]
+    units = re.split(b"\x00\x00\x00\x01|\x00\x00\x01", data)[1:]
+    return units[1][0] if units[0][0] & 0x1F == 9 else units[0][0]

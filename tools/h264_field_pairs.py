@@ -116,6 +116,22 @@ def _annex_b_ahead_of_slices(data: memoryview) -> list[bytes]:
         head = bytes(data)
 
 
+def _opens_with_slice(data: memoryview, length_size: int | None) -> bool:
+    """Whether nothing but an access unit delimiter comes ahead of the first slice of the H.264 packet `data`
+    (length-prefixed by `length_size` bytes; None: Annex B): no set to learn (`h264_parameter_sets` finds none). Most
+    packets open so (MPEG-TS with a delimiter): their first unit or two are read, not the 4 KiB head of an Annex B one."""
+    if length_size is not None:
+        at = length_size
+        if at < len(data) and data[at] & 0x1F == 9:  # (a delimiter: the unit after it)
+            at += int.from_bytes(data[:length_size], "big") + length_size
+        return at < len(data) and 1 <= data[at] & 0x1F <= 5
+    head = bytes(data[:16])
+    start = head.find(b"\x00\x00\x01")
+    if 0 <= start < len(head) - 3 and head[start + 3] & 0x1F == 9:
+        start = head.find(b"\x00\x00\x01", start + 3)
+    return 0 <= start < len(head) - 3 and 1 <= head[start + 3] & 0x1F <= 5
+
+
 def _ahead_of_slices(data: memoryview, length_size: int) -> Iterator[bytes]:
     """The NAL units of the length-prefixed H.264 packet `data` ahead of its first slice (parameter sets, SEI)."""
     i = 0
@@ -188,6 +204,7 @@ class FieldPairs:
 
     def __init__(self, extradata: bytes | None) -> None:
         self._extradata = extradata
+        self._size = nal_length_size("h264", extradata)  # (None: Annex B)
         self._sps: dict[int, H264Sps] = {}  # by id
         self._pps: dict[int, int] = {}  # PPS id -> SPS id
         self._last: H264Sps | None = None  # the last SPS found
@@ -252,7 +269,9 @@ class FieldPairs:
     def _pictures(self, packet: av.Packet) -> list[tuple[int, bool] | None]:
         """The pictures `packet` codes (`h264_pictures`); one frame picture where fields are not parsed, none where it
         codes no picture."""
-        self._learn(memoryview(packet), self._extradata)  # (the units ahead of its first slice: a few bytes read)
+        view = memoryview(packet)
+        if not _opens_with_slice(view, self._size):  # (most packets: none read; else those ahead of its first slice)
+            self._learn(view, self._extradata)
         if all(sps.frame_mbs_only for sps in self._sps.values()):
             return [None]
         return h264_pictures(bytes(packet), self._extradata, self._sps_of)
