@@ -169,3 +169,36 @@ def test_a_leading_sample_of_parameter_sets_leaves_the_keyframe_transfer_read(tm
     with VideoReader(path) as reader:
         assert reader._hdr == (False, None) and reader._order[0].fields == (0,)
         assert reader.hdr() == "PQ"
+
+
+def test_a_start_trimmed_clip_has_its_keyframe_transfer_read(tmp_path: Path) -> None:
+    """An MP4 cut after its first two samples (an edit list: its first keyframe demuxed discard) whose headers state no
+    transfer (an hvcC record of no arrays, the sets in band): ``hdr()`` before any read decoded that keyframe alone,
+    and FFmpeg dropped its frame as it drops every discarded packet's: None for a PQ clip whose reads say PQ."""
+    raw = tmp_path / "h.hevc"
+    with av.open(str(raw), "w") as c:
+        s = c.add_stream("libx265", rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p10le"
+        s.options = {"x265-params": f"colorprim=bt2020:transfer={X265['PQ']}:colormatrix=bt2020nc:bframes=0:keyint=4:"
+                                    "log-level=0"}
+        for f in id_frames(8):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        c.mux(s.encode())
+    path = tmp_path / "x.mp4"
+    with av.open(str(raw)) as i, av.open(str(path), "w") as o:
+        so = o.add_stream_from_template(i.streams.video[0])
+        so.codec_context.extradata, so.codec_context.color_trc = HVCC, 2  # (no arrays; transfer unspecified)
+        for n, p in enumerate(p for p in i.demux(video=0) if p.size):
+            units = [u for u in re.split(b"\x00\x00\x00\x01|\x00\x00\x01", bytes(p)) if u]
+            packet = av.Packet(b"".join(len(u).to_bytes(4, "big") + u for u in units))
+            packet.stream, packet.time_base, packet.pts, packet.dts = so, Fraction(1, 16), n - 2, n - 2
+            packet.is_keyframe = p.is_keyframe
+            o.mux(packet)
+    with av.open(str(path)) as c:
+        assert [(p.is_keyframe, p.is_discard) for p in c.demux(video=0) if p.size][:3] == [(True, True), (False, True),
+                                                                                         (False, False)]
+    with VideoReader(path) as reader:
+        assert reader._hdr == (False, None)
+        assert reader.hdr() == "PQ"
+    with VideoReader(path) as reader:
+        assert reader.read([0]).shape[0] == 1 and reader.hdr() == "PQ"  # (the read's frame)

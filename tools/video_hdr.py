@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import av
 
-from tools.video_slices import fed_with_pictures
+from tools.video_slices import fed_with_pictures, joined
 
 HDR_TRANSFERS = {16: "PQ", 18: "HLG"}
 """FFmpeg's ``AVColorTransferCharacteristic`` values of the HDR transfers: SMPTE ST 2084 (PQ), ARIB STD-B67 (HLG)."""
@@ -53,11 +53,13 @@ def keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packe
     note, never a fault: the clip's own reads judge its decoding). The demuxer's errors propagate (the caller's
     ``wrapped``). A packet of no picture (a leading sample of the parameter sets alone, flagged a keyframe) is fed at
     the head of the next one, as the reads feed it (`fed_with_pictures`): decoded alone it gave no frame, and None for
-    an HDR clip whose header holds no parameter sets."""
+    an HDR clip whose header holds no parameter sets. A keyframe marked discard (an edit list's cut: a start-trimmed
+    clip's) is decoded from a copy without the mark: FFmpeg drops a discarded packet's frame, and that gave None."""
     stream.thread_type = "SLICE"
     ctx = stream.codec_context
-    for packet, _, _ in fed_with_pictures(packets, ctx.name, ctx.extradata):
+    for packet, _, discard in fed_with_pictures(packets, ctx.name, ctx.extradata):
         if packet.size and packet.is_keyframe:
+            packet = joined(b"", packet) if discard else packet
             try:
                 frames = [*stream.decode(packet), *stream.decode(None)]
             except av.error.FFmpegError:

@@ -187,14 +187,15 @@ def fed_with_pictures(packets: Iterable[av.Packet], codec: str,
             continue
         carried, discard = owed + sum(not p.is_discard for p in held), packet.is_discard and packet.size > 0
         if held and packet.size:
-            packet = _joined(b"".join(bytes(p) for p in held), packet)
+            packet = joined(b"".join(bytes(p) for p in held), packet)
         owed = carried if discard else 0
         yield packet, 0 if discard else carried, discard
         held = []
 
 
-def _joined(head: bytes, packet: av.Packet) -> av.Packet:
-    """`packet` with `head` before its data."""
+def joined(head: bytes, packet: av.Packet) -> av.Packet:
+    """`packet` with `head` before its data, a new packet: not marked discard (an edit list's cut), which it cannot
+    take, and whose frame FFmpeg then gives."""
     joined = av.Packet(head + bytes(packet))
     joined.pts, joined.dts, joined.duration, joined.time_base = packet.pts, packet.dts, packet.duration, \
         packet.time_base
