@@ -132,7 +132,8 @@ def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
     beside the second one's, its id twice for good). A row whose line that manifest no longer holds (deleted, or now
     repeating another clip), or lacking one of the fields, is left to go: written again as it stood, a stale row took
     a new result and stayed until that manifest ran again; one whose line's fields changed since is written with
-    them (the old ones came back until then)."""
+    them (the old ones came back until then). One of a manifest that cannot be read as it stands now is written
+    again as it stood (`current_repeats`)."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     whose = recorded_manifest(str(manifest.resolve()))
     staying = kept_rows(output, goes)  # a key with a row that stays has its row (two outputs concatenated)
@@ -149,9 +150,11 @@ def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
 def current_repeats() -> Callable[[dict[str, Any]], dict[str, Any] | None]:
     """For a repeat row of another manifest (its "manifest_file"): the item of that manifest's line of the row's key as
     the manifest holds it now, at the row's preset and draw, repeating the clip the row repeats; None when it holds no
-    such line or cannot be read (the row goes, and that manifest's next run writes its line's row). Each manifest is
-    read once per preset and draw."""
-    read: dict[tuple[str, str, int], dict[str, dict[str, Any]]] = {}
+    such line (the row goes, and that manifest's next run writes its line's row). Each manifest is read once per
+    preset and draw. When it cannot be read as the file the row names (unreadable now, or that name a link left at
+    a manifest moved, whose lines are keyed by its new name), whether it holds the line is not known: the row as it
+    stood (dropped, that manifest's id was missing from the output until it ran again)."""
+    read: dict[tuple[str, str, int], dict[str, dict[str, Any]] | None] = {}
 
     def line(row: dict[str, Any]) -> dict[str, Any] | None:
         name, preset, draw = row["manifest_file"], row["preset"], row["draw"]
@@ -159,11 +162,16 @@ def current_repeats() -> Callable[[dict[str, Any]], dict[str, Any] | None]:
             return None
         if (name, preset, draw) not in read:
             try:
-                found = drop_repeats(manifest_items(Path(name), preset, draw)[0])[0]
-            except (OSError, ValueError):  # gone or unreadable since `recorded_manifest` looked
-                found = []
-            read[name, preset, draw] = {it["key"]: it for it in found if it.get("repeat_of") is not None}
-        item = read[name, preset, draw].get(row["key"])
+                found = (drop_repeats(manifest_items(Path(name), preset, draw)[0])[0]
+                         if os.path.realpath(name) == name else None)
+            except (OSError, ValueError):  # unreadable (or gone since `recorded_manifest` looked)
+                found = None
+            read[name, preset, draw] = (None if found is None else
+                                        {it["key"]: it for it in found if it.get("repeat_of") is not None})
+        held = read[name, preset, draw]
+        if held is None:
+            return {**{k: row[k] for k in ROW_FIELDS}, "repeat_of": row["repeat_of"], "manifest_file": name}
+        item = held.get(row["key"])
         return item if item is not None and item["repeat_of"] == row["repeat_of"] else None
 
     return line

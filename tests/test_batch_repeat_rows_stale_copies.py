@@ -61,3 +61,44 @@ def test_the_output_is_read_once_at_the_end_of_a_run(monkeypatch, tmp_path):
     assert "1 row(s) of other manifests sharing" in said and "ineligible=1" in said, said
     assert reads == [out, out], reads  # the one read as the run starts, the one as it ends
     assert sorted(r["manifest"]["id"] for r in _rows(out) if "id" in r["manifest"]) == ["a1", "a2", "b2"], _rows(out)
+
+
+def test_a_copy_stays_when_the_other_manifest_cannot_be_read(monkeypatch, tmp_path):
+    """Another manifest there but unreadable now (permissions, an I/O error) may still hold the line: its copy is
+    written again as it stood, as before copies followed that manifest's lines; it went, that manifest's id missing
+    from the output until it ran again."""
+    from graph import batch_repeat_rows
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    real = batch_repeat_rows.manifest_items
+
+    def unreadable(manifest, *args):  # noqa: ANN001, ANN002, ANN202
+        if manifest.resolve() == b.resolve():
+            raise PermissionError(13, "Permission denied", str(manifest))
+        return real(manifest, *args)
+
+    monkeypatch.setattr(batch_repeat_rows, "manifest_items", unreadable)
+    said = _run(a, out)
+    assert "1 row(s) of other manifests sharing" in said, said
+    rows = _rows(out)
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2"], rows
+    assert len({r["result"]["run_id"] for r in rows}) == 1, rows
+
+
+def test_a_copy_stays_when_the_other_manifest_moved_leaving_a_link(monkeypatch, tmp_path):
+    """The other manifest moved, a symlink left at the name its rows record: it still holds the line, under keys of
+    its new name (its next run rewrites its rows under them); its copy is written again as it stood, not dropped."""
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    moved = tmp_path / "moved" / "b.jsonl"
+    moved.parent.mkdir()
+    b.rename(moved)
+    b.symlink_to(moved)
+    said = _run(a, out)
+    assert "1 row(s) of other manifests sharing" in said, said
+    rows = _rows(out)
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2"], rows
+    assert len({r["result"]["run_id"] for r in rows}) == 1, rows
