@@ -226,10 +226,10 @@ def score_batch_command(
         if cut_short:  # a Ctrl-C as the old copies went (said by _drop_replaced), after the closing lines
             raise typer.Exit(130)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
-            if ended is None and not others:  # the file as the run left it, unless read for the copies (unreadable
-                with contextlib.suppress(OSError):  # now: the summary above stands alone)
-                    ended = read_output(out)
-            try:
+            try:  # a Ctrl-C in the read (a slow mount) or the hint: every row is written and said
+                if ended is None and not others:  # the file as the run left it, unless read for the copies
+                    with contextlib.suppress(OSError):  # (unreadable now: the summary above stands alone)
+                        ended = read_output(out)
                 if ended is not None:
                     say_fixable(ended, said)  # what the start said, unchanged, not again
             except KeyboardInterrupt:  # every row is written and said: only the hint is cut short

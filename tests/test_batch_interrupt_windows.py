@@ -76,3 +76,28 @@ def test_a_ctrl_c_while_old_copies_are_removed_says_what_was_written(monkeypatch
     assert "scored=3 zero=0 ineligible=0  usage: calls=" in res.stderr, res.stderr  # the closing line: rows, cost
     assert "interrupted" in res.stderr and "the next run removes them" in res.stderr, res.stderr
     assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "b2", "b2"], _rows(out)  # none lost
+
+
+def test_a_ctrl_c_as_the_output_is_read_for_the_closing_hint_says_every_row_is_in(monkeypatch, tmp_path) -> None:
+    """After an ineligible row the run reads the output once more for the rows a rerun can fix; a Ctrl-C in that read
+    (a slow mount) ended with a traceback, though one in the hint just after it was said."""
+    from graph import batch
+    from tests.graph_scripts import square_batch
+
+    _scripted(monkeypatch, tmp_path)
+    manifest = square_batch(tmp_path, 1)
+    manifest.write_text(manifest.read_text() + "not json\n")  # a bad line: an ineligible row, so the hint is said
+    out = tmp_path / "results.jsonl"
+    real = batch.read_output
+
+    def read_output(path):  # noqa: ANN001, ANN202
+        if path.exists() and "ineligible" in path.read_text():  # the read at the end, once the rows are written
+            raise KeyboardInterrupt
+        return real(path)
+
+    monkeypatch.setattr(batch, "read_output", read_output)
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 130, res.output
+    assert "scored=1 zero=0 ineligible=1" in res.stderr, res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("interrupted: every row of this run is in"), res.stderr
+    assert len(_rows(out)) == 2, _rows(out)
