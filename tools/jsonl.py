@@ -23,13 +23,18 @@ are not JSON, and strict readers (JavaScript, jq, Go, Rust's serde) refuse the w
 A UTF-8 byte-order mark at the start of a file (Windows editors, PowerShell) is skipped by every reader here
 and by the repo's other JSONL readers (`read_text` / `decode_text`, "utf-8-sig"): read as part of the first line,
 that line was no JSON and its row was lost (a `raa score-batch` resume scored the first clip again, and
-`keep_rows` / `mend_tail` deleted it). A file rewritten (`keep_rows`) loses its mark."""
+`keep_rows` / `mend_tail` deleted it). A file rewritten (`keep_rows`) loses its mark.
+
+A JSON integer longer than Python converts (`sys.get_int_max_str_digits`, 4300 digits) makes `json.loads` raise a
+plain ValueError, not JSONDecodeError: `parsed_line` turns it into one, so the readers here name such a line as
+not valid JSON (it let a traceback out of `usable_rows` and `json_lines`)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +135,17 @@ def mend_tail(path: Path) -> None:
         fh.write(b"\n")
 
 
+def parsed_line(line: str) -> Any:
+    """``json.loads(line)``; a number too long for Python's int conversion (module docstring) raises
+    JSONDecodeError saying so, as a line that is no JSON does."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        raise json.JSONDecodeError(f"a number of more than {sys.get_int_max_str_digits()} digits", line, 0) from None
+
+
 def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[str, Any]]:
     """`("PATH:N", value)` for each non-blank line of `path`; `error("PATH:N: not valid JSON (...)")` is
     raised for a line that does not parse, and `error("PATH:N: not UTF-8 text (...)")` for a file that is not
@@ -146,7 +162,7 @@ def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[
             continue
         where = f"{path}:{number}"
         try:
-            value = json.loads(line)
+            value = parsed_line(line)
         except json.JSONDecodeError as exc:
             raise error(f"{where}: not valid JSON ({exc.msg})") from None
         yield where, value
@@ -192,7 +208,7 @@ def usable_rows(path: Path, parse: Callable[[str, Any], T]) -> tuple[list[T], li
         if not line.strip():
             continue
         try:
-            rows.append(parse(where, json.loads(line)))
+            rows.append(parse(where, parsed_line(line)))
         except json.JSONDecodeError as exc:
             skipped.append(SkippedLine(where, f"not valid JSON ({exc.msg})"))
         except LineError as exc:

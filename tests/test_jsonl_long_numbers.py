@@ -1,0 +1,48 @@
+"""A JSON integer longer than Python's int conversion limit (`sys.get_int_max_str_digits`, 4300 digits: a hand edit or
+another tool's output) makes `json.loads` raise a plain ValueError, not JSONDecodeError: `tools.jsonl.usable_rows`
+let it out as a traceback (out of `raa eval compare`, `raa eval draws`, `raa eval reward`'s results reader) and
+`json_lines` raised it bare instead of its caller's error naming the line. Such a line is a bad line like any other."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from evals.compare import compare
+from tests.test_eval_compare import _scores
+from tools.jsonl import json_lines, usable_rows
+
+LONG = "9" * (sys.get_int_max_str_digits() + 1)
+
+
+class Refused(ValueError):
+    pass
+
+
+def test_usable_rows_skips_a_line_with_a_too_long_number_naming_it(tmp_path):
+    f = tmp_path / "rows.jsonl"
+    f.write_text('{"a": 1}\n{"a": ' + LONG + '}\n{"a": 3}\n')
+    rows, skipped = usable_rows(f, lambda where, row: row["a"])
+    assert rows == [1, 3]
+    assert [s.line for s in skipped] == [f"{f}:2"]
+    assert skipped[0].reason.startswith("not valid JSON (a number of more than"), skipped[0].reason
+
+
+def test_json_lines_raises_its_callers_error_for_a_too_long_number(tmp_path):
+    f = tmp_path / "rows.jsonl"
+    f.write_text('{"a": 1}\n{"a": ' + LONG + '}\n')
+    with pytest.raises(Refused, match=rf"^{f}:2: not valid JSON \(a number of more than"):
+        list(json_lines(f, Refused))
+
+
+def test_compare_skips_a_results_line_with_a_too_long_reward(tmp_path):
+    odd, good = _scores(tmp_path, "odd", {"k1": 0.5, "k2": 0.4}), _scores(tmp_path, "good", {"k1": 0.5, "k2": 0.4})
+    rows = odd.read_text().splitlines()
+    rows[1] = rows[1].replace('"reward": 0.4', '"reward": ' + LONG)
+    assert LONG in rows[1]
+    odd.write_text("\n".join(rows) + "\n")
+    c = compare(odd, good)
+    assert [s.line for s in c.a.skipped_lines] == [f"{odd}:2"] and (c.a.rows, c.n) == (1, 1)
+    assert json.loads(rows[0])  # the other line still reads
