@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from evals.table_rows import finite, row_faults
 from tools.jsonl import LineError, SkippedLine, skipped_listing
@@ -145,11 +145,27 @@ def no_preset_rows(path: Path | str, preset: str, presets: list[str]) -> str:
     return f"{path}: no row of preset {preset!r} (presets found: {', '.join(map(shown_preset, presets)) or 'none'})"
 
 
+Side = Literal["both", "A", "B"]
+"""Which file(s) of `raa eval compare` a draw was chosen for: both (``--draw`` alone), or A's (``--draw``) and B's
+(``--draw-b``) apart."""
+
+DRAW_OPTION: dict[Side, str] = {
+    "both": "--draw picks that draw of both files; --draw K --draw-b J compares draw K of A with draw J of B (the same "
+            "clips in two draws differ by the reward's draw noise, which `raa eval draws` measures, as well as by the "
+            "videos)",
+    "A": "--draw picks A's draw (--draw-b B's)",
+    "B": "--draw-b picks B's draw (--draw A's)",
+}
+"""What "no row of draw K" says of the option that chose K (`batch_problem`): with ``--draw-b`` given, ``--draw`` is
+A's alone (it said "--draw picks that draw of both files" of B's missing draw too)."""
+
+
 def batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, preset: str | None,
-                   skipped: list[SkippedLine]) -> str | None:
+                  skipped: list[SkippedLine], side: Side = "both") -> str | None:
     """Why the rows of `path`, of batches `held` ((preset, draw) of each row), give no one batch to compare with
     `draw` / `preset` (None: any): several presets (of draw `draw`) without the option (pooled, they read as one
-    figure; `evals.compare` module docstring), or a draw, preset or the two together that the file does not hold. None when they do."""
+    figure; `evals.compare` module docstring), or a draw, preset or the two together that the file does not hold. None when they do.
+    `side`: the file(s) `draw` was chosen for (`DRAW_OPTION`)."""
     presets = sorted({p for p, _ in held})
     if preset is None and len(drawn := sorted({p for p, d in held if draw in (None, d)})) > 1:
         at = "" if draw is None else f" at draw {draw}"
@@ -162,9 +178,7 @@ def batch_problem(path: Path, held: set[tuple[str, int]], draw: int | None, pres
         found = ", ".join(map(str, sorted({d for _, d in held}))) or "none"
         maybe = (f"; {len(skipped)} line(s) were skipped as no usable row and may have held it:"
                  f"{skipped_listing(skipped)}") if skipped else ""
-        return (f"{path}: no row of draw {draw} (draws found: {found}): --draw picks that draw of both files; "
-                "--draw K --draw-b J compares draw K of A with draw J of B (the same clips in two draws differ by "
-                "the reward's draw noise, which `raa eval draws` measures, as well as by the videos)" + maybe)
+        return f"{path}: no row of draw {draw} (draws found: {found}): {DRAW_OPTION[side]}" + maybe
     if preset is not None and draw is not None and (preset, draw) not in held:
         found = ", ".join(str(d) for p, d in sorted(held) if p == preset)
         return f"{path}: no row of preset {preset!r} at draw {draw} (draws of preset {shown_preset(preset)}: {found})"

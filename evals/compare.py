@@ -106,7 +106,7 @@ from typing import Any
 
 import numpy as np
 
-from evals.batch_rows import eligible_reward, row_draw, row_preset, scored_differently, scorer_label
+from evals.batch_rows import Side, eligible_reward, row_draw, row_preset, scored_differently, scorer_label
 from evals.compare_rows import CompareError, read_results
 from evals.pair_keys import PairKey, key_order, text_twins
 from evals.paired_stats import BOOTSTRAP_DRAWS, bootstrap_ci, sign_test  # noqa: F401  (re-exported)
@@ -252,9 +252,10 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0, 
     from graph.batch import path_identities
 
     identity = path_identities()
+    sides: tuple[Side, Side] = ("both", "both") if draw_b is None else ("A", "B")  # whose draw each option chose
     draw_b, preset_b = (draw if draw_b is None else draw_b), (preset if preset_b is None else preset_b)
-    (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity, preset),
-                                                        read_results(path_b, pair_by, draw_b, identity, preset_b))
+    (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity, preset, sides[0]),
+                                                        read_results(path_b, pair_by, draw_b, identity, preset_b, sides[1]))
     asked = preset is not None and preset_b is not None and preset != preset_b  # the presets are the comparison
     if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there
         rows_b = by_name(rows_b, rows_a)

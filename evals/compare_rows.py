@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.batch_rows import (
+    Side,
     batch_problem,
     results_file_problem,
     row_draw,
@@ -48,11 +49,11 @@ def _parsed(where: str, row: Any, pair_by: str,
 
 
 def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Callable[[Any], str] | None = None,
-                 preset: str | None = None) -> tuple[dict[PairKey, dict[str, Any]], list[dict[str, Any]],
+                 preset: str | None = None, side: Side = "both") -> tuple[dict[PairKey, dict[str, Any]], list[dict[str, Any]],
                                                      list[SkippedLine]]:
     """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), the rows of
     manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw` / `preset`,
-    only the rows of that draw / preset. Raises CompareError for a missing file, one whose every line is skipped, and rows
+    only the rows of that draw / preset (`side`: whose draw `draw` is, `evals.batch_rows.DRAW_OPTION`). Raises CompareError for a missing file, one whose every line is skipped, and rows
     that contradict each other (module docstring)."""
     from graph.batch import path_identities, same_run
 
@@ -66,7 +67,7 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     lines: dict[PairKey, str] = {}  # the line of each key's row, named when the key comes again
     bad: list[dict[str, Any]] = []
     if problem := batch_problem(path, {(row_preset(row), row_draw(row, where)) for where, row, _ in parsed},
-                                 draw, preset, skipped):
+                                 draw, preset, skipped, side):
         raise CompareError(problem)
     named: set[PairKey] = set()  # files two links name as two clips (`two_names`): their rows keyed by their own path
     drawn_at: dict[tuple[str, Any], int] = {}  # the draw of each clip's rows: a clip in two draws is counted twice

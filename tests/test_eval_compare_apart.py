@@ -72,3 +72,20 @@ def test_no_row_of_a_preset_reads_alike_in_compare_and_draws(tmp_path):
     with pytest.raises(DrawsError) as drawn:
         summarize_draws(m, "motion")
     assert str(compared.value).startswith(said) and str(drawn.value).startswith(said)
+
+
+def test_no_row_of_draw_names_the_option_that_picked_it(tmp_path):
+    a = _draws(tmp_path, "a", {0: {"k1": 0.9, "k2": 0.6}})
+    b = _draws(tmp_path, "b", {1: {"k1": 0.5, "k2": 0.8}})
+    with pytest.raises(CompareError) as missed_b:  # B's draw 2, from --draw-b: --draw picked A's alone
+        compare(a, b, draw=0, draw_b=2)
+    said = str(missed_b.value)
+    assert said.startswith(f"{b}: no row of draw 2 (draws found: 1): --draw-b picks B's draw"), said
+    assert "both files" not in said, said
+    with pytest.raises(CompareError) as missed_a:
+        compare(a, b, draw=3, draw_b=1)
+    said = str(missed_a.value)
+    assert said.startswith(f"{a}: no row of draw 3 (draws found: 0): --draw picks A's draw"), said
+    assert "both files" not in said, said
+    with pytest.raises(CompareError, match=r"no row of draw 1 \(draws found: 0\): --draw picks that draw of both"):
+        compare(a, b, draw=1)  # no --draw-b: one draw for both, as before
