@@ -53,8 +53,9 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
                                                      list[SkippedLine]]:
     """Rows of a `raa score-batch` output keyed by `row["manifest"][pair_by]` (or a top-level field), the rows of
     manifest lines that named no clip (not keyed), and the lines skipped as no usable row; with `draw` / `preset`,
-    only the rows of that draw / preset (`side`: whose draw `draw` is, `evals.batch_rows.DRAW_OPTION`). Raises CompareError for a missing file, one whose every line is skipped, and rows
-    that contradict each other (module docstring)."""
+    only the rows of that draw / preset (`side`: whose draw `draw` is, `evals.batch_rows.DRAW_OPTION`). Raises
+    CompareError for a missing file, one whose every line is skipped, and rows that contradict each other (module
+    docstring)."""
     from graph.batch import path_identities, same_run
 
     path, identity = Path(path), identity or path_identities()
