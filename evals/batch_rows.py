@@ -8,16 +8,11 @@ are argued in `evals.compare`'s module docstring. Split from evals/compare.py (i
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from evals.table_rows import finite, row_faults
+from evals.table_rows import MAX_FLOAT, finite, row_faults
 from tools.jsonl import LineError, SkippedLine, skipped_listing
-
-MAX_FLOAT = sys.float_info.max
-"""The largest number a float holds: a whole number above it has no float (``float()`` overflows)."""
-
 
 def row_draw(row: dict[str, Any], where: str) -> int:
     """The stage-cache draw of a score-batch row (0 for rows written before rows recorded it)."""

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, TypeGuard
 
 from graph.usage import USAGE_KEYS
@@ -19,6 +20,10 @@ if TYPE_CHECKING:  # pragma: no cover
 class TableRowError(ValueError):
     """A result row the metrics cannot count (written by hand or another tool); the message names the row and
     the field."""
+
+
+MAX_FLOAT = sys.float_info.max
+"""The largest number a float holds: a whole number above it has no float (``float()`` overflows)."""
 
 
 def finite(value: object) -> TypeGuard[int | float]:
@@ -33,9 +38,11 @@ def finite(value: object) -> TypeGuard[int | float]:
 def usage_counts(usage: object) -> bool:
     """Whether a row's (non-null) ``usage`` is one the usage means can take: an object whose figures
     (`graph.usage.USAGE_KEYS`; a missing one is 0) are whole numbers >= 0 (2.0 too), as a run counts calls, images
-    and tokens. A negative or fractional one (hand-edited) lowered or skewed the means."""
+    and tokens. A negative or fractional one (hand-edited) lowered or skewed the means; a whole number no float holds
+    (above `MAX_FLOAT`: a hand edit's 10**400) overflowed the means' ``float()``."""
     return isinstance(usage, dict) and all(
-        finite(v := usage.get(k, 0)) and v >= 0 and (isinstance(v, int) or v.is_integer()) for k in USAGE_KEYS)
+        finite(v := usage.get(k, 0)) and 0 <= v <= MAX_FLOAT and (isinstance(v, int) or v.is_integer())
+        for k in USAGE_KEYS)
 
 
 def check_row(row: object, where: str) -> dict:

@@ -20,7 +20,8 @@ HUGE = 10**400
 
 def test_finite_takes_a_huge_whole_number_without_overflow():
     assert finite(HUGE) and finite(-HUGE) and not finite(float("inf")) and not finite(True)
-    assert usage_counts({"calls": HUGE}) and not usage_counts({"calls": -HUGE})
+    assert usage_counts({"calls": 10**300}) and not usage_counts({"calls": -HUGE})
+    assert not usage_counts({"calls": HUGE})  # no float holds it: the usage means' float() overflowed
 
 
 def test_a_huge_reward_is_refused_with_its_line_not_a_traceback():
@@ -48,3 +49,23 @@ def test_compare_and_draws_skip_a_huge_reward_naming_its_line(tmp_path):
     assert (c.a.rows, c.n) == (1, 1)
     s = summarize_draws(odd)
     assert [x.line for x in s.skipped_lines] == [f"{odd}:2"] and s.rows == 1
+
+
+def test_a_huge_usage_count_is_refused_naming_its_line_not_an_overflow(tmp_path):
+    """A usage figure no float holds passed `usage_counts` (every int is finite), then the usage means' float()
+    overflowed: `raa eval report` ended in OverflowError, and `raa eval reward` kept the row (not `damaged`), so
+    every rerun's table did too. It is refused as a usage of whole numbers, its row scored again."""
+    from typer.testing import CliRunner
+
+    from evals.result_rows import damaged
+    from graph.cli import app
+
+    row = {"path": "/c/a.mp4", "preset": "full", "label": "failure", "reward": 0.5, "status": "scored",
+           "judge": {"status": "judged", "reasonable": False}, "usage": {"calls": HUGE}}
+    assert damaged(row) and not damaged({**row, "usage": {"calls": 10**300}})
+    out = tmp_path / "ev"
+    out.mkdir()
+    (out / "results.jsonl").write_text(json.dumps(row) + "\n")
+    res = CliRunner().invoke(app, ["eval", "report", str(out)], env={"RAA_TRACES_PATH": str(tmp_path / "t.db")})
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"{out / 'results.jsonl'}:1: field 'usage' must be" in text, (text, res.exception)
