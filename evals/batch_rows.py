@@ -14,6 +14,7 @@ from typing import Any, Literal
 from evals.table_rows import MAX_FLOAT, finite, row_faults
 from tools.jsonl import LineError, SkippedLine, skipped_listing
 
+
 def row_draw(row: dict[str, Any], where: str) -> int:
     """The stage-cache draw of a score-batch row (0 for rows written before rows recorded it)."""
     draw = row.get("draw", 0)
