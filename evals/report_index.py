@@ -143,13 +143,15 @@ class SummaryError(ValueError):
     """DIR/summary.json cannot be read as the last run's scope (module docstring)."""
 
 
-def repair_hint(rerun: str | None, out: Path, where: str) -> str:
-    """What to do about the results.jsonl row at `where` (``PATH:N``) that `raa eval report` refuses: the run's own
-    command `rerun` (None: not recorded) scores it again (`evals.result_rows.damaged`), or its line goes."""
-    again = f"run `{rerun}`" if rerun else f"rerun `raa eval reward` with its manifest and -o {shlex.quote(str(out))}"
+def repair_hint(rerun: str | None, out: Path, where: str, preset: str) -> str:
+    """What to do about the results.jsonl row at `where` (``PATH:N``) of `preset` that `raa eval report` refuses: the
+    run's own command `rerun` (None: not recorded) scores it again (`evals.result_rows.damaged`), or its line goes.
+    Without a recorded run the hint names the row's preset: `raa eval reward` without --presets scores full alone."""
+    again = (f"run `{rerun}` (it scores that row again)" if rerun else
+             f"rerun `raa eval reward` with its manifest and -o {shlex.quote(str(out))} (it scores that row again with "
+             f"--presets naming {preset})")
     path, _, line = where.rpartition(":")
-    return (f"to repair it, {again} (it scores that row again), or delete line {line} of {path} (its clip and "
-            "preset then read as not scored)")
+    return f"to repair it, {again}, or delete line {line} of {path} (its clip and preset then read as not scored)"
 
 
 def input_errors() -> tuple[type[Exception], ...]:
@@ -279,7 +281,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         try:
             check_label(check_result_row(row, where := lines[(row["path"], row["preset"])][0]), where)
         except TableRowError as exc:
-            raise TableRowError(f"{exc}; {repair_hint(rerun, out, where)}") from None
+            raise TableRowError(f"{exc}; {repair_hint(rerun, out, where, row['preset'])}") from None
     metrics = all_metrics(rows, presets) if presets else []
 
     found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,

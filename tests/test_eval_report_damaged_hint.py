@@ -41,3 +41,16 @@ def test_without_a_recorded_run_the_hint_names_the_folder(tmp_path):
     assert code == 2 and f"{out / 'results.jsonl'}:2" in text, text
     assert f"rerun `raa eval reward` with its manifest and -o {shlex.quote(str(out))} (it scores" in text, text
     assert "or delete line 2 of" in text, text
+
+
+def test_without_a_recorded_run_the_hint_names_the_rows_preset(tmp_path):
+    """`raa eval reward` scores preset full unless --presets says otherwise: a hint without it named a command that
+    left a refused row of preset direct as it was."""
+    out = tmp_path / "ev"
+    out.mkdir()
+    rows = [{**GOOD, "preset": "direct"}, {**GOOD, "path": "/c/b.mp4", "preset": "direct", "reward": 1.5}]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = CliRunner().invoke(app, ["eval", "report", str(out)], env={"RAA_TRACES_PATH": str(tmp_path / "t.db")})
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and f"{out / 'results.jsonl'}:2" in text, text
+    assert f"-o {shlex.quote(str(out))} (it scores that row again with --presets naming direct)" in text, text
