@@ -49,16 +49,17 @@ _SPENT_BUDGET = "budget_exceeded"
 cost: ..., Max budget: ...": a 429 in its current versions, BerriAI/litellm#36729; a 400 before, BerriAI/litellm#4139),
 which a wait of seconds does not refill."""
 _BUDGET_WORDS = re.compile(r"(?<![a-z] )(?:budget has been exceeded!|max budget limit reached|exceeded budget for)|"
-                           r"exceededbudget:")
+                           r"exceededbudget:|\b(?:team|user)=[^\s,]+ over budget\. spend=")
 """A LiteLLM proxy's words for a spent budget, read where its error type is not `_SPENT_BUDGET`: a proxy relaying
 another's budget error inside its own message, `type` None ("litellm.BadRequestError: OpenAIException - Budget has been
 exceeded! Current cost: ..., Max budget: ...", as a maintainer quotes it: BerriAI/litellm#14144; "No deployments
 available - crossed budget: Exceeded budget for deployment ...", ibid.), its `max_budget_limiter` hook's 429 "Max
 budget limit reached." (litellm/proxy/hooks/max_budget_limiter.py, `type` "None"), an end user's "ExceededBudget: End
-User=... over budget. Spend=..., Budget=..." (litellm/proxy/auth/auth_checks.py). Each was retried as a 429, then
-"transport", or "refused" as a 400. As LiteLLM writes them: a phrase that opens the message or a clause, not one after a
-word ("the frame budget has been exceeded", "I exceeded budget for frames": a 400 quoting the request, the model's own
-earlier answer); and read in a 4xx only (`_budget_words`)."""
+User=... over budget. Spend=..., Budget=..." (litellm/proxy/auth/auth_checks.py), and a team's in its words of late
+2024, "Team=... over budget. Spend=..., Budget=..." (no "ExceededBudget:" before it; `common_checks` there). Each was
+retried as a 429, then "transport", or "refused" as a 400. As LiteLLM writes them: a phrase that opens the message or
+a clause, not one after a word ("the frame budget has been exceeded", "I exceeded budget for frames": a 400 quoting the
+request, the model's own earlier answer); and read in a 4xx only (`_budget_words`)."""
 _NO_BALANCE = "credit balance is too low"
 """Anthropic's words for an account without credit, a 400 `invalid_request_error` ("Your credit balance is too low to
 access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", as its users quote it:
@@ -71,9 +72,9 @@ def no_credit(exc: BaseException) -> bool:
     `insufficient_quota` ("You exceeded your current quota, please check your plan and billing details.", a 429) as
     its code or type, or in its words under another status or code (`_NO_QUOTA`), a LiteLLM proxy's spent budget
     (`_SPENT_BUDGET`, or in its words: `_budget_words`), Anthropic's spent balance (`_NO_BALANCE`), or those words in
-    another chat model's `ModelError` (no status, code or type to read): no wait tops the account up, so not retried (a 429 was, as a rate limit, then
-    "transport"; a 402 or 400 was "refused", the model's answer about every clip), and "settings"
-    (`settings_problem`)."""
+    another chat model's `ModelError` (no status, code or type to read): no wait tops the account up, so not retried
+    (a 429 was, as a rate limit, then "transport"; a 402 or 400 was "refused", the model's answer about every clip),
+    and "settings" (`settings_problem`)."""
     if isinstance(exc, openai.APIStatusError) and (
             exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or exc.type == _SPENT_BUDGET):
         return True

@@ -180,3 +180,20 @@ def test_a_structured_part_named_before_a_service_unavailable_is_no_rejection(wo
     """HTTP's own reason phrase, or a path down for now, after a structured part's name (another chat model's 5xx
     `ModelAPIError` is read for a rejection, whatever its status): no rejection of the method."""
     assert not _STRUCTURED.search(words)
+
+
+LITELLM_RELAYED_TEAM_BUDGET = {"error": {
+    "message": "litellm.BadRequestError: OpenAIException - Team=99c74652-6e33-4dbd-93f3-5b545da15ade over budget. "
+               "Spend=10.52, Budget=10.0. Received Model Group=gpt-4o\nAvailable Model Group Fallbacks=None",
+    "type": None, "param": None, "code": "400"}}
+"""A LiteLLM proxy's spent team budget in its words of late 2024 (litellm/proxy/auth/auth_checks.py `common_checks`
+raised `BudgetExceededError(message=f"Team={team_id} over budget. Spend=..., Budget=...")`), relayed by another proxy:
+`type` None, no "ExceededBudget:" before it."""
+
+
+@pytest.mark.parametrize("status", [400, 429])
+def test_a_litellm_team_budget_in_its_earlier_words_is_no_credit(status: int) -> None:
+    fault, sent = _call(status, LITELLM_RELAYED_TEAM_BUDGET)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
+
