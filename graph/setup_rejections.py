@@ -15,6 +15,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   clip's request fails alike), a request model without it (pydantic's "Input should be 'text' or 'json_object'" at
   `response_format.type`), LM Studio's "'response_format.type' must be 'json_schema' or 'text'" (no json_object), older
   llama.cpp's "response_format type must be one of ...".
+  Also function_calling's forced tool call that a model serving tool calls does not take: DeepSeek's "Thinking mode
+  does not support this tool_choice" (its V4 models think by default, and then take only "auto" or "none").
   Fix: another structured method; for a schema the backend cannot compile, json_mode (vLLM compiles function_calling's
   forced tool call with the same backend: its xgrammar rejection of one is "structured" too; of a tool round's
   tools, "tools").
@@ -204,6 +206,11 @@ for a tool's parameters): a json_schema `response_format` and a forced tool call
 compiled alike, so only json_mode, which sends no schema, avoids it; a tool round's tools (not forced) are no
 structured method's: "tools", whose way out is inspecting without them (`INSPECT_PLAN`), with json_mode where the
 method compiles the plan's schema too (it named the plan alone: a second run, a second fault, to learn json_mode)."""
+_NO_FORCED_CALL = re.compile(r"thinking mode does not support this tool_choice")
+"""A model that takes tool calls but not a forced one, in its words: DeepSeek's 400 for a `tool_choice` naming a
+function (or "required") while thinking, its V4 models' default (as its users quote it: deepseek-ai/DeepSeek-V3#1376,
+tickernelz/opencode-mem#253). Read for a forced call only (`_forced`: function_calling's): a tool round's "auto" is
+taken. It was "refused" for every clip; json_mode and json_schema send no tool call."""
 _NO_TEMPERATURE = "unsupported parameter: 'temperature'"
 """OpenAI's words (code `unsupported_parameter`) for a model that takes no temperature at all (`_TEMPERATURE`)."""
 _TEMPERATURE = re.compile(r"unsupported value: 'temperature' does not support|" + re.escape(_NO_TEMPERATURE))
@@ -323,7 +330,7 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
                               (not _forced(sent) and _SCHEMA_COMPILER.search(text))):
         return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
     if (structured and _STRUCTURED.search(text)) or \
-            (_forced(sent) and _SCHEMA_COMPILER.search(text)):
+            (_forced(sent) and (_SCHEMA_COMPILER.search(text) or _NO_FORCED_CALL.search(text))):
         return "structured", sent
     if sent.get("temperature") is not None and _TEMPERATURE.search(text):
         return "temperature", sent

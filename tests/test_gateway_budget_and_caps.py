@@ -15,7 +15,7 @@ import json
 import pytest
 
 from graph.backbone import BackboneFault, Usage
-from graph.setup_rejections import _STRUCTURED, limit_kind
+from graph.setup_rejections import _STRUCTURED, limit_kind, unsupported_part
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_http import good, make, run
 from tests.test_settings_answers import _status
@@ -38,12 +38,12 @@ LITELLM_END_USER_BUDGET = {"error": {
 budget. Spend=..., Budget=..."), here without its `budget_exceeded` type (relayed, or an older proxy)."""
 
 
-def _call(status: int, body: dict, replies: int = 3) -> tuple[BackboneFault | None, int]:
-    """The fault (None: a valid reply came) of a call whose server answers `replies` times with `body`, then well;
-    and how many requests it got (2 retries allowed)."""
-    with OpenAIStub([StubReply(status=status, body=json.dumps(body))] * replies + [good("json_schema")]) as stub:
+def _call(status: int, body: dict, replies: int = 3, method: str = "json_schema") -> tuple[BackboneFault | None, int]:
+    """The fault (None: a valid reply came) of a `method` call whose server answers `replies` times with `body`, then
+    well; and how many requests it got (2 retries allowed)."""
+    with OpenAIStub([StubReply(status=status, body=json.dumps(body))] * replies + [good(method)]) as stub:
         try:
-            run(make(stub, "json_schema", max_retries=2), Usage())
+            run(make(stub, method, max_retries=2), Usage())
         except BackboneFault as fault:
             return fault, len(stub.requests)
     return None, len(stub.requests)
@@ -197,3 +197,27 @@ def test_a_litellm_team_budget_in_its_earlier_words_is_no_credit(status: int) ->
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
 
+
+DEEPSEEK_THINKING_TOOL_CHOICE = {"error": {"message": "Thinking mode does not support this tool_choice",
+                                           "type": "invalid_request_error", "param": None,
+                                           "code": "invalid_request_error"}}
+"""DeepSeek's 400 for a forced tool call (`tool_choice` naming a function, or "required") to a model in thinking mode,
+the V4 models' default (as its users quote it: deepseek-ai/DeepSeek-V3#1376, tickernelz/opencode-mem#253,
+duolahypercho/codex-router#106): function_calling's call, refused for every clip."""
+
+
+def test_deepseek_s_thinking_mode_refusing_a_forced_tool_call_names_another_method() -> None:
+    fault, sent = _call(400, DEEPSEEK_THINKING_TOOL_CHOICE, replies=1, method="function_calling")
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "RAA_STRUCTURED_METHOD=json_mode or json_schema" in fault.message, fault.message
+    assert "does not serve tool calls" not in fault.message, fault.message  # it does: a tool round's are served
+
+
+TOOL_ROUND = {"tools": [{"type": "function", "function": {"name": "zoom"}}], "tool_choice": "auto"}
+
+
+@pytest.mark.parametrize("sent", [TOOL_ROUND, {"response_format": {"type": "json_object"}}, {}],
+                         ids=["tool_round", "json_mode", "nothing"])
+def test_thinking_mode_s_tool_choice_words_for_a_request_without_a_forced_call_are_no_rejected_part(sent: dict) -> None:
+    """No forced call was sent: the words are no rejection of a part of this request (\"refused\", as before)."""
+    assert unsupported_part(_status(400, DEEPSEEK_THINKING_TOOL_CHOICE), sent) is None
