@@ -65,3 +65,25 @@ def test_old_copies_that_cannot_be_removed_are_said_and_the_next_run_removes_the
     rows = _rows(out)
     assert sorted(r["manifest"]["id"] for r in rows) == ["a2", "b1", "b2"] and len(model.calls) == calls, rows
     assert len({r["result"]["run_id"] for r in rows}) == 1, rows
+
+
+def test_a_ctrl_c_while_other_manifests_are_read_is_said_and_changes_nothing(monkeypatch, tmp_path):
+    """A Ctrl-C as other manifests are read for the copies to write again (a slow mount), before the tools load:
+    said as one before any clip was scored, the output as it was, exit 130; the same command then runs the batch."""
+    from graph import batch_repeat_rows
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    before = out.read_text()
+
+    def interrupted(*args):  # noqa: ANN002, ANN202
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(batch_repeat_rows, "manifest_items", interrupted)
+        said = _run(a, out, code=130)
+    assert "interrupted before any clip was scored" in said and "is as it was" in said, said
+    assert out.read_text() == before
+    _run(a, out)
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "b2"], _rows(out)

@@ -102,3 +102,49 @@ def test_a_copy_stays_when_the_other_manifest_moved_leaving_a_link(monkeypatch, 
     rows = _rows(out)
     assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2"], rows
     assert len({r["result"]["run_id"] for r in rows}) == 1, rows
+
+
+def test_manifests_run_through_a_symlinked_folder_keep_their_copies_current(monkeypatch, tmp_path):
+    """Run through a symlinked folder (a home or /tmp that is a link): a row records its manifest's resolved name,
+    which is no link, so another manifest's copy is written again with its line as that manifest holds it now (not
+    as it stood, as for a manifest moved with a link left), and that manifest's next run has nothing to write."""
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "home").symlink_to(tmp_path / "real")
+    out, a, b = first_row_deleted(tmp_path / "home")  # every run names the files through the link
+    _write(b, [{"path": "c0.mp4", "instruction": TASK, "id": i} for i in ("b1", "b2-new")])
+    said = _run(a, out)
+    assert "1 row(s) of other manifests sharing" in said, said
+    rows = _rows(out)
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2-new"], rows
+    assert len({r["result"]["run_id"] for r in rows}) == 1, rows
+    said = _run(b, out)
+    assert "0 to score" in said and "to take an earlier line's result" not in said, said
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a2", "b1", "b2-new"], _rows(out)
+
+
+def test_each_other_manifest_is_read_once_per_run(monkeypatch, tmp_path):
+    """Two other manifests with two copies each of a row this run scores again: each is read once, not per copy."""
+    from graph import batch_repeat_rows
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    c = tmp_path / "c.jsonl"
+    for manifest in (b, c):
+        _write(manifest, [{"path": "c0.mp4", "instruction": TASK, "id": f"{manifest.stem}{i}"} for i in (1, 2, 3)])
+        _run(manifest, out)
+    out.write_text("".join(line for line in out.read_text().splitlines(keepends=True) if '"repeat_of"' in line))
+    reads = []
+    real = batch_repeat_rows.manifest_items
+
+    def counted(manifest, *args):  # noqa: ANN001, ANN002, ANN202
+        reads.append(manifest)
+        return real(manifest, *args)
+
+    monkeypatch.setattr(batch_repeat_rows, "manifest_items", counted)
+    said = _run(a, out)
+    assert "4 row(s) of other manifests sharing" in said, said
+    assert sorted(reads) == [b, c], reads
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "b2", "b3", "c2", "c3"], _rows(out)
