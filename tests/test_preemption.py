@@ -382,3 +382,12 @@ def test_a_signal_during_the_evaluation_a_resume_owes_names_the_checkpoint_it_re
     assert text.startswith("stopped by SIGTERM at iteration 1; this launch saved no checkpoint") and "saved." not in text, text
     assert f"--resume continues from {run / 'checkpoints' / 'iter_000001'}, the checkpoint this launch resumed" in text
     assert (run / "checkpoints" / "latest").read_text().strip() == "iter_000001"
+
+
+def test_a_resumed_launch_stopped_after_the_last_evaluation_it_owed_does_not_send_the_user_to_resume():
+    """A resume at the run's last iteration (export: none) that ran the held-out evaluation it owed and was then
+    stopped said "--resume continues from <checkpoint>" and, in the same message, "nothing is left to resume"."""
+    err = str(TrainingStopped(10, signal.SIGTERM, "out/checkpoints/iter_000010", saved=False, last=True))
+    assert "the run is complete and nothing is left to resume" in err, err
+    assert "--resume" not in err and "saved." not in err, err
+    assert "out/checkpoints/iter_000010" in err, err

@@ -72,7 +72,8 @@ class TrainingStopped(RuntimeError):
     def __init__(self, iteration: int, signum: int, checkpoint: str | None, *, saved: bool = True,
                  last: bool = False, evaluation: int | None = None, export_to: Path | None = None) -> None:
         """``saved`` False: this launch (a resume) saved no checkpoint before the stop, and ``checkpoint`` is the
-        one it resumed from, which a restart continues from again (it used to say "saved"); ``last``:
+        one it resumed from, which a restart continues from again (it used to say "saved"), or, after the run's last iteration with
+        nothing skipped, the run's end; ``last``:
         ``iteration`` was the run's last (``max_iterations``); ``evaluation`` and ``export_to``: what that stop
         skipped (`skipped_at_end`: with ``export: none`` and no held-out evaluation due, nothing, and the run is
         complete); ``checkpoint`` None: a fresh run stopped after its baseline evaluation (iteration 0), before
@@ -83,10 +84,15 @@ class TrainingStopped(RuntimeError):
             super().__init__(f"stopped by {name} before the first iteration; nothing was trained and no checkpoint "
                              f"saved: {NO_CHECKPOINT}")
             return
-        head = (f"stopped by {name} after iteration {iteration}; checkpoint {checkpoint} saved." if saved else
-                f"stopped by {name} at iteration {iteration}; this launch saved no checkpoint: --resume continues "
-                f"from {checkpoint}, the checkpoint this launch resumed from.")
         skipped = skipped_at_end(evaluation, export_to)
+        if saved:
+            head = f"stopped by {name} after iteration {iteration}; checkpoint {checkpoint} saved."
+        elif last and not skipped:  # nothing for a restart to continue: "--resume continues from" contradicted
+            head = (f"stopped by {name} at iteration {iteration}; this launch saved no checkpoint, and needs none: "
+                    f"{checkpoint}, the checkpoint it resumed from, is the run's end.")  # the todo's "complete"
+        else:
+            head = (f"stopped by {name} at iteration {iteration}; this launch saved no checkpoint: --resume continues "
+                    f"from {checkpoint}, the checkpoint this launch resumed from.")
         if not last:
             todo = " Continue the run with --resume" if saved else ""
         elif not skipped:  # export: none, no evaluation due: the checkpoint was the run's end
