@@ -72,10 +72,10 @@ class TrainingStopped(RuntimeError):
     def __init__(self, iteration: int, signum: int, checkpoint: str | None, *, saved: bool = True,
                  last: bool = False, evaluation: int | None = None, export_to: Path | None = None) -> None:
         """``saved`` False: this launch (a resume) saved no checkpoint before the stop, and ``checkpoint`` is the
-        one it resumed from, which a restart continues from again (it used to say "saved"), or, after the run's last iteration
-        with nothing skipped, the run's end; ``last``: ``iteration`` was the run's last (``max_iterations``); ``evaluation`` and ``export_to``: what that stop
-        skipped (`skipped_at_end`: with ``export: none`` and no held-out evaluation due, nothing, and the run is
-        complete); ``checkpoint`` None: a fresh run stopped after its baseline evaluation (iteration 0), before
+        one it resumed from, which a restart continues from again (it used to say "saved"), or, after the run's
+        last iteration with nothing skipped, the run's end; ``last``: ``iteration`` was the run's last
+        (``max_iterations``); ``evaluation`` and ``export_to``: what that stop skipped (`skipped_at_end`: with
+        ``export: none`` and no held-out evaluation due, nothing, and the run is complete); ``checkpoint`` None: a fresh run stopped after its baseline evaluation (iteration 0), before
         anything was trained or saved."""
         name = signal.Signals(signum).name
         self.signum = signum

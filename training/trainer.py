@@ -161,6 +161,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
     # preemption.py: before the opening evaluation, where a scheduler's signal took the default action (the rank
     stops = opened.stops = StopRequest().install() if cfg.on_signal == "checkpoint" else None  # killed, W&B open)
     end = cfg.max_iterations
+    export_to = out_dir / "final" if cfg.export == "final" else None  # what a stop after the last iteration skips
     # the opening evaluation: a fresh run's baseline, or the one a resume owes (a stop skipped it, a new measurement)
     if eval_prompts and (start == 0 or pending_eval(cfg, start, log.eval_path, key)):
         stop_on([held_out(start)], start, ckpt_dir, close)  # W&B alone failed (its files whole): stop, as after a save
@@ -168,7 +169,7 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
             dist.barrier()  # (a fresh run's baseline: nothing trained, no checkpoint; a resume's: its checkpoint's)
             raise closed_before_stop(close, TrainingStopped(
                 start, signum, str(ckpt_dir / ds_engine.iteration_tag(start)) if start else None, saved=False,
-                last=start == cfg.max_iterations, export_to=out_dir / "final" if cfg.export == "final" else None))
+                last=start == cfg.max_iterations, export_to=export_to))
     if start > 0 and cfg.eval_patience is not None and evals_since_best(means) >= cfg.eval_patience and start < end:
         # the patience ran out at the checkpoint (training/best.py): where the run without a stop signal ended;
         # it trained on to its next evaluation
@@ -315,19 +316,19 @@ def _train(cfg: TrainConfig, opened: Opened, local_rank: int, reward_tokens: dic
                 if not agreed:  # (agreed already where the iteration evaluated)
                     wandb_down = logs_agreed(unlogged, unsynced, it + 1, ckpt_dir, close)
                 checkpoint(it + 1)
+        owed = it + 1 if due and not evaluated else None  # the held-out evaluation a stop here skipped
         if signum or stalled:
             dist.barrier()  # every rank has written its part before any of them exits
             folder = str(ckpt_dir / ds_engine.iteration_tag(it + 1))  # closed with the stop's exit code (W&B's)
-            stop = TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations,
-                                   evaluation=it + 1 if due and not evaluated else None, export_to=out_dir / "final" if cfg.export == "final" else None) if signum else \
+            stop = TrainingStopped(it + 1, signum, folder, last=it + 1 == cfg.max_iterations, evaluation=owed,
+                                   export_to=export_to) if signum else \
                 RewardsStalled(it + 1, skipped, folder, why[0]["reason"] if why else "no group had 2 eligible rewards",
                                log.ineligible_path)
             if wandb_down is not None:  # the stop's exit code is what a scheduler's requeue reads
                 stop.add_note(f"also: {failed_on(wandb_down)}")
             raise closed_before_stop(close, stop)
         stop_on([wandb_down], it + 1, ckpt_dir, close,  # after its checkpoint: --resume continues from it, or
-                todo=last_wandb_todo(it + 1 if due and not evaluated else None,  # only runs what the stop skipped
-                                     out_dir / "final" if cfg.export == "final" else None)
+                todo=last_wandb_todo(owed, export_to)  # only runs what the stop skipped
                 if it + 1 == cfg.max_iterations else None)
         if plateau and it + 1 < cfg.max_iterations:  # eval_patience: end here as if this were the last iteration
             stop_early(it + 1)
