@@ -391,3 +391,30 @@ def test_a_resumed_launch_stopped_after_the_last_evaluation_it_owed_does_not_sen
     assert "the run is complete and nothing is left to resume" in err, err
     assert "--resume" not in err and "saved." not in err, err
     assert "out/checkpoints/iter_000010" in err, err
+
+
+@pytest.mark.slow  # two in-process launches with a model (~40 s here)
+def test_a_signal_during_the_evaluation_a_finished_runs_resume_owes_says_the_run_is_complete(
+        tmp_path, one_rank_env, monkeypatch):
+    """A resume of a run at its last iteration (export: none) that owes a held-out evaluation (here: a new
+    measurement) and is stopped during it: the evaluation ran, so nothing is left, but the message said
+    "--resume continues from .../iter_000001" as well as "nothing is left to resume"."""
+    import training.trainer
+    from tests.test_trainer_closing import _cfg
+
+    training.trainer.train(_cfg(tmp_path, "--tensorboard", "false"))  # 1 iteration, export: none, no evaluation
+    real = training.trainer.evaluate_everywhere
+
+    def evaluating(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if isinstance(getattr(signal.getsignal(signal.SIGTERM), "__self__", None), StopRequest):
+            os.kill(os.getpid(), signal.SIGTERM)  # (never the default action: it ends pytest)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(training.trainer, "evaluate_everywhere", evaluating)
+    cfg = _cfg(tmp_path, "--tensorboard", "false", "--resume", "--eval_every", "1",
+               "--eval_dataset", "[{text: 'open the drawer', image_seed: 3}]")
+    with pytest.raises(TrainingStopped) as info:
+        training.trainer.train(cfg)
+    text, run = str(info.value), tmp_path / "run"
+    assert "the run is complete and nothing is left to resume" in text and "--resume" not in text, text
+    assert [json.loads(line)["iteration"] for line in (run / "eval.jsonl").read_text().splitlines()] == [1]
