@@ -114,3 +114,40 @@ def test_a_raw_mpeg2_stream_s_p_frame_damaged_into_a_b_frame_still_fails_its_gop
             with pytest.raises(VideoDecodeError, match="could not be decoded: the decoder met corrupt data in frame 3"):
                 reader.read(wanted)
         assert read_ids(reader.read([0, 1, 2, 12, 20])) == [0, 1, 2, 12, 20]
+
+
+def _vop_p_as_b(data: bytearray, start: int, size: int) -> None:
+    """The MPEG-4 part 2 VOP header's vop_coding_type (its first 2 bits) turned from P (1) to B (2)."""
+    at = start + bytes(data[start:start + size]).find(b"\x00\x00\x01\xb6") + 4
+    assert data[at] >> 6 == 1  # (a P-VOP)
+    data[at] = (data[at] & 0x3F) | (2 << 6)
+
+
+@pytest.mark.parametrize(("file", "first"), [("m4.mp4", 4), ("m4.avi", 3)])
+def test_an_mpeg4_p_frame_damaged_into_a_b_frame_fails_its_gop(tmp_path, file, first):
+    """MPEG-4 part 2 (B-frames, GOP 12): packet 4 (decode order: the P-frame shown as frame 6) has its VOP's coding
+    type broken into B. FFmpeg's decoder skips it, and the two B-frames after it, with no error and no flag, and
+    decodes frames 7-11 against P-frame 3: wrong pictures. The reader took the gap for frames the decoder dropped,
+    the timestamps labelling the rest: reads of frames 7-11 gave those pictures with no error; in AVI, whose
+    timestamps are its parser's from the picture types (the damaged one's too), frame 6 gave P-frame 3's picture.
+    Each frame now reads as it should or fails: those from the dropped ones to the next keyframe fail."""
+    clean = _b_frame_clip(tmp_path / file, "mpeg4")
+    bad = _damaged(clean, 4, _vop_p_as_b)
+    broken = _decode(bad)
+    assert len(broken) == N - 3 and not any(flagged for _, flagged in broken.values())  # the premise: dropped, silent
+    with VideoReader(clean) as reader:
+        want = reader.read(range(N))
+    failed = []
+    with VideoReader(bad) as reader:
+        for i in range(N):
+            try:
+                got = reader.read([i])
+            except VideoDecodeError as e:
+                assert str(e).startswith(f"{bad}: frame {i} of {N} could not be decoded"), e
+                failed.append(i)
+                continue
+            assert np.array_equal(got[0], want[i]), i
+        assert failed == list(range(first, 12))
+        with pytest.raises(VideoDecodeError, match=f"frame 7 of {N} could not be decoded: .*no frame and no error"):
+            reader.read([7])
+        assert np.array_equal(reader.read(range(12, N)), want[12:])

@@ -182,6 +182,17 @@ class DamageWatch:
         self._out.add(tag)
         self._failed = True
 
+    def dropped(self, what: str) -> None:
+        """The decoder gave no frame, and no error, for a frame shown before the one just out (MPEG-4 part 2 skips a
+        P-frame damaged into a B-frame, and the B-frames after it): ``what`` damages the frames decoded from the first
+        packet since the last keyframe out that gave no frame yet (the dropped one's, or one before it), or else from
+        the frame just out (its timestamp may be a parser's from the picture types, the damaged one's too (AVI): a
+        frame decoded before the dropped one, under a later frame's timestamp), up to the next keyframe."""
+        tag, floor = self._last
+        gone = -1 if self._last == _UNPLACED else next(
+            (t for t in range(max(floor, 0), tag) if t not in self._out), tag)
+        self._bad.append((gone, gone, what, False))
+
     def damage(self, place: Place, *, settled: bool = True) -> str | None:
         """What damaged the frame at ``place`` (every packet decoded before it out too: ``settled``), else None; not
         ``settled``, a flagged B-frame not yet shown to be one (``_unreferenced``) damages none but itself."""

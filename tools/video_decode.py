@@ -16,7 +16,7 @@ import av
 from av.codec.context import ThreadType
 from av.video.frame import PictureType
 
-from tools.video_damage import DROP_HORIZON, DamageWatch, frame_tag
+from tools.video_damage import DROP_HORIZON, UNREFERENCED_B, DamageWatch, frame_tag
 from tools.video_scan import FrameIndex, Source, VideoDecodeError, mid_gop_error
 from tools.video_seek import SeekDamaged, SeekFailed, SeekMissed, seek_keyframe, seek_landed
 
@@ -61,6 +61,18 @@ def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[in
         out.add(i)
         watch.came_out(frame, i)
         watch.check()
+
+
+def _dropped(watch: DamageWatch, gone: int, i: int) -> None:
+    """Frame ``i``, just out, came after frames from ``gone`` that the decoder gave no frame for, with no error: in
+    ``UNREFERENCED_B``'s codecs the decoder skips a B-frame it cannot place (MPEG-4 part 2: a P-frame damaged into a
+    B-frame, and the B-frames after it), and decodes the frames after it against the reference before it, wrong, with
+    no flag; where the timestamps are a parser's, from the picture types (AVI gives MPEG-4 part 2 its parser's), they
+    are another frame's from there on (``DamageWatch.dropped``). (H.264 / HEVC field pairs and leading pictures give
+    no frame of their own where nothing is damaged.)"""
+    watch.dropped(f"in {f'frame {gone}' if i == gone + 1 else f'frames {gone}-{i - 1}'}, for which it gave no frame "
+                  "and no error: the frames decoded after it up to the next keyframe may reference it, and their "
+                  "timestamps may be another frame's")
 
 
 def _missed(watch: DamageWatch) -> SeekMissed:
@@ -125,7 +137,9 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     raise _missed(watch)
                 if i is None or i <= last:  # timestamps out of presentation order
                     raise OutOfOrder
-                # a gap from the start: frames the decoder dropped; the timestamps still label the rest
+                # a gap from the start: frames the decoder dropped; the timestamps still label the rest, unless
+                if stream.codec_context.name in UNREFERENCED_B:  # the decoder skipped a frame it could not place
+                    _dropped(watch, last + 1, i)
             if i > target:  # the first frame decoded lies past the target
                 if target < lead:
                     raise mid_gop_error(name, target, total, lead)
