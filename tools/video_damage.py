@@ -126,6 +126,7 @@ class DamageWatch:
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
         self._count = 0  # frames out
         self._failed = False  # some packet's decode raised
+        self._pending: list[tuple[int, str]] = []  # the lead's failures before a keyframe came out (`failed`)
 
     @classmethod
     def of(cls, name: str, total: int, stream: av.video.stream.VideoStream, *, lead: int = 0) -> DamageWatch:
@@ -153,6 +154,8 @@ class DamageWatch:
         if frame.pts is not None:  # shown after a flagged B-frame decoded after it: that one is a B-frame
             for b in [b for b, (floor, pts) in self._unshown.items() if floor <= tag < b and frame.pts > pts]:
                 del self._unshown[b]
+        if not lost and self._pending:  # the first frame of the decode's count: its keyframe, or it failed
+            self._settle_lead(frame.key_frame or frame.pict_type == PictureType.I)
         if frame.key_frame and not lost:
             bisect.insort(self._keys, tag)
             if not self._handed:
@@ -172,10 +175,23 @@ class DamageWatch:
         first keyframe's and those of the frames shown before it, which no read hands out, as ``CountCheck`` counts
         them): their references are lost with the cut (HEVC's decoder, told to fail on what it finds
         (``watched_decoder``), fails them: no parameter set, no reference picture), and no frame from the keyframe on
-        references them."""
+        references them. But for the keyframe's own: while no keyframe has come out, such a failure waits
+        (``_settle_lead``); a frame out of the count before one (the keyframe failed) makes it damage."""
         if self._lead and tag <= self._lead:  # (the lead frames and the keyframe: lead + 1 packets)
             self._out.add(tag)
+            if not self._keys:
+                self._pending.append((tag, error))
             return
+        self._damaged(tag, error)
+
+    def _settle_lead(self, keyed: bool) -> None:
+        """The first frame of the decode's count came out: ``keyed``, the first keyframe (or an intra frame), whose
+        lead's failures damage nothing; else the keyframe's packet failed, which damages the frames after it."""
+        pending, self._pending = self._pending, []
+        for tag, error in pending if not keyed else ():
+            self._damaged(tag, error)
+
+    def _damaged(self, tag: int, error: str) -> None:
         self._bad.append((tag - self._window, tag, f"in packet {tag} of the decode (decode order), which it failed on "
                                                    f"({error}): the frames decoded after it up to the next keyframe "
                                                    "may reference its frame", False))
@@ -224,7 +240,9 @@ class DamageWatch:
 
     def failures(self) -> str | None:
         """What the decoder failed on or flagged so far, if anything (for an error that has another cause in sight)."""
-        return self._bad[0][2] if self._bad else None
+        if self._bad:
+            return self._bad[0][2]
+        return f"in packet {self._pending[0][0]} of the decode ({self._pending[0][1]})" if self._pending else None
 
     @property
     def waiting(self) -> bool:

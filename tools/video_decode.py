@@ -102,19 +102,23 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     def settle() -> bool:
         return settling
 
+    # a clip cut mid-GOP decodes its first GOP from the start: a seek to its first keyframe may land there (MPEG-TS),
+    # and the failures of the lead's packets damage nothing only where the watch counts from the start (its `lead`)
+    first = keys[0] if lead and keys else 0
     for target in wanted:
         k = keys[bisect.bisect_right(keys, target) - 1] if keys and keys[0] <= target else 0
-        if frames is None or (allow_seek and k > last + 1):
+        seek = allow_seek and k > max(last + 1, first)
+        if frames is None or seek:
             if frames is not None:  # the decoder's frames are gone after a seek: settle the ones handed out
                 settling = True
                 _drain(frames, watch, mapping, last, total if threaded else None)
                 settling = False
-            if allow_seek and k > 0:
+            if seek:
                 if not seek_keyframe(container, stream, pts[k], name, src):
                     raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
                 landed = k
-            watch = DamageWatch.of(name, total, stream, lead=0 if k else lead)  # (from the start: its lead)
-            frames, last, lost = packets(container, stream, watch.failed, settle), -1, lead > 0 and k == 0
+            watch = DamageWatch.of(name, total, stream, lead=0 if seek else lead)  # (from the start: its lead)
+            frames, last, lost = packets(container, stream, watch.failed, settle), -1, lead > 0 and not seek
         while last < target:
             frame = next(frames, None)
             if frame is None:
