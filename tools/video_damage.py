@@ -60,13 +60,22 @@ it cannot parse, a hash that does not match): its damaged pictures came out as g
 def watched_decoder(ctx: CodecContext) -> None:
     """Set up the decoder ``ctx`` (not yet opened) for a ``DamageWatch``: each frame gives back its packet's tag
     (``Flags.copy_opaque``, ``tag_packet``); a decoder in ``HASH_CHECKED`` fails a packet whose picture does not match
-    its hash, or that it fails to decode (``InvalidDataError``: ``DamageWatch.failed``). Not with frame threads: a
-    failed packet then left a tagged packet in a worker thread, which freed its tag (PyAV's opaque value, taking the
-    GIL) while the codec context's deallocation joined the threads holding the GIL: the read hung (seen with 8 frame
-    threads, tests/test_video_hevc_damage.py's clip, packet 4 damaged; left open)."""
+    its hash, or that it fails to decode (``InvalidDataError``: ``DamageWatch.failed``). Released by
+    ``release_decoder``."""
     ctx.flags |= Flags.copy_opaque
-    if ctx.name in HASH_CHECKED and ThreadType.FRAME not in ctx.thread_type:
+    if ctx.name in HASH_CHECKED:
         ctx.options = {**ctx.options, "err_detect": "crccheck+explode"}
+
+
+def release_decoder(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> None:
+    """Close ``container`` once the decoder of its ``stream`` holds no packet: flushed first (``flush_buffers``, which
+    waits for FFmpeg's frame threads with the GIL released). A frame thread that drops the last reference to a packet
+    takes the GIL (to free its tag, PyAV's opaque value, or the Python bytes of a packet PyAV made:
+    ``tools.video_slices.fed_with_pictures``), and PyAV frees the codec context (with the stream, later) holding the
+    GIL while it joins those threads: a decoder freed while a thread still decoded such a packet hung the read (HEVC
+    with frame threads, a failed packet; H.264, packets that gave no frame, the decode abandoned)."""
+    stream.codec_context.flush_buffers()
+    container.close()
 
 
 def tag_packet(packet: av.Packet, index: int, carried: int = 0) -> None:

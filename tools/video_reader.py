@@ -13,7 +13,15 @@ import numpy as np
 from av.codec.context import Flags2, ThreadType
 from av.video.reformatter import Interpolation
 
-from tools.video_damage import DISCARDED, DamageWatch, Place, frame_tag, tag_packet, watched_decoder
+from tools.video_damage import (
+    DISCARDED,
+    DamageWatch,
+    Place,
+    frame_tag,
+    release_decoder,
+    tag_packet,
+    watched_decoder,
+)
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
@@ -237,7 +245,7 @@ class VideoReader:
             yield from self._settled(check, watch)
             check.end()
         finally:
-            container.close()
+            release_decoder(container, stream)
 
     @staticmethod
     def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place]], watch: DamageWatch,
@@ -358,13 +366,13 @@ class VideoReader:
         try:
             # the scan left it at the end; no keyframe at or before the first frame (a clip cut mid-GOP: EPERM
             if rewind and not seek_keyframe(container, stream, pts[0], self._name, self._src):  # from MP4) to seek
-                container.close()  # back to: a fresh demuxer instead
+                release_decoder(container, stream)  # back to: a fresh demuxer instead
                 container, stream = self._decoder(index)
             yield from frames_by_pts(container, stream, wanted, index, mapping, allow_seek=allow_seek,
                                      name=self._name, src=self._src, total=self.meta.frames,
                                      packets=self._packets_to_frames)
         finally:
-            container.close()
+            release_decoder(container, stream)
 
     def _decode_sequential(self, wanted: list[int]) -> Iterator[tuple[int, av.VideoFrame]]:
         pending = iter(wanted)
