@@ -7,6 +7,7 @@ is the edge) or, for full agent runs, with the `make_chat_model` seam returning 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -273,3 +274,17 @@ def test_score_with_traces_in_memory_does_not_point_at_raa_trace(monkeypatch, tm
     assert res.exit_code == 0, res.output
     assert "raa trace run-" not in res.output, res.output
     assert "trace kept in memory only (RAA_TRACES_PATH=:memory:)" in res.output, res.output
+
+
+def test_score_of_a_missing_clip_without_endpoint_settings_stops_on_the_settings_first(monkeypatch, tmp_path) -> None:
+    """README ("CLI and tracing"): a missing clip's ineligible result (exit 3) comes before the endpoint wait only
+    with the endpoint's variables set; unset, `raa score` stops with the settings error (exit 2), as the README now
+    says (it read as if a missing clip always gave 3 at once)."""
+    for name in ("RAA_BASE_URL", "RAA_MODEL", "RAA_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("RAA_TRACES_PATH", str(tmp_path / "traces.sqlite"))
+    res = runner.invoke(app, ["score", str(tmp_path / "nope.mp4"), "-i", "push", "--preset", "no_wmreward"])
+    assert res.exit_code == 2, res.output
+    assert "unset: RAA_BASE_URL, RAA_MODEL, RAA_API_KEY" in res.output
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "while `RAA_BASE_URL`, `RAA_MODEL` or `RAA_API_KEY` is unset, any `score`" in readme
