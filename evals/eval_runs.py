@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.eval_views import plural
+from tools.jsonl import parsed_line
 
 STARTED = "started.json"
 
@@ -45,7 +46,7 @@ def finished_fields(started: dict[str, Any]) -> dict[str, Any]:
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = parsed_line(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return value if isinstance(value, dict) else None

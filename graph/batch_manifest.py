@@ -58,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import strict_dumps
+from tools.jsonl import parsed_line, strict_dumps
 
 
 def item_key(path: str, instruction: str, preset: str, draw: int = 0) -> str:
@@ -142,7 +142,7 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
         if error is None:
             try:
                 try:
-                    row = json.loads(line)
+                    row = parsed_line(line)
                 except json.JSONDecodeError as exc:  # its "line 1 column 5 (char 4)" is of this one line
                     raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
                 if not isinstance(row, dict):

@@ -27,7 +27,9 @@ that line was no JSON and its row was lost (a `raa score-batch` resume scored th
 
 A JSON integer longer than Python converts (`sys.get_int_max_str_digits`, 4300 digits) makes `json.loads` raise a
 plain ValueError, not JSONDecodeError: `parsed_line` turns it into one, so the readers here name such a line as
-not valid JSON (it let a traceback out of `usable_rows` and `json_lines`)."""
+not valid JSON (it let a traceback out of `usable_rows` and `json_lines`). Readers of a whole JSON file a user may
+edit parse it with `parsed_line` too (the score-batch manifest's lines, generate.json, export.json, an eval
+folder's summary.json and started.json), so their answer to invalid JSON covers such a number."""
 
 from __future__ import annotations
 
@@ -136,8 +138,8 @@ def mend_tail(path: Path) -> None:
 
 
 def parsed_line(line: str) -> Any:
-    """``json.loads(line)``; a number too long for Python's int conversion (module docstring) raises
-    JSONDecodeError saying so, as a line that is no JSON does."""
+    """``json.loads(line)`` of a line or a whole file's text; a number too long for Python's int conversion
+    (module docstring) raises JSONDecodeError saying so, as text that is no JSON does."""
     try:
         return json.loads(line)
     except json.JSONDecodeError:
