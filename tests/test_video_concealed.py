@@ -198,6 +198,20 @@ def test_settling_a_read_decodes_no_packet_past_its_frames(concealed, monkeypatc
     assert len([size for size in fed if size]) == needed
 
 
+def eight_frame_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decode with 8 frame threads (not the machine's count: 2 threads hold too few frames back; the small test clips
+    decode without threads otherwise): an error comes back packets late."""
+    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
+    opened = video_reader.video_stream
+
+    def eight_threads(*args):  # noqa: ANN002, ANN202
+        stream = opened(*args)
+        stream.codec_context.thread_count = 8
+        return stream
+
+    monkeypatch.setattr(video_reader, "video_stream", eight_threads)
+
+
 def test_a_settle_with_frame_threads_loses_no_flag_to_a_later_failed_packet(monkeypatch, tmp_path):
     """Frame threads: frame 4 (a B-frame) references frame 6, decoded before it and shown after it, which the decoder
     conceals and flags; packet 8 (decode order) fails. A read of frame 4 hands it out before frame 6 comes out and
@@ -205,15 +219,7 @@ def test_a_settle_with_frame_threads_loses_no_flag_to_a_later_failed_packet(monk
     came after them (``CodecContext.decode`` keeps the frames it has and ends) and the flush reset lost frame 6's
     flag: frame 4 came back damaged, no error. With frame threads the settle decodes on instead (frame 6 comes out,
     or packet 8's error fails frame 4 within the threads' reach)."""
-    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
-    opened = video_reader.video_stream
-
-    def eight_threads(*args):  # noqa: ANN002, ANN202  (not the machine's count: 2 threads hold too few frames back)
-        stream = opened(*args)
-        stream.codec_context.thread_count = 8
-        return stream
-
-    monkeypatch.setattr(video_reader, "video_stream", eight_threads)
+    eight_frame_threads(monkeypatch)
     clean = write_raw(tmp_path / "c.mp4", _gradient_ids(), gop=12)
     data, packets = bytearray(clean.read_bytes()), _packets(clean)
     p6, p8 = packets[4], packets[8]  # (decode order: 0 1 3 2 6 4 5 8 7 ...)

@@ -9,8 +9,7 @@ import pytest
 from av.codec.context import ThreadType
 
 from tests.test_video import read_ids, write_raw
-from tests.test_video_concealed import _gradient_ids, _packets
-from tools import video_reader, video_scan
+from tests.test_video_concealed import _gradient_ids, _packets, eight_frame_threads
 from tools.video import VideoDecodeError, VideoReader
 
 N = 12
@@ -22,15 +21,7 @@ def test_a_frame_whose_reference_the_end_lost_is_an_error(monkeypatch, tmp_path)
     and frame 6 (flag and all) with it: frames 4 and 5, B-frames decoded after frame 6 and shown before it, which
     reference it, came back damaged with no error (the watch took the end for their reference's). They fail now; the
     frames before read, and those lost are errors."""
-    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
-    opened = video_reader.video_stream
-
-    def eight_threads(*args):  # noqa: ANN002, ANN202
-        stream = opened(*args)
-        stream.codec_context.thread_count = 8
-        return stream
-
-    monkeypatch.setattr(video_reader, "video_stream", eight_threads)
+    eight_frame_threads(monkeypatch)
     clean = write_raw(tmp_path / "c.mp4", _gradient_ids(N), gop=12)
     data, packets = bytearray(clean.read_bytes()), _packets(clean)
     order = sorted(p.pts for p in packets)

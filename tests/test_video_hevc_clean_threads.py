@@ -10,13 +10,14 @@ import sys
 import numpy as np
 import pytest
 
-from tests.test_video_hevc_damage import N, _frame_threads, _hevc, _plain
+from tests.test_video_concealed import eight_frame_threads
+from tests.test_video_hevc_damage import N, _hevc, _plain
 from tools.video import VideoReader
 
 
 @pytest.mark.parametrize("params", [":hash=1", ":hash=1:open-gop=1:bframes=4", ""])
 def test_a_clean_hevc_clip_reads_every_frame_with_frame_threads(tmp_path, monkeypatch, request, params):
-    _frame_threads(monkeypatch)
+    eight_frame_threads(monkeypatch)
     faulthandler.dump_traceback_later(300, exit=True, file=sys.__stderr__)  # (a GIL deadlock: end the run)
     request.addfinalizer(faulthandler.cancel_dump_traceback_later)
     clean = _hevc(tmp_path / "c.mp4", params)

@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 
-from tests.test_video_concealed import _damaged, _gradient_ids, _packets
-from tools import video_reader, video_scan
+from tests.test_video_concealed import _damaged, _gradient_ids, _packets, eight_frame_threads
 from tools.video import VideoDecodeError, VideoReader
 from tools.video_damage import DamageWatch
 
@@ -58,19 +57,6 @@ def _plain(src: Path) -> dict[int, np.ndarray]:
     return out
 
 
-def _frame_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Decode with 8 frame threads (these small clips decode without threads): an error comes back packets late."""
-    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
-    opened = video_reader.video_stream
-
-    def eight_threads(*args):  # noqa: ANN002, ANN202
-        stream = opened(*args)
-        stream.codec_context.thread_count = 8
-        return stream
-
-    monkeypatch.setattr(video_reader, "video_stream", eight_threads)
-
-
 @pytest.mark.parametrize("threads", [False, True])
 @pytest.mark.parametrize("packet, damaged", [(4, range(4, 12)), (12, range(12, 24))])
 def test_damaged_hevc_slice_data_fails_the_frames_that_reference_it(tmp_path, monkeypatch, request, packet, damaged,
@@ -82,7 +68,7 @@ def test_damaged_hevc_slice_data_fails_the_frames_that_reference_it(tmp_path, mo
     late). With frame threads the read hung: a frame thread freeing a packet's tag waited for the GIL the decoder's
     deallocation held (``tools.video_damage.release_decoder``)."""
     if threads:
-        _frame_threads(monkeypatch)
+        eight_frame_threads(monkeypatch)
         # a deadlock holds the GIL, which pytest-timeout needs: faulthandler's watchdog exits the run instead
         faulthandler.dump_traceback_later(300, exit=True, file=sys.__stderr__)
         request.addfinalizer(faulthandler.cancel_dump_traceback_later)
