@@ -62,3 +62,35 @@ def test_a_started_record_with_a_too_long_number_is_no_record(tmp_path):
     assert unfinished_run(tmp_path) is None
     (tmp_path / STARTED).write_text(json.dumps({"run": "abc", "manifest": "m.jsonl", "clips": 1}))
     assert unfinished_run(tmp_path) is not None  # the same record, readable, is a run not finished
+
+
+def test_generate_json_that_is_not_utf8_is_read_as_no_settings(tmp_path):
+    """A generate.json saved as Latin-1 (a hand edit) let UnicodeDecodeError out of `claim_folder`: it is
+    answered as invalid JSON is, an earlier call with unknown settings."""
+    from training.generate_folder import SETTINGS_FILE, GenerateError, claim_folder
+
+    (tmp_path / SETTINGS_FILE).write_bytes(b'{"a": "caf\xe9"}')
+    (tmp_path / "manifest.jsonl").write_text('{"path": "videos/a.mp4"}\n')
+    with pytest.raises(GenerateError, match=r"other settings \(differing: \['a'\]\); choose another --out"):
+        claim_folder(tmp_path, {"a": 1})
+
+
+def test_export_json_that_is_not_utf8_is_an_export_error(tmp_path):
+    """A Latin-1 export.json let UnicodeDecodeError out of `read_export`: it is an ExportError as invalid JSON is."""
+    from training.export_folder import EXPORT_FILE, ExportError, read_export
+
+    (tmp_path / EXPORT_FILE).write_bytes(b'{"format": "caf\xe9"}')
+    with pytest.raises(ExportError, match=rf"^{tmp_path / EXPORT_FILE}: not valid JSON \(not UTF-8 text \(byte 0xe9 "
+                                          r"at line 1 column 16\): save the file as UTF-8\)$"):
+        read_export(tmp_path)
+
+
+def test_generate_json_with_a_byte_order_mark_is_its_settings(tmp_path):
+    """`parsed_file` reads as the repo's other readers do (`tools.jsonl.read_text`): a leading byte-order mark (a
+    Windows editor's save) is skipped, where `read_text()` kept it and the folder was refused as other settings."""
+    from training.generate_folder import SETTINGS_FILE, claim_folder
+
+    (tmp_path / SETTINGS_FILE).write_bytes(b'\xef\xbb\xbf{"a": 1}')
+    (tmp_path / "manifest.jsonl").write_text('{"path": "videos/a.mp4"}\n')
+    claim_folder(tmp_path, {"a": 1})
+    assert (tmp_path / SETTINGS_FILE).read_bytes().startswith(b"\xef\xbb\xbf")  # claimed as it was, not rewritten

@@ -29,7 +29,9 @@ A JSON integer longer than Python converts (`sys.get_int_max_str_digits`, 4300 d
 plain ValueError, not JSONDecodeError: `parsed_line` turns it into one, so the readers here name such a line as
 not valid JSON (it let a traceback out of `usable_rows` and `json_lines`). Readers of a whole JSON file a user may
 edit parse it with `parsed_line` too (the score-batch manifest's lines, generate.json, export.json, an eval
-folder's summary.json and started.json), so their answer to invalid JSON covers such a number."""
+folder's summary.json and started.json), so their answer to invalid JSON covers such a number. `parsed_file` reads
+and parses such a file, and names one that is not UTF-8 with JSONDecodeError too (generate.json and export.json
+let a UnicodeDecodeError out as a traceback)."""
 
 from __future__ import annotations
 
@@ -148,6 +150,25 @@ def parsed_line(line: str) -> Any:
         raise json.JSONDecodeError(f"a number of more than {sys.get_int_max_str_digits()} digits", line, 0) from None
 
 
+def _fault_place(exc: UnicodeDecodeError) -> tuple[int, int]:
+    """(line, column), both from 1, of the byte that is not UTF-8."""
+    before = exc.object[:exc.start]
+    return before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
+
+
+def parsed_file(path: Path) -> Any:
+    """The JSON value of a whole file a user may edit (`read_text`: UTF-8, a byte-order mark skipped, then
+    `parsed_line`). JSONDecodeError for invalid JSON and for a file that is not UTF-8 text (saying where and to
+    save it as UTF-8), so a reader's answer to invalid JSON covers both; OSError as reading raises it."""
+    try:
+        text = read_text(path)
+    except UnicodeDecodeError as exc:
+        number, column = _fault_place(exc)
+        raise json.JSONDecodeError(f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at line {number} column "
+                                   f"{column}): save the file as UTF-8", "", 0) from None
+    return parsed_line(text)
+
+
 def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[str, Any]]:
     """`("PATH:N", value)` for each non-blank line of `path`; `error("PATH:N: not valid JSON (...)")` is
     raised for a line that does not parse, and `error("PATH:N: not UTF-8 text (...)")` for a file that is not
@@ -155,8 +176,7 @@ def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[
     try:
         text = read_text(path)
     except UnicodeDecodeError as exc:
-        before = exc.object[:exc.start]
-        number, column = before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
+        number, column = _fault_place(exc)
         raise error(f"{path}:{number}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at column {column}): "
                     "save the file as UTF-8") from None
     for number, line in enumerate(text_lines(text), start=1):

@@ -30,7 +30,7 @@ from typing import Any
 
 from policy.diffusers_model import save_pretrained
 from policy.world_model import FlowWorldModel
-from tools.jsonl import parsed_line
+from tools.jsonl import parsed_file
 from training.config import TrainConfig
 from training.config_io import absolute_paths, config_to_dict, saved_config
 
@@ -125,7 +125,7 @@ def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
                 else "; make one with `python -m training.export --run RUN_DIR`")
         raise ExportError(f"{path} is not a policy export (no {EXPORT_FILE}){hint}")
     try:
-        info = parsed_line(info_file.read_text())
+        info = parsed_file(info_file)
     except json.JSONDecodeError as exc:
         raise ExportError(f"{info_file}: not valid JSON ({exc.msg})") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import parsed_line, read_text, text_lines, write_text_atomic
+from tools.jsonl import parsed_file, read_text, text_lines, write_text_atomic
 
 SETTINGS_FILE = "generate.json"
 
@@ -24,7 +24,7 @@ def claim_folder(out: Path, settings: dict[str, Any]) -> None:
     file = out / SETTINGS_FILE
     if file.is_file():
         try:
-            earlier = parsed_line(file.read_text())
+            earlier = parsed_file(file)
         except json.JSONDecodeError:
             earlier = None
         if isinstance(earlier, dict) and "noise_device" not in earlier and "noise_device" in settings:  # an older folder
