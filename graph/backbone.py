@@ -173,6 +173,13 @@ class Backbone:
     def model(self, model: BaseChatModel) -> None:
         self._model = shaped(model)
 
+    @property
+    def max_tokens(self) -> int | None:
+        """The completion-token limit set on the model (`max_tokens`, RAA_MAX_TOKENS for the ChatOpenAI built from
+        settings), when it is a ChatOpenAI; None for another chat model (not known here) or none set (the server's).
+        A run records it (`graph.context.backbone_settings`) for the resume guard; it is in no stage-cache key."""
+        return self.model.max_tokens if isinstance(self.model, ChatOpenAI) else None
+
     def for_draw(self, draw: int) -> Backbone:
         """This backbone for runs of another draw (`graph.config.AgentConfig.draw`): the same model, cache
         and settings, its stage keys salted with the draw (draw 0 keys are unsalted)."""

@@ -182,7 +182,8 @@ class AgentState(TypedDict, total=False):
     """Names of the agent's extra evidence tools (`tools.extra`; empty without), which wire its extra node."""
     backbone: dict[str, Any]
     """The backbone settings that shape the run's answers (`graph.context.backbone_settings`: model, structured-output
-    method, temperature, the images' long side and JPEG quality); a resume under others is refused."""
+    method, temperature, completion-token limit, the images' long side and JPEG quality); a resume under others is
+    refused."""
     meta: dict[str, Any]
     """Video metadata: frames, fps, width, height (upright), duration, rotation (display quarter turns)."""
     sample: list[int]

@@ -27,9 +27,10 @@ Decisions where the issue was silent:
   it scored without its report; one started with tool "a" and resumed with "b" showed reflect "b"'s report under a
   record naming "a": their names are compared, in any order).
   The backbone settings (`graph.context.backbone_settings`: model name, structured-output method, temperature, the
-  images' long side and JPEG quality) decide who answers and what it is shown: a run started with model A and resumed
-  by an agent of model B scored one reward from two models' answers, and nothing said so. Timeouts, retries and the
-  endpoint's address are the transport's and may differ.
+  completion-token limit, the images' long side and JPEG quality) decide who answers and what it is shown: a run
+  started with model A and resumed by an agent of model B scored one reward from two models' answers, and nothing
+  said so; one started at max_tokens 512 and resumed at 4096 mixed answers cut at two limits. Timeouts, retries and
+  the endpoint's address are the transport's and may differ.
   The switches, caps and backbone settings are compared one by one, and the refusal names each that differs
   ("switch audit True (agent False)"), not the whole dicts.
   The stages left ran under the other config's switches, caps and gate: a `full` run resumed by an `audit_no_gate`
