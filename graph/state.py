@@ -179,7 +179,8 @@ class AgentState(TypedDict, total=False):
     draw: int
     """The stage-cache draw the run takes (`AgentConfig.draw`)."""
     extra_tools: list[str]
-    """Names of the agent's extra evidence tools (`tools.extra`; empty without), which wire its extra node."""
+    """Names of the agent's extra evidence tools (`tools.extra`; empty without), in order, which wire its extra node
+    (and order their reports in reflect's prompt)."""
     backbone: dict[str, Any]
     """The backbone settings that shape the run's answers (`graph.context.backbone_settings`: model, structured-output
     method, temperature, completion-token limit, the images' long side and JPEG quality); a resume under others is

@@ -25,7 +25,9 @@ Decisions where the issue was silent:
   caps, draw, server or backbone settings its quality step recorded, `graph.config.run_settings`, differ from this
   agent's), or with other extra evidence tools (they wire the extra node: a run started with one and resumed without
   it scored without its report; one started with tool "a" and resumed with "b" showed reflect "b"'s report under a
-  record naming "a": their names are compared, in any order).
+  record naming "a": their names are compared, in order, as the extra node records their reports in the tools' order
+  and reflect lists them so: a run started with tools [a, b] and resumed with [b, a] before its extra step showed
+  reflect "b"'s report first under a record naming [a, b]).
   The backbone settings (`graph.context.backbone_settings`: model name, structured-output method, temperature, the
   completion-token limit, the images' long side and JPEG quality) decide who answers and what it is shown: a run
   started with model A and resumed by an agent of model B scored one reward from two models' answers, and nothing
@@ -151,8 +153,9 @@ def resume_refusal(thread_id: Any, values: dict[str, Any],
               if v and k not in (settings.get("switches") or {})]
     if "draw" in values and values["draw"] != settings["draw"]:  # another draw's stage-cache entries
         diffs.append(f"draw {values['draw']!r} (agent {settings['draw']!r})")
-    # the tools wire the extra node, and their reports are what reflect shows: the same names, in any order
-    if "extra_tools" in values and sorted(values["extra_tools"] or []) != sorted(settings["extra_tools"]):
+    # the tools wire the extra node, and their reports are what reflect shows, in their order: the same names, in
+    # the same order
+    if "extra_tools" in values and list(values["extra_tools"] or []) != list(settings["extra_tools"]):
         diffs.append(f"extra evidence tools {values['extra_tools']!r} (agent {settings['extra_tools']!r})")
     if not diffs:
         return None

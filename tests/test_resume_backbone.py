@@ -101,7 +101,10 @@ def test_a_run_resumed_with_other_extra_tools_is_refused_naming_them():
     assert refused is not None and "extra evidence tools ['a'] (agent ['b'])" in str(refused)
     refused = resume_refusal("old", values, run_settings(cfg, ["a", "b"], backbone=BACKBONE))
     assert refused is not None and "extra evidence tools ['a'] (agent ['a', 'b'])" in str(refused)
-    assert resume_refusal("old", _values(extra_tools=["b", "a"]), run_settings(cfg, ["a", "b"])) is None  # order
+    assert resume_refusal("old", _values(extra_tools=["a", "b"]), run_settings(cfg, ["a", "b"])) is None
+    # the order is compared too: it is the order of their reports in reflect's prompt (test_resume_extra_order.py)
+    refused = resume_refusal("old", _values(extra_tools=["b", "a"]), run_settings(cfg, ["a", "b"]))
+    assert refused is not None and "extra evidence tools ['b', 'a'] (agent ['a', 'b'])" in str(refused)
 
 
 def test_a_resume_given_a_context_of_another_backbone_is_refused(clip):
