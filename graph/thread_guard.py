@@ -56,7 +56,8 @@ Decisions where the issue was silent:
   cache). Not `motion_prefetch` (`graph.config.SPEED_FIELDS`), which decides when the grid track is computed, not
   what the run gathers: a run started with it off was refused a resume under the default.
 - A resume that passes its own context (`context=`, a `graph.context.RunContext`: another backbone or tools) is
-  checked against that context's settings, which run its stages left (a context of another model was let through).
+  checked against that context's settings, which run its stages left (a context of another model was let through);
+  they are computed only for a resume of a run that recorded its config (a fresh run's were computed and unused).
 - The calls checked here, and resumes and `Command`s on a thread, also claim their run id in a SQLite trace file
   for the run's length, before the look-up (`graph.thread_claims`), so that every run of the agent, not only the
   API's, is seen in flight or dead.
@@ -176,12 +177,16 @@ def _dict(recorded: Any) -> dict[str, Any]:
     return recorded if isinstance(recorded, dict) else {}
 
 
-def _refusal(thread_id: Any, input: Any, values: dict[str, Any], settings: dict[str, Any] | None) -> ValueError | None:
+def _refusal(thread_id: Any, input: Any, values: dict[str, Any], agent_settings: dict[str, Any] | None,
+             context: Any) -> ValueError | None:
     """Why this call may not run on the thread whose state is `values`: a new input on a thread that holds a run
-    (`refusal`), a resume by an agent of another config (`resume_refusal`); None when it may."""
+    (`refusal`), a resume by an agent of another config (`resume_refusal`, against `_call_settings`, computed only
+    for a run that recorded its config); None when it may."""
     if _new_input(input):
         return refusal(thread_id, values)
-    return resume_refusal(thread_id, values, settings)
+    if "preset" not in values:  # nothing recorded to check (a new thread, a run before its quality step)
+        return None
+    return resume_refusal(thread_id, values, _call_settings(agent_settings, context))
 
 
 def _call_settings(agent_settings: dict[str, Any] | None, context: Any) -> dict[str, Any] | None:
@@ -223,7 +228,7 @@ class RewardAgent(CompiledStateGraph):
         run, saver = found
         with claimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
             if (error := _refusal(run["configurable"]["thread_id"], input, self.get_state(run).values,
-                                  _call_settings(self.run_settings, kwargs.get("context")))) is not None:
+                                  self.run_settings, kwargs.get("context"))) is not None:
                 raise error
             yield from super().stream(input, config, **kwargs)
 
@@ -236,7 +241,7 @@ class RewardAgent(CompiledStateGraph):
         run, saver = found
         async with aclaimed(saver, run):  # graph.thread_claims: before the look-up, held for the run
             if (error := _refusal(run["configurable"]["thread_id"], input, (await self.aget_state(run)).values,
-                                  _call_settings(self.run_settings, kwargs.get("context")))) is not None:
+                                  self.run_settings, kwargs.get("context"))) is not None:
                 raise error
             async with aclosing(_generator(super().astream(input, config, **kwargs))) as chunks:
                 async for chunk in chunks:
