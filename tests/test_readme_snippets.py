@@ -100,8 +100,9 @@ def test_the_snippets_durability_comment_names_every_accepted_value():
 
 
 def test_each_error_the_agent_snippet_says_a_call_raises_is_named_by_where_it_is_imported_from():
-    """The comments said "raises ThreadInUseError" / "ResumeMismatchError", names `graph` does not export (it
-    exports no error): a reader who wrote `except ThreadInUseError` had nothing to import it from."""
+    """The comments said "raises ThreadInUseError" / "ResumeMismatchError" without a module, when `graph` did not
+    export them yet (it now does, lazily: `from graph import ResumeMismatchError`): a reader who wrote `except
+    ThreadInUseError` had nothing to import it from. The snippet names each error by a module that defines it."""
     import importlib
 
     block = python_block("## The reward agent")
