@@ -180,6 +180,12 @@ class Backbone:
         A run records it (`graph.context.backbone_settings`) for the resume guard; it is in no stage-cache key."""
         return self.model.max_tokens if isinstance(self.model, ChatOpenAI) else None
 
+    @property
+    def served_model(self) -> str | None:
+        """The model a ChatOpenAI asks its endpoint for (its `model_name`; `model_name` here is the class name of an
+        injected one, "ChatOpenAI"); None for another chat model. For the resume guard only (as `max_tokens`)."""
+        return self.model.model_name if isinstance(self.model, ChatOpenAI) else None
+
     def for_draw(self, draw: int) -> Backbone:
         """This backbone for runs of another draw (`graph.config.AgentConfig.draw`): the same model, cache
         and settings, its stage keys salted with the draw (draw 0 keys are unsalted)."""

@@ -264,9 +264,11 @@ class RunContext:
 
 
 def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
-    """The settings of who answers a run's calls, and of what it is shown, that shape its answers: the model's name,
-    the structured-output method, the sampling temperature, the completion-token limit (`Backbone.max_tokens`: a run
-    started at 512 and resumed at 4096 mixed answers cut at two limits), and the images' long side and JPEG quality.
+    """The settings of who answers a run's calls, and of what it is shown, that shape its answers: the model's name
+    (the stage keys' `model_name`, an injected model's class name) and the model a ChatOpenAI asks for
+    (`Backbone.served_model`: two OpenAI models injected were one "ChatOpenAI"), the structured-output method, the
+    sampling temperature, the completion-token limit (`Backbone.max_tokens`: a run started at 512 and resumed at 4096
+    mixed answers cut at two limits), and the images' long side and JPEG quality.
     Not the transport's (timeouts, retries, re-asks) nor the endpoint's address (the same model may be served from
     another host after a restart): with those changed the same judge answers, so a run may be resumed under them.
     The temperature is recorded as a Python float: a NumPy scalar (a sweep over `np.linspace`) is no value the trace
@@ -274,8 +276,9 @@ def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     temperature = backbone.temperature
     if isinstance(temperature, Real) and not isinstance(temperature, bool):
         temperature = float(temperature)
-    return {"model": backbone.model_name, "method": backbone.method, "temperature": temperature,
-            "max_tokens": backbone.max_tokens, "image_long_side": frames.long_side, "jpeg_quality": frames.quality}
+    return {"model": backbone.model_name, "served_model": backbone.served_model, "method": backbone.method,
+            "temperature": temperature, "max_tokens": backbone.max_tokens, "image_long_side": frames.long_side,
+            "jpeg_quality": frames.quality}
 
 
 def tools_mismatch(given: ToolProvider, built: ToolProvider) -> str | None:

@@ -28,11 +28,12 @@ Decisions where the issue was silent:
   record naming "a": their names are compared, in order, as the extra node records their reports in the tools' order
   and reflect lists them so: a run started with tools [a, b] and resumed with [b, a] before its extra step showed
   reflect "b"'s report first under a record naming [a, b]).
-  The backbone settings (`graph.context.backbone_settings`: model name, structured-output method, temperature, the
-  completion-token limit, the images' long side and JPEG quality) decide who answers and what it is shown: a run
-  started with model A and resumed by an agent of model B scored one reward from two models' answers, and nothing
-  said so; one started at max_tokens 512 and resumed at 4096 mixed answers cut at two limits. Timeouts, retries and
-  the endpoint's address are the transport's and may differ.
+  The backbone settings (`graph.context.backbone_settings`: model name, the model a ChatOpenAI asks for, structured-
+  output method, temperature, the completion-token limit, the images' long side and JPEG quality) decide who answers
+  and what it is shown: a run started with model A and resumed by an agent of model B scored one reward from two
+  models' answers, and nothing said so (two OpenAI models injected shared the name "ChatOpenAI"); one started at
+  max_tokens 512 and resumed at 4096 mixed answers cut at two limits. Timeouts, retries and the endpoint's address
+  are the transport's and may differ.
   The switches, caps and backbone settings are compared one by one, and the refusal names each that differs
   ("switch audit True (agent False)"), not the whole dicts.
   The stages left ran under the other config's switches, caps and gate: a `full` run resumed by an `audit_no_gate`

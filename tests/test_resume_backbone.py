@@ -21,8 +21,8 @@ from tools.motion import LKTracker
 INSTRUCTION = "push the red block to the right"
 CONFIG = {"configurable": {"thread_id": "resumed"}}
 FAILED = {"failure_established": True, "essential_unverifiable": False, "rationale": "the block never moves"}
-BACKBONE = {"model": "model-a", "method": "json_schema", "temperature": 0.0, "max_tokens": None,
-            "image_long_side": 512, "jpeg_quality": 85}
+BACKBONE = {"model": "model-a", "served_model": None, "method": "json_schema", "temperature": 0.0,
+            "max_tokens": None, "image_long_side": 512, "jpeg_quality": 85}
 
 
 def _agent(saver, *, long_side: int = 512, **backbone_opts):

@@ -1,0 +1,70 @@
+"""An injected chat model (`build_reward_agent(model=...)`) is named by its class in the backbone settings and the
+stage-cache keys ("ChatOpenAI"): two OpenAI models injected passed the resume guard as one judge, a run started with
+one answered on by the other. A run records the model a ChatOpenAI asks its endpoint for (`served_model`) for the
+guard only: the stage keys keep the class name, and a checkpoint recorded before it still resumes."""
+
+from __future__ import annotations
+
+import pytest
+from graph_scripts import FakeSurprise
+from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
+
+from graph import AgentConfig, AgentTools, build_reward_agent
+from graph.backbone import Backbone
+from graph.cache_keys import stage_key
+from graph.config import run_settings
+from graph.context import backbone_settings
+from graph.frame_store import FrameStore
+from graph.settings import BackboneSettings
+from graph.testing import ScriptedChatModel
+from graph.thread_guard import resume_refusal
+from graph.tracing import traces_serde
+from tools.motion import LKTracker
+
+INSTRUCTION = "push the red block to the right"
+CONFIG = {"configurable": {"thread_id": "served"}}
+URL = "http://127.0.0.1:9/v1"  # nothing answers: a resume past the guard ends at once (no retries), ineligible
+
+
+def _chat(name: str) -> ChatOpenAI:
+    return ChatOpenAI(model=name, api_key="EMPTY", base_url=URL, max_retries=0)
+
+
+def _agent(saver, name: str):
+    return build_reward_agent(AgentConfig(preset="full"), model=_chat(name), checkpointer=saver,
+                              settings=BackboneSettings(max_retries=0, timeout_s=5, cache_path=None),
+                              tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+
+
+def test_the_served_model_is_recorded_and_the_stage_keys_keep_the_class_name():
+    backbone = Backbone(_chat("gpt-a"))
+    recorded = backbone_settings(backbone, FrameStore())
+    assert recorded["model"] == "ChatOpenAI" and recorded["served_model"] == "gpt-a"
+    messages = [HumanMessage(content="hello")]
+    assert backbone.key_of("assess", messages, method="json_schema") == \
+        stage_key(model_name="ChatOpenAI", endpoint=None, method="json_schema", stage="assess", messages=messages)
+    assert backbone.key_of("assess", messages, method="json_schema") == \
+        Backbone(_chat("gpt-b")).key_of("assess", messages, method="json_schema")
+    assert backbone_settings(Backbone(ScriptedChatModel({})), FrameStore())["served_model"] is None
+
+
+def test_a_run_of_one_injected_openai_model_resumed_with_another_is_refused(clip):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from graph.thread_guard import ResumeMismatchError
+
+    saver = InMemorySaver(serde=traces_serde())
+    _agent(saver, "gpt-a").invoke({"video": str(clip), "instruction": INSTRUCTION}, CONFIG,
+                                  interrupt_after=["quality"], durability="sync")
+    assert saver.get_tuple(CONFIG).checkpoint["channel_values"]["backbone"]["served_model"] == "gpt-a"
+    with pytest.raises(ResumeMismatchError, match=r"served_model 'gpt-a' \(agent 'gpt-b'\)"):
+        _agent(saver, "gpt-b").invoke(None, CONFIG)
+
+
+def test_a_run_recorded_before_its_served_model_still_resumes():
+    cfg = AgentConfig(preset="full").resolved()
+    backbone = {"model": "ChatOpenAI", "method": "json_schema", "temperature": 0.0, "image_long_side": 512,
+                "jpeg_quality": 85}
+    values = {**run_settings(cfg, backbone=backbone), "steps": [{"node": "assess"}]}
+    assert resume_refusal("old", values, run_settings(cfg, backbone={**backbone, "served_model": "gpt-b"})) is None
