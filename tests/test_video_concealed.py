@@ -12,7 +12,7 @@ import pytest
 from av.codec.context import ThreadType
 
 from tests.test_video import id_frames, read_ids, write_elementary, write_raw
-from tools import video_reader, video_scan
+from tools import video_feed, video_reader, video_scan
 from tools.video import VideoDecodeError, VideoReader
 
 N = 40
@@ -185,14 +185,14 @@ def test_settling_a_read_decodes_no_packet_past_its_frames(concealed, monkeypatc
             if any(read_ids(f.to_ndarray(format="rgb24")[None])[0] == 7 for f in packet.decode()):
                 break
     fed = []
-    real = video_reader.demux
+    real = video_feed.demux
 
     def counting(container, stream):  # noqa: ANN001, ANN202
         for packet in real(container, stream):
             fed.append(packet.size)
             yield packet
 
-    monkeypatch.setattr(video_reader, "demux", counting)
+    monkeypatch.setattr(video_feed, "demux", counting)
     with VideoReader(clean) as reader:
         assert read_ids(reader.read(range(8))) == list(range(8))
     assert len([size for size in fed if size]) == needed

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import av
+import numpy as np
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
@@ -41,10 +42,12 @@ def test_an_edit_list_that_ends_early_is_a_complete_clip(tmp_path):
     assert kept_frames(path) == 16 and kept_frames(tmp_path / "full.mp4") == 40
 
 
-def _late_start(tmp_path: Path, *, gop: int = 8, skip: int = 11, of: int = 30) -> Path:
+def _late_start(tmp_path: Path, *, gop: int = 8, skip: int = 11, of: int = 30, frames: np.ndarray | None = None,
+                ) -> Path:
     """Packets shifted `skip` frames before 0 (a stream copy cut after its first frames): the muxer writes an
-    edit starting at frame `skip`, and FFmpeg demuxes the GOP before it marked discard (decoded, not shown)."""
-    src = write_raw(tmp_path / "src.mp4", id_frames(of), gop=gop)
+    edit starting at frame `skip`, and FFmpeg demuxes the GOP before it marked discard (decoded, not shown). `frames`:
+    the clip's (else `of` id frames)."""
+    src = write_raw(tmp_path / "src.mp4", id_frames(of) if frames is None else frames, gop=gop)
     path = tmp_path / "late.mp4"
     with av.open(str(src)) as i, av.open(str(path), "w") as o:
         si = i.streams.video[0]
@@ -126,3 +129,27 @@ def test_a_corrupt_sample_run_count_is_cut_at_the_tracks_samples(tmp_path):
     stbl = _child(_child(_child(_video_track(read_moov(path), None), b"mdia"), b"minf"), b"stbl")
     assert len(_presentation_times(stbl)) == 40
     assert kept_frames(path) == 16
+
+
+def test_a_flagged_frame_the_edit_list_discards_fails_the_frames_that_reference_it(tmp_path):
+    """The keyframe the late edit discards (frame 8: decoded for frames 11-15, not shown) has a fifth of its bytes
+    zeroed: H.264 conceals and flags it, and FFmpeg dropped its frame with the flag (a discarded packet's), so frames
+    11-15, damaged and not flagged, read as good ones. The reader now feeds such packets unmarked and drops their
+    frames itself once its damage watch saw their flags: frames 0-4 (11-15) fail, the next GOP (16 on) reads."""
+    from tests.test_video_concealed import _damaged, _decode, _gradient_ids, _zero_a_fifth
+    clean = _late_start(tmp_path, frames=_gradient_ids(30))
+    bad = _damaged(clean, 0, _zero_a_fifth)  # (decode order: the discarded keyframe first)
+    good, broken = _decode(clean), _decode(bad)
+    assert not any(flagged for _, flagged in broken.values())  # the premise: the flag dropped, no error
+    differs = [p for p in sorted(good) if np.abs(broken[p][0].astype(int) - good[p][0]).mean() > 0.5]
+    assert len(differs) == 5 and differs == sorted(good)[:5]  # ... and frames 11-15 damaged
+    with VideoReader(bad) as reader, VideoReader(clean) as plain:
+        assert reader.meta.frames == 19
+        for i in range(5):
+            with pytest.raises(VideoDecodeError, match=f"frame {i} of 19 .*corrupt data in a frame before the clip's "
+                                                       "start"):
+                reader.read([i])
+        assert np.array_equal(reader.read(range(5, 19)), plain.read(range(5, 19)))
+        _counting(reader)
+        with pytest.raises(VideoDecodeError, match="frame 0 of 19 .*corrupt data"):
+            reader.read([0])

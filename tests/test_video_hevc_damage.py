@@ -187,3 +187,26 @@ def test_the_lead_forgives_no_failure_of_the_keyframe_s_own_packet():
     fine.failed(10, "InvalidDataError")  # (the leading picture: its references lost with the cut)
     assert fine.damage(fine.came_out(_frame(9, key=True), 9)) is None
     assert fine.damage(fine.came_out(_frame(11), 11)) is None
+
+
+def test_a_raw_hevc_clip_whose_only_keyframe_failed_names_the_damage(tmp_path):
+    """A raw HEVC stream (no timestamps: the reader counts the decoder's output) of one GOP whose keyframe's slice
+    header names a picture parameter set that does not exist: the decoder, told to fail on what it finds, fails it
+    and every picture after it (no reference), and gives no frame. A read said "stream ended early", naming no damage,
+    and ``iter_frames`` ended with no frame and no error; each now fails naming the failed packet."""
+    from tests.test_video import write_elementary
+    from tests.test_video_dropped_frames import _bad_slice_header
+    src = write_elementary(tmp_path / "c.hevc", "libx265", "log-level=error:keyint=60:bframes=2", N)
+    with av.open(str(src)) as c:
+        packets = [bytes(p) for p in c.demux(video=0) if p.size]
+    packets[0] = _bad_slice_header(packets[0])
+    bad = tmp_path / "bad.hevc"
+    bad.write_bytes(b"".join(packets))
+    with VideoReader(bad) as reader:
+        assert reader._order[0].pts is None and reader.meta.frames == N
+        for i in (0, 5, N - 1):
+            with pytest.raises(VideoDecodeError, match=f"frame {i} of {N} could not be decoded: the decoder met corrupt "
+                                                       "data in packet 0 .*InvalidDataError"):
+                reader.read([i])
+        with pytest.raises(VideoDecodeError, match=f"frame 0 of {N} could not be decoded: .*corrupt data in packet 0"):
+            list(reader.iter_frames())

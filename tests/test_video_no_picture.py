@@ -11,6 +11,7 @@ from unittest.mock import ANY
 import av
 import pytest
 
+import tools.video_feed
 import tools.video_reader
 from tests.test_video import id_frames, read_ids, write_elementary, write_raw
 from tests.test_video_edits import _counting
@@ -260,14 +261,14 @@ def test_a_kept_sample_of_no_picture_a_discarded_frame_carries_holds_no_read(tmp
         assert [(p.size, p.is_discard) for p in c.demux(video=0) if p.size][4:7] == [(ANY, True), (6, False),
                                                                                      (ANY, True)]
     fed: list[bool] = []
-    real = tools.video_reader.fed_with_pictures
+    real = tools.video_feed.fed_with_pictures
 
     def counted(*args):  # noqa: ANN002, ANN202
         for item in real(*args):
             fed.append(item[2])
             yield item
 
-    monkeypatch.setattr(tools.video_reader, "fed_with_pictures", counted)
+    monkeypatch.setattr(tools.video_feed, "fed_with_pictures", counted)
     with VideoReader(path) as reader:
         assert reader.meta.frames == 29 and reader._order[0].fields == (0,) and reader._order[0].pts is not None
         assert read_ids(reader.read([0])) == [11]

@@ -11,7 +11,7 @@ import av
 import pytest
 
 from tests.test_video import id_frames, read_ids, write_raw
-from tools import mp4_boxes, video_reader, video_rotation
+from tools import mp4_boxes, video_feed, video_reader, video_rotation
 from tools.video import VideoDecodeError, VideoNotFoundError, VideoReader
 from tools.video_errors import environmental, unreached
 
@@ -70,7 +70,7 @@ def test_ffmpeg_eperm_while_decoding_is_the_clips_fault_not_a_permission_problem
         yield
 
     with VideoReader(path) as reader:
-        monkeypatch.setattr(video_reader, "demux", refused)  # the reader's decoding only (the scan has its own)
+        monkeypatch.setattr(video_feed, "demux", refused)  # the reader's decoding only (the scan has its own)
         with pytest.raises(VideoDecodeError) as err:
             reader.read([3])
     message = str(err.value)

@@ -18,6 +18,7 @@ decode (they flag nothing): H.264 decodes without them (``tools.video_slices``).
 from __future__ import annotations
 
 import bisect
+from collections import deque
 
 import av
 from av.codec.context import CodecContext, Flags, ThreadType
@@ -78,6 +79,34 @@ def release_decoder(container: av.container.InputContainer, stream: av.video.str
     container.close()
 
 
+class ErrorLag:
+    """The last packets fed to a decoder, to name the one whose error it gives. With frame threads FFmpeg hands back a
+    packet's result (its frames, its error) once each thread holds a packet: as the packet ``thread_count - 1`` after
+    it goes in (the count FFmpeg picked, read once the decoder is open), or, at the end of the stream, with the results
+    of every packet still held (the flush: any of them). Counted in packets fed, not tags: a packet carrying packets of
+    no picture (``tag_packet``) skips their tags, and a discarded one (``tag_discarded``) has none: it stands between
+    the tag before and the one after, ``(after, before)``, as the watch blames it (``DamageWatch.failed``). (A thread
+    that fails to take its packet, the decoder state it copies from the one before, fails sooner: the blame then falls
+    on a packet before the failed one, which itself fails in turn.)"""
+
+    def __init__(self, ctx: CodecContext) -> None:
+        self._ctx = ctx  # (before it opens, FFmpeg's automatic count, 0, picks at most FRAME_THREADS)
+        self._fed: deque[tuple[int, int]] = deque(maxlen=max(ctx.thread_count, FRAME_THREADS))
+
+    def fed(self, tag: int, *, discarded: bool = False) -> None:
+        """A packet went to the decoder: ``tag`` (a discarded one's: the tag the next one gets)."""
+        self._fed.append((tag, tag - 1) if discarded else (tag, tag))
+
+    def blame(self, *, end: bool = False) -> tuple[int, int]:
+        """The tags ``(first, last)`` of the packets whose error the decoder gave just now (``end``: on the flush)."""
+        ctx, fed = self._ctx, self._fed
+        lag = max(ctx.thread_count - 1, 0) if ThreadType.FRAME in ctx.thread_type else 0
+        if not fed:
+            return 0, 0
+        first = fed[-1 - lag] if lag < len(fed) else fed[0]
+        return (first[0], fed[-1][1]) if end else first
+
+
 def tag_packet(packet: av.Packet, index: int, carried: int = 0) -> None:
     """Tag ``packet`` with its ``index`` in decode order, which its frame gives back (``frame_tag``) where the decoder
     copies it (``Flags.copy_opaque``); ``carried``: the packets of no picture before it whose data heads it
@@ -89,8 +118,14 @@ def tag_packet(packet: av.Packet, index: int, carried: int = 0) -> None:
 
 DISCARDED = -1
 """The tag of a packet the demuxer marked discard (an edit list's cut): the decoder decodes it for the frames after it
-and FFmpeg drops its frame, but not one of a packet made for the decoder (``tools.video_slices.fed_with_pictures``),
-which cannot take the flag: the reader drops a frame of this tag itself."""
+and FFmpeg drops its frame, flag and all, but not one of a packet made for the decoder
+(``tools.video_slices.fed_with_pictures``), which cannot take the flag: the reader feeds each one so (``tag_discarded``)
+and drops its frame itself, once the watch saw its flag (``DamageWatch.discarded``)."""
+
+
+def tag_discarded(packet: av.Packet, at: int) -> None:
+    """Tag ``packet`` ``DISCARDED``, fed after the packets tagged below ``at``."""
+    packet.opaque = (DISCARDED, 0, at)
 
 
 def frame_tag(frame: av.VideoFrame) -> int | None:
@@ -120,10 +155,9 @@ class DamageWatch:
     ``handed`` records the frame just out, handed out before then, which ``check`` fails once the damage shows
     (``waiting`` while some frame decoded before it has yet to come out)."""
 
-    def __init__(self, name: str, total: int, *, window: int = 0, b_referenced: bool = True, lead: int = 0) -> None:
+    def __init__(self, name: str, total: int, *, b_referenced: bool = True, lead: int = 0) -> None:
         self._name, self._total = name, total
         self._lead = lead  # packets from the start whose failure damages nothing handed out (`failed`)
-        self._window = window  # packets before the one whose decode raised that may be the failed one (frame threads)
         self._b_referenced = b_referenced  # False: a flagged B-frame damaged itself alone (UNREFERENCED_B)
         self._keys: list[int] = []  # tags of the keyframes out
         self._out: set[int] = set()  # tags out, or failed (those before the last keyframe forgotten while none waits)
@@ -139,14 +173,12 @@ class DamageWatch:
 
     @classmethod
     def of(cls, name: str, total: int, stream: av.video.stream.VideoStream, *, lead: int = 0) -> DamageWatch:
-        """A watch for a decode of ``stream`` (its decoder set up): with frame threads an error comes back on a later
-        packet, up to the threads' count past the failed one; a flagged B-frame fails alone where the demuxer read
+        """A watch for a decode of ``stream`` (its decoder set up): a flagged B-frame fails alone where the demuxer read
         the timestamps (not ``PARSED_TIMESTAMPS``). ``lead``: a decode from the start of a clip that starts mid-GOP,
         its first ``lead`` frames shown before its first keyframe (``FrameIndex.lead``; `failed`)."""
         ctx = stream.codec_context
         parsed = not PARSED_TIMESTAMPS.isdisjoint(stream.container.format.name.split(","))
-        return cls(name, total, window=FRAME_THREADS - 1 if ThreadType.FRAME in ctx.thread_type else 0,
-                   b_referenced=ctx.name not in UNREFERENCED_B or parsed, lead=lead)
+        return cls(name, total, b_referenced=ctx.name not in UNREFERENCED_B or parsed, lead=lead)
 
     def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False) -> Place:
         """``frame`` came out of the decoder (frame ``index`` of the clip, where known): its place. ``lost``: one the
@@ -178,9 +210,10 @@ class DamageWatch:
             self._bad.append((tag, tag, self._what(index, b), b))
         return self._last
 
-    def failed(self, tag: int, error: str) -> None:
+    def failed(self, tag: int, error: str, first: int | None = None) -> None:
         """The decode of the packet tagged ``tag`` raised ``error`` (corrupt data); with frame threads the error may
-        be a packet's up to ``window`` before it. Not one of the first ``lead`` + 1 packets from the start (the
+        be that of a packet fed before it, one from the one tagged ``first`` (``ErrorLag``); ``first`` past ``tag``: a
+        discarded packet's, between the two. Not one of the first ``lead`` + 1 packets from the start (the
         first keyframe's and those of the frames shown before it, which no read hands out, as ``CountCheck`` counts
         them): their references are lost with the cut (HEVC's decoder, told to fail on what it finds
         (``watched_decoder``), fails them: no parameter set, no reference picture), and no frame from the keyframe on
@@ -191,21 +224,31 @@ class DamageWatch:
             if not self._keys:
                 self._pending.append((tag, error))
             return
-        self._damaged(tag, error)
+        self._damaged(tag, error, tag if first is None else first)
 
     def _settle_lead(self, keyed: bool) -> None:
         """The first frame of the decode's count came out: ``keyed``, the first keyframe (or an intra frame), whose
         lead's failures damage nothing; else the keyframe's packet failed, which damages the frames after it."""
         pending, self._pending = self._pending, []
         for tag, error in pending if not keyed else ():
-            self._damaged(tag, error)
+            self._damaged(tag, error, tag)
 
-    def _damaged(self, tag: int, error: str) -> None:
-        self._bad.append((tag - self._window, tag, f"in packet {tag} of the decode (decode order), which it failed on "
-                                                   f"({error}): the frames decoded after it up to the next keyframe "
-                                                   "may reference its frame", False))
+    def _damaged(self, tag: int, error: str, first: int) -> None:
+        where = f"packet {tag}" if first == tag else f"one of packets {first}-{tag}" if first < tag else \
+            f"a discarded packet after packet {tag}"
+        self._bad.append((first, tag, f"in {where} of the decode (decode order), which it failed on ({error}): the "
+                                      "frames decoded after it up to the next keyframe may reference its frame", False))
         self._out.add(tag)
         self._failed = True
+
+    def discarded(self, frame: av.VideoFrame) -> None:
+        """``frame``, of a packet tagged ``DISCARDED``, came out, and the reader drops it: flagged, it damages the
+        frames decoded after it (a tag from the one it stood at) up to the next keyframe, which reference it."""
+        value = frame.opaque
+        if frame.is_corrupt and isinstance(value, tuple) and len(value) > 2:
+            self._bad.append((value[2], value[2] - 1, "in a frame before the clip's start (an edit list's cut), which "
+                              "it concealed and flagged: the frames decoded after it up to the next keyframe reference "
+                              "it, not flagged", False))
 
     def dropped(self, what: str) -> None:
         """The decoder gave no frame, and no error, for a frame shown before the one just out (MPEG-4 part 2 skips a

@@ -32,12 +32,12 @@ def ended_early(name: str, target: int, total: int) -> VideoDecodeError:
     return VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (stream ended early)")
 
 
-Packets = Callable[[av.container.InputContainer, av.video.stream.VideoStream, Callable[[int, str], None],
-                    Callable[[], bool]], Iterator[av.VideoFrame]]
-"""Decodes a container's stream from where it stands, each packet tagged (``tag_packet``), telling the first callback
-of a packet whose decode fails on corrupt data (its tag, the error) and going on; once the second one says so (checked
+Packets = Callable[[av.container.InputContainer, av.video.stream.VideoStream, DamageWatch, Callable[[], bool]],
+                   Iterator[av.VideoFrame]]
+"""Decodes a container's stream from where it stands, each packet tagged (``tag_packet``), telling the watch of a
+packet whose decode fails on corrupt data (``DamageWatch.failed``) and going on; once the callback says so (checked
 after each packet's frames), it feeds no more packets where a flush gives every frame the decoder holds (not with frame
-threads: ``VideoReader._flushable``): it flushes the decoder, gives the frames it held and ends."""
+threads: ``tools.video_feed.flushable``): it flushes the decoder, gives the frames it held and ends."""
 
 
 def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int], last: int,
@@ -73,6 +73,13 @@ def _dropped(watch: DamageWatch, gone: int, i: int) -> None:
     watch.dropped(f"in {f'frame {gone}' if i == gone + 1 else f'frames {gone}-{i - 1}'}, for which it gave no frame "
                   "and no error: the frames decoded after it up to the next keyframe may reference it, and their "
                   "timestamps may be another frame's")
+
+
+def _got_instead(name: str, target: int, total: int, frame: av.VideoFrame, watch: DamageWatch) -> VideoDecodeError:
+    """The error for frame ``target`` where another frame came out, naming the damage the watch saw (if any)."""
+    met = watch.failures()
+    return VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (got pts {frame.pts} instead)"
+                            + (f": the decoder met corrupt data {met}" if met else ""))
 
 
 def _missed(watch: DamageWatch) -> SeekMissed:
@@ -118,7 +125,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     raise SeekFailed  # FFmpeg failed the seek: decode from the start instead
                 landed = k
             watch = DamageWatch.of(name, total, stream, lead=0 if seek else lead)  # (from the start: its lead)
-            frames, last, lost = packets(container, stream, watch.failed, settle), -1, lead > 0 and not seek
+            frames, last, lost = packets(container, stream, watch, settle), -1, lead > 0 and not seek
         while last < target:
             frame = next(frames, None)
             if frame is None:
@@ -139,7 +146,9 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
             if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                 if allow_seek:
                     raise _missed(watch)
-                if i is None or i <= last:  # timestamps out of presentation order
+                if i is None or i <= last:  # timestamps out of presentation order: unusable, unless
+                    if watch.packets_failed:  # the damage put frames out early (HEVC's DPB, frame threads)
+                        raise _got_instead(name, target, total, frame, watch)
                     raise OutOfOrder
                 # a gap from the start: frames the decoder dropped; the timestamps still label the rest, unless
                 if stream.codec_context.name in UNREFERENCED_B:  # the decoder skipped a frame it could not place
@@ -149,9 +158,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     raise mid_gop_error(name, target, total, lead)
                 if allow_seek:
                     raise _missed(watch)
-                met = watch.failures()  # (the decoder gives no frame for a packet it fails on)
-                raise VideoDecodeError(f"{name}: frame {target} of {total} could not be decoded (got pts {frame.pts} "
-                                       "instead)" + (f": the decoder met corrupt data {met}" if met else ""))
+                raise _got_instead(name, target, total, frame, watch)  # (no frame for a packet it fails on)
             if landed is not None and i >= landed:
                 if not seek_landed(frame, i, landed):
                     raise SeekMissed
@@ -168,10 +175,14 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
 
 class FrameDropped(VideoDecodeError):
     """Counting the decoder's output, frame ``index`` could not be had: the decoder gave no frame for ``packet``
-    (decode order), fed before that frame came out; ``error``, the decoder's error for that packet, if it gave one."""
+    (decode order), fed before that frame came out; ``error``, the decoder's error for that packet, if it gave one.
+    Or (``damage``: what the damage watch saw, ``DamageWatch.failures``) the decoder gave no frame from ``index`` on,
+    after failing a packet or flagging a frame."""
 
-    def __init__(self, name: str, index: int, total: int, packet: int, error: str | None = None) -> None:
+    def __init__(self, name: str, index: int, total: int, packet: int, error: str | None = None, *,
+                 damage: str | None = None) -> None:
         self.name, self.index, self.total, self.packet, self.error = name, index, total, packet, error
+        self.damage = damage
         super().__init__(self._message(index))
 
     def at(self, index: int) -> VideoDecodeError:
@@ -181,6 +192,9 @@ class FrameDropped(VideoDecodeError):
         return VideoDecodeError(self._message(index))
 
     def _message(self, index: int) -> str:
+        if self.damage is not None:
+            return (f"{self.name}: frame {index} of {self.total} could not be decoded: the decoder met corrupt data "
+                    f"{self.damage}, and gave no frame from frame {self.index} on")
         why = (f"failed on packet {self.packet} (in decode order; {self.error})" if self.error else
                f"dropped the frame of packet {self.packet} (in decode order; corrupt data?)")
         return (f"{self.name}: frame {index} of {self.total} could not be decoded: the decoder {why}, decoded before it "

@@ -10,19 +10,12 @@ from dataclasses import replace
 
 import av
 import numpy as np
-from av.codec.context import Flags2, ThreadType
+from av.codec.context import Flags2
 from av.video.reformatter import Interpolation
 
-from tools.video_damage import (
-    DISCARDED,
-    DamageWatch,
-    Place,
-    frame_tag,
-    release_decoder,
-    tag_packet,
-    watched_decoder,
-)
+from tools.video_damage import DamageWatch, Place, release_decoder, watched_decoder
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
+from tools.video_feed import frames_fed
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
 from tools.video_reformat import reformatter
@@ -44,7 +37,6 @@ from tools.video_scan import (
     wrapped,
 )
 from tools.video_seek import SEEK_FAILURES, SeekDamaged, SeekFailed, SeekMissed, seek_keyframe
-from tools.video_slices import fed_with_pictures
 
 
 class VideoReader:
@@ -221,12 +213,7 @@ class VideoReader:
             check: CountCheck[tuple[av.VideoFrame | None, Place]] = CountCheck(self._name, self.meta.frames, index.lead,
                                                                                index.fields)
             watch = DamageWatch.of(self._name, self.meta.frames, stream, lead=index.lead)
-
-            def failed(tag: int, error: str) -> None:
-                watch.failed(tag, error)
-                check.failed(tag, error)
-
-            for frame, fed in self._frames_fed(container, stream, failed=failed):
+            for frame, fed in self._frames_fed(container, stream, watch=watch, failed=check.failed):
                 check.came_out(frame, fed)
                 if lost:
                     if not frame.key_frame:  # (an intra frame too: the lead, counted to the keyframe, would misplace it)
@@ -244,6 +231,8 @@ class VideoReader:
                     return
             yield from self._settled(check, watch)
             check.end()
+            if i < self.meta.frames and (met := watch.failures()) is not None:  # the damage ended the decode early
+                raise FrameDropped(self._name, i, self.meta.frames, -1, damage=met)
         finally:
             release_decoder(container, stream)
 
@@ -253,13 +242,6 @@ class VideoReader:
         for i, (frame, place) in check.ready():  # every packet decoded before it came out: its damage is known
             what = watch.damage(place)
             yield i, frame, watch.error(i, what) if what is not None else None
-
-    @staticmethod
-    def _flushable(stream: av.video.stream.VideoStream) -> bool:
-        """Whether flushing the decoder gives every frame it holds. Not with frame threads: a failed packet's error
-        comes back among the held frames, and PyAV's ``decode`` ends there, the error dropped when a frame came before
-        it in the same call; the flush's reset then lost the frames after it (a flagged reference among them)."""
-        return ThreadType.FRAME not in stream.codec_context.thread_type
 
     def _decoder(self, index: FrameIndex, container: av.container.InputContainer | None = None, *,
                  probe: Probe = "headers") -> tuple[av.container.InputContainer, av.video.stream.VideoStream]:
@@ -300,54 +282,14 @@ class VideoReader:
         return np.ascontiguousarray(np.rot90(out, turns)) if turns else out
 
     def _packets_to_frames(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-                           failed: Callable[[int, str], None], settling: Callable[[], bool],
-                           ) -> Iterator[av.VideoFrame]:
-        return (frame for frame, _ in self._frames_fed(container, stream, failed=failed, settling=settling))
+                           watch: DamageWatch, settling: Callable[[], bool]) -> Iterator[av.VideoFrame]:
+        return (frame for frame, _ in self._frames_fed(container, stream, watch=watch, settling=settling))
 
     def _frames_fed(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream, *,
-                    failed: Callable[[int, str], None], settling: Callable[[], bool] | None = None,
-                    ) -> Iterator[tuple[av.VideoFrame, int]]:
-        """Decode the stream from where it stands: each frame with the count of packets fed when it came out, each
-        packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
-        trimmed frames, whose frames are dropped) are not counted, as in the scan's count (tagged ``DISCARDED``). A
-        packet whose decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes
-        on) is told to ``failed`` (its tag, the error), and the decode goes on: that one failure failed the whole
-        read, the frames before it and those past the next keyframe included (``tools.video_damage`` fails the frames
-        it reaches).
-        Once ``settling`` says so (after a packet's frames), the decoder is fed no more packets where a flush gives
-        every frame it holds (``_flushable``: not with frame threads): flushed, it gives them, decoded already, and the
-        iteration ends (``tools.video_decode.frames_by_pts``: a read that has its frames decodes none past them to
-        settle them)."""
-        fed, ctx = 0, stream.codec_context
-        with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
-            for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
-                fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
-                if discard:  # (its frame dropped: `_decoded`)
-                    tag_packet(packet, DISCARDED)
-                elif packet.size:  # (not the end-of-stream flush packet)
-                    tag_packet(packet, fed, carried)
-                    fed += 1
-                for frame in self._decoded(stream, packet, fed, failed):
-                    yield frame, fed
-                # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
-                if packet.size and settling is not None and settling() and self._flushable(stream):
-                    held = self._decoded(stream, None, fed, failed)
-                    # drained, it takes no packet until reset (PyAV 18's `InputContainer.seek` resets every stream's)
-                    stream.codec_context.flush_buffers()
-                    yield from ((frame, fed) for frame in held)
-                    return
-
-    @staticmethod
-    def _decoded(stream: av.video.stream.VideoStream, packet: av.Packet | None, fed: int,
-                 failed: Callable[[int, str], None]) -> list[av.VideoFrame]:
-        """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds), ``fed``
-        packets fed; none where it fails on corrupt data, told to ``failed`` (the last packet's tag, the error); not the
-        frame of a discarded packet, which FFmpeg drops but for one joined with packets of no picture (``DISCARDED``)."""
-        try:
-            return [frame for frame in stream.codec_context.decode(packet) if frame_tag(frame) != DISCARDED]
-        except av.error.InvalidDataError as exc:
-            failed(max(fed - 1, 0), f"{type(exc).__name__}: {exc}")
-            return []
+                    watch: DamageWatch, failed: Callable[[int, str], None] | None = None,
+                    settling: Callable[[], bool] | None = None) -> Iterator[tuple[av.VideoFrame, int]]:
+        """The clip's decode from where ``container`` stands (``tools.video_feed.frames_fed``)."""
+        return frames_fed(container, stream, self._name, self._src, watch, failed=failed, settling=settling)
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
         """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""

@@ -1,0 +1,56 @@
+"""Which frames a failed HEVC packet blames with frame threads: the decoder tells a packet's error as the packet fed
+``thread_count - 1`` decoder packets after it goes in (FFmpeg's frame threads hand back a packet's result once every
+thread holds one), so the frames decoded before the failed packet are intact and read; those decoded from it up to the
+next keyframe fail."""
+
+from __future__ import annotations
+
+import faulthandler
+import sys
+
+import numpy as np
+import pytest
+
+from tests.test_video_concealed import _damaged, eight_frame_threads
+from tests.test_video_hevc_damage import N, _hevc, _plain, _zero_the_tail
+from tools.video import VideoDecodeError, VideoReader
+
+
+@pytest.fixture
+def watchdog(request):  # noqa: ANN001, ANN201
+    """A GIL deadlock (a decoder freed while a frame thread holds a packet) ends the run instead of hanging it."""
+    faulthandler.dump_traceback_later(300, exit=True, file=sys.__stderr__)
+    request.addfinalizer(faulthandler.cancel_dump_traceback_later)
+
+
+@pytest.mark.parametrize("seeks", [True, False])
+def test_frames_decoded_before_a_failed_packet_read_with_frame_threads(tmp_path, monkeypatch, watchdog, seeks):
+    """Packet 4 (decode order; frames 0-3 decoded before it, intact) has its slice zeroed: its picture fails its hash,
+    the error 7 packets late (8 frame threads), and with it the next 7 packets fail (each thread that waited on it).
+    The blame ran 15 tags back from each error (the most frame threads FFmpeg picks): a read of frame 1 failed.
+    Now frames 0-2 read as in the clean clip; 3-11 fail (the decoder puts frame 10, damaged, out before frame 3:
+    frames out of order after a failed packet fail the read, where they made the reader count the decoder's output,
+    handing out a frame of the next GOP as frame 11); by a seek the next GOP (keyframe 12) reads, and no read gives a
+    frame unlike the clean clip's."""
+    eight_frame_threads(monkeypatch)
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
+    bad = _damaged(clean, 4, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        reader._seeks = seeks
+        for i in range(3):
+            assert np.array_equal(reader.read([i])[0], plain[i]), i
+        assert np.array_equal(reader.read(range(3)), plain[:3])
+        for i in range(3, 12):
+            with pytest.raises(VideoDecodeError, match=f"frame {i} of {N} could not be decoded.*corrupt data"):
+                reader.read([i])
+        for i in range(12, N):
+            try:
+                assert np.array_equal(reader.read([i])[0], plain[i]), i
+            except VideoDecodeError:
+                assert not seeks, i  # (decoded from the start, the frames out of order fail it)
+        out = []
+        with pytest.raises(VideoDecodeError, match=f"frame 3 of {N} could not be decoded.*corrupt data"):
+            for _, frame in reader.iter_frames():
+                out.append(reader.to_rgb(frame))
+        assert np.array_equal(np.stack(out), plain[:3])

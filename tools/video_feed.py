@@ -1,0 +1,76 @@
+"""Feeding a read's decoder (``tools.video_reader.VideoReader``): each packet tagged with its place in decode order,
+each failure and each discarded frame told to the read's ``DamageWatch``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import av
+from av.codec.context import ThreadType
+
+from tools.video_damage import DISCARDED, DamageWatch, ErrorLag, frame_tag, tag_discarded, tag_packet
+from tools.video_scan import Source, demux, wrapped
+from tools.video_slices import fed_with_pictures, joined
+
+
+def flushable(stream: av.video.stream.VideoStream) -> bool:
+    """Whether flushing the decoder gives every frame it holds. Not with frame threads: a failed packet's error
+    comes back among the held frames, and PyAV's ``decode`` ends there, the error dropped when a frame came before
+    it in the same call; the flush's reset then lost the frames after it (a flagged reference among them)."""
+    return ThreadType.FRAME not in stream.codec_context.thread_type
+
+
+def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
+               watch: DamageWatch, *, failed: Callable[[int, str], None] | None = None,
+               settling: Callable[[], bool] | None = None) -> Iterator[tuple[av.VideoFrame, int]]:
+    """Decode the stream from where it stands: each frame with the count of packets fed when it came out, each
+    packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
+    trimmed frames, whose frames are dropped) are not counted, as in the scan's count (``tag_discarded``). A
+    packet whose decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes
+    on) is told to ``watch`` (the packets its error may be that of: ``ErrorLag``) and to ``failed`` (the last packet's
+    tag, the error), and the decode goes on: that one failure failed the whole read, the frames before it and those
+    past the next keyframe included (``tools.video_damage`` fails the frames it reaches).
+    Once ``settling`` says so (after a packet's frames), the decoder is fed no more packets where a flush gives
+    every frame it holds (``flushable``: not with frame threads): flushed, it gives them, decoded already, and the
+    iteration ends (``tools.video_decode.frames_by_pts``: a read that has its frames decodes none past them to
+    settle them)."""
+    fed, ctx = 0, stream.codec_context
+    lag = ErrorLag(ctx)
+
+    def decoded(packet: av.Packet | None) -> list[av.VideoFrame]:
+        """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
+        fails on corrupt data; not the frame of a discarded packet, told to the watch (its flag) and dropped."""
+        try:
+            frames = stream.codec_context.decode(packet)
+        except av.error.InvalidDataError as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            first, tag = lag.blame(end=packet is None or not packet.size)
+            watch.failed(tag, error, first)
+            if failed is not None:
+                failed(tag, error)
+            return []
+        for frame in frames:
+            if frame_tag(frame) == DISCARDED:
+                watch.discarded(frame)
+        return [frame for frame in frames if frame_tag(frame) != DISCARDED]
+
+    with wrapped(name, "decoding failed (truncated or corrupt data)", src):
+        for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
+            fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
+            if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
+                packet = joined(b"", packet) if packet.is_discard else packet
+                tag_discarded(packet, fed)
+                lag.fed(fed, discarded=True)
+            elif packet.size:  # (not the end-of-stream flush packet)
+                tag_packet(packet, fed, carried)
+                lag.fed(fed)
+                fed += 1
+            for frame in decoded(packet):
+                yield frame, fed
+            # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
+            if packet.size and settling is not None and settling() and flushable(stream):
+                held = decoded(None)
+                # drained, it takes no packet until reset (PyAV 18's `InputContainer.seek` resets every stream's)
+                stream.codec_context.flush_buffers()
+                yield from ((frame, fed) for frame in held)
+                return
