@@ -54,3 +54,26 @@ def test_frames_decoded_before_a_failed_packet_read_with_frame_threads(tmp_path,
             for _, frame in reader.iter_frames():
                 out.append(reader.to_rgb(frame))
         assert np.array_equal(np.stack(out), plain[:3])
+
+
+def test_the_blame_counts_packets_fed_not_tags():
+    """With 4 frame threads an error comes back as the packet 3 after the failed one goes in: counted in packets fed
+    to the decoder. Tag 2 is a packet of no picture carried at the head of tag 3's (one packet), so the error given on
+    tag 5's packet is tag 1's, not tag 2's (5 - 3); at the flush it may be any packet still held; a discarded packet
+    stands between the tags around it."""
+    from av.codec.context import CodecContext, ThreadType
+
+    from tools.video_damage import ErrorLag
+    ctx = CodecContext.create("hevc", "r")
+    ctx.thread_type, ctx.thread_count = ThreadType.FRAME, 4
+    lag = ErrorLag(ctx)
+    for tag in (0, 1, 3, 4, 5):
+        lag.fed(tag)
+    assert lag.blame() == (1, 1)
+    assert lag.blame(end=True) == (1, 5)
+    lag.fed(6, discarded=True)  # (after tag 5, before tag 6)
+    for tag in (6, 7, 8):
+        lag.fed(tag)
+    assert lag.blame() == (6, 5)
+    ctx.thread_type = ThreadType.SLICE  # (no frame threads: the packet just fed)
+    assert lag.blame() == (8, 8)
