@@ -60,10 +60,16 @@ def quoted_words(exc: BaseException, limit: int) -> str:
 
 
 def clause_joined(words: str, clause: str) -> str:
-    """`words` (a quote, `quoted_words`) and `clause` as one sentence, "WORDS; CLAUSE": the words' own closing full
-    stop dropped ("Connection error.; the ..." read as two), not the "..." of words cut short, which went with it and
-    left the cut words reading as whole."""
+    """`words` (a quote, `quoted_words`) and `clause` as clean sentences: "WORDS; CLAUSE", the words' own closing full
+    stop, colon, semicolon or comma dropped ("Connection error.; the ..." read as two), not the "..." of words cut
+    short, which went with it and left the cut words reading as whole; after words that close with "!" or "?",
+    which dropped would change what the server said ("Budget has been exceeded!", "Did you mean to use
+    v1/completions?"), a new sentence, "WORDS! CLAUSE" (its first word capitalised where it is all lower case): they
+    read "!;" and "?;"."""
     words = words.rstrip()
-    if words.endswith(".") and not words.endswith("..."):
-        words = words[:-1].rstrip()
+    if words.endswith(("!", "?")):
+        first = clause.split(" ", 1)[0]
+        return f"{words} {clause[:1].upper() + clause[1:] if first.islower() else clause}"
+    if not words.endswith("..."):
+        words = words.rstrip(".:;,").rstrip()
     return f"{words}; {clause}"

@@ -1,0 +1,31 @@
+"""How a fault's fix follows the server's words it quotes (graph.server_words.clause_joined): as clean sentences
+whatever their final punctuation; a "!" or "?" read "!;" and "?;" joined, where only a final "." was dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from graph.server_words import clause_joined
+from tests.test_gateway_budget_and_caps import _call
+from tests.test_settings_answers import NOT_A_CHAT_MODEL
+
+
+@pytest.mark.parametrize(("words", "joined"), [
+    ("Budget has been exceeded!", "Budget has been exceeded! HTTP 429: fix it"),
+    ("Did you mean to use v1/completions?", "Did you mean to use v1/completions? HTTP 429: fix it"),
+    ("Max budget limit reached.", "Max budget limit reached; HTTP 429: fix it"),
+    ("Failed to parse:", "Failed to parse; HTTP 429: fix it"),
+    ("cut short...", "cut short...; HTTP 429: fix it")])
+def test_a_clause_follows_any_final_punctuation_as_clean_sentences(words: str, joined: str) -> None:
+    assert clause_joined(words, "HTTP 429: fix it") == joined
+
+
+def test_a_clause_after_an_exclamation_opens_a_sentence() -> None:
+    assert clause_joined("Budget has been exceeded!", "the server ...") == "Budget has been exceeded! The server ..."
+
+
+def test_a_404_question_and_its_fix_read_as_two_sentences() -> None:
+    """OpenAI's "... Did you mean to use v1/completions?" and its fix read "?;" joined."""
+    fault, _ = _call(404, NOT_A_CHAT_MODEL, replies=1)
+    assert fault is not None and fault.kind == "settings", fault
+    assert "?;" not in fault.message and "v1/completions? HTTP 404: " in fault.message, fault.message
