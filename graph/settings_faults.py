@@ -91,6 +91,41 @@ def _budget_words(exc: BaseException, words: str) -> bool:
     return rejected_request(exc) and not isinstance(exc, ModelAPIError) and _BUDGET_WORDS.search(words) is not None
 
 
+_ROUTER_BUDGET = re.compile(r"crossed budget: exceeded budget for (deployment|provider|tag)\b")
+"""A LiteLLM proxy's router with no deployment of the model within its budgets, which the proxy's admin sets in its
+config, for a model's deployment (`max_budget` in `model_list`), a provider (`provider_budget_config`) or a request
+tag: a 429, "No deployments available - crossed budget: Exceeded budget for deployment model_name: ..., model_id: ...:
+SPEND >= LIMIT" (litellm/router_strategy/budget_limiter.py; its docs, docs/my-website/docs/proxy/
+provider_budget_routing.md; "provider openai: ...", "tag='...', ..." alike). No key's budget: it was advised as the
+API key's account, whose key is not what to change."""
+_END_USER_BUDGET = re.compile(r"\bend user=[^\s,]+ over budget")
+"""A LiteLLM proxy's end user (the `user` a request names, counted across API keys) over its budget, which the proxy
+answers as a 401 `auth_error` ("ExceededBudget: End User=... over budget. Spend=..., Budget=...", its budget docs,
+docs/my-website/docs/proxy/users.md): read before the 401 (`settings_problem`), it sent the user to check a working
+key."""
+
+
+def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
+    """What to change for an answer that no credit is left (`no_credit`), naming the settings `names`: the budget a
+    LiteLLM proxy's admin set for a model's deployment, a provider or a tag (`_ROUTER_BUDGET`) or for an end user
+    (`_END_USER_BUDGET`), else the API key's account (its balance, quota or budget)."""
+    prefix = f"HTTP {exc.status_code}: " if isinstance(exc, openai.APIStatusError) else ""
+    words = server_words(exc).lower()
+    if (router := _ROUTER_BUDGET.search(words)) is not None:
+        spent = {"deployment": "the model's deployment", "provider": "the model's provider",
+                 "tag": "a tag of the request"}[router.group(1)]
+        other = f", or set {names.model} to another model the proxy serves" if router.group(1) != "tag" else ""
+        return (f"{prefix}the LiteLLM proxy's budget for {spent} is spent (the proxy admin's setting in its config, "
+                f"max_budget and budget_duration; not the API key's): wait for it to reset, have the admin raise "
+                f"it{other}")
+    if _END_USER_BUDGET.search(words):
+        return (f"{prefix}the LiteLLM proxy's budget for the end user it names is spent, no credit left (the proxy "
+                f"admin's setting, counted across API keys: {names.api_key} is not the cause): wait for it to reset "
+                "(its budget_duration), or have the admin raise it")
+    return (f"{prefix}the API key's account has no credit left (its balance, quota or budget): top it up, or check "
+            f"{names.api_key}")
+
+
 _NO_TEMPLATE = re.compile(r"default chat template is no longer allowed|tokenizer\.chat_template is not set|"
                           r"template error: template not found")
 """A model served without a chat template, which every chat request needs: vLLM's "As of transformers v4.44, default
@@ -135,6 +170,8 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
     if status not in SETTINGS_STATUSES:
         status = next((code for code, kind in zip(SETTINGS_STATUSES, _SETTINGS_ERRORS, strict=True)
                        if isinstance(exc, kind)), None)
+    if no_credit(exc):  # before the 401: LiteLLM answers an end user over budget as a 401 `auth_error`
+        return _credit_fix(exc, names)
     if status == 401:
         return f"HTTP 401: the endpoint refused the API key: check {names.api_key} (EMPTY for a vLLM server " \
                "started without --api-key)"
@@ -148,10 +185,6 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
     if status == 404:
         check = f" ({names.checked_by})" if names.checked_by else ""
         return f"HTTP 404: check that {names.base_url} ends in /v1 and that the server serves {names.model}{check}"
-    if no_credit(exc):
-        prefix = f"HTTP {exc.status_code}: " if isinstance(exc, openai.APIStatusError) else ""
-        return (f"{prefix}the API key's account has no credit left (its balance, quota or budget): top it up, or check "
-                f"{names.api_key}")
     if isinstance(exc, openai.APIStatusError) and exc.status_code in UNSERVED_STATUSES:
         return (f"HTTP {exc.status_code}: the server does not implement such a request: check {names.base_url} and "
                 f"{names.model}: the server must serve chat completions with what the agent asks of it (images, "
