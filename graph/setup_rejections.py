@@ -211,6 +211,10 @@ _NO_FORCED_CALL = re.compile(r"thinking mode does not support this tool_choice")
 function (or "required") while thinking, its V4 models' default (as its users quote it: deepseek-ai/DeepSeek-V3#1376,
 tickernelz/opencode-mem#253). Read for a forced call only (`_forced`: function_calling's): a tool round's "auto" is
 taken. It was "refused" for every clip; json_mode and json_schema send no tool call."""
+_DEEPSEEK_NO_SCHEMA = re.compile(r"this response_format type is unavailable now|response_format\.type `json_schema` is "
+                                 r"unavailable now")
+"""DeepSeek's words for a json_schema `response_format`, which its API does not serve (json_object only; module
+docstring), for its V4 models too (as their users quote it: presenton/presenton#676)."""
 _NO_TEMPERATURE = "unsupported parameter: 'temperature'"
 """OpenAI's words (code `unsupported_parameter`) for a model that takes no temperature at all (`_TEMPERATURE`)."""
 _TEMPERATURE = re.compile(r"unsupported value: 'temperature' does not support|" + re.escape(_NO_TEMPERATURE))
@@ -294,7 +298,22 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
         return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
                 f"{names.method}=json_mode (which sends no schema)")
     return (f"the server does not serve structured output as {kind} for this model: set "
-            f"{names.method}={other_methods(method)}")
+            f"{names.method}={_working_methods(exc, method)}")
+
+
+def _working_methods(exc: BaseException, method: str | None) -> str:
+    """The structured methods a rejection of `method` names (`other_methods`), but on DeepSeek's API, which serves
+    json_object only (`_DEEPSEEK_NO_SCHEMA`) and whose V4 models, thinking by default, take no forced tool call
+    (`_NO_FORCED_CALL`): only json_mode serves a thinking model, so its thinking refusal names json_mode alone, and its
+    json_schema refusal says what function_calling needs (it named both, and the second fault followed)."""
+    text = server_words(exc).lower()
+    if _NO_FORCED_CALL.search(text):
+        return ("json_mode (DeepSeek's API, whose words these are, serves no json_schema either: json_object only; "
+                "its thinking, the V4 models' default, takes no forced tool call)")
+    if _DEEPSEEK_NO_SCHEMA.search(text) and method == "json_schema":
+        return ("json_mode or function_calling (function_calling only for a model that does not think: DeepSeek's "
+                "thinking models, the V4 default, take no forced tool call)")
+    return other_methods(method)
 
 
 def other_methods(method: str | None) -> str:
