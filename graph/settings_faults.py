@@ -112,12 +112,12 @@ def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
     prefix = f"HTTP {exc.status_code}: " if isinstance(exc, openai.APIStatusError) else ""
     words = server_words(exc).lower()
     if (router := _ROUTER_BUDGET.search(words)) is not None:
-        spent = {"deployment": "the model's deployment", "provider": "the model's provider",
-                 "tag": "a tag of the request"}[router.group(1)]
+        spent, keys = {"deployment": ("the model's deployment", "model_list's max_budget, budget_duration"),
+                       "provider": ("the model's provider", "provider_budget_config's budget_limit, time_period"),
+                       "tag": ("a tag of the request", "its tag budget's max_budget, budget_duration")}[router.group(1)]
         other = f", or set {names.model} to another model the proxy serves" if router.group(1) != "tag" else ""
         return (f"{prefix}the LiteLLM proxy's budget for {spent} is spent (the proxy admin's setting in its config, "
-                f"max_budget and budget_duration; not the API key's): wait for it to reset, have the admin raise "
-                f"it{other}")
+                f"{keys}; not the API key's): wait for it to reset, have the admin raise it{other}")
     if _END_USER_BUDGET.search(words):
         return (f"{prefix}the LiteLLM proxy's budget for the end user it names is spent, no credit left (the proxy "
                 f"admin's setting, counted across API keys: {names.api_key} is not the cause): wait for it to reset "
@@ -160,8 +160,9 @@ def settings_problem(exc: BaseException, names: EndpointNames, sent: Sent | None
     the settings `names`; None for any other error. An HTTP status: 401 (the API key), 403 (a key that may not use
     the model), 404 (a base URL without its `/v1`, vLLM's root answering `{"detail": "Not Found"}`, or a model the
     server does not serve, or serves on another route than chat completions: `_OTHER_ROUTE`); an account without
-    credit (`no_credit`), a model without a chat template (`no_template`), whatever their status; or a request over a
-    limit of the server's setup or with a part the server or model does not take
+    credit (`no_credit`, read before the statuses: a LiteLLM proxy answers an end user's spent budget with a 401; the
+    budget spent named by `_credit_fix`), a model without a chat template (`no_template`), whatever their status; or a
+    request over a limit of the server's setup or with a part the server or model does not take
     (`graph.setup_rejections.setup_rejection`); or a 501 or 505 (`UNSERVED_STATUSES`: the server does not implement
     the request, every clip's). Any other 400 or 422 (a content policy, a request the server rejects) is no such
     problem: the same settings serve other requests. `sent`: the request as sent, read where `exc` has none attached
