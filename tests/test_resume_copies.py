@@ -30,3 +30,29 @@ def test_shared_storage_advice_says_every_rank_reads_rank_0s_folder():
     assert "does not set checkpoint.use_node_local_storage" in text and "every rank reads rank 0's folder" in text
     assert "put output_dir on storage every node shares" in text
     assert f"or copy {CKPT / 'iter_000004'} whole from host node-a to the same path on host node-b" in text, text
+
+
+SAME_HOST = [(1, "node-a", ["zero_pp_rank_1_mp_rank_00_optim_states.pt"])]
+
+
+def test_node_local_advice_for_a_rank_on_rank_0s_own_host_does_not_copy_onto_that_host_from_itself():
+    """Rank 1 on rank 0's own host lacks its share: the advice said "copy those ranks' files onto host node-a
+    from the node that saved them", and the node that saved them was node-a itself (no such copy)."""
+    text = incomplete_message(CKPT, "iter_000004", SAME_HOST, node_local=True, rank0_host="node-a")
+    assert "onto host node-a from the node that saved them" not in text, text
+    assert "host node-a is rank 0's own" in text, text
+    assert f"write the tag of an earlier checkpoint every node holds whole into {CKPT / 'latest'} on host node-a" \
+        in text, text
+
+
+def test_node_local_advice_for_both_hosts_copies_only_onto_the_other_host():
+    text = incomplete_message(CKPT, "iter_000004", SAME_HOST + GAPS, node_local=True, rank0_host="node-a")
+    assert "copy those ranks' files of iter_000004 onto host node-b from the node that saved them" in text, text
+    assert "onto host node-a" not in text and "onto host node-a, node-b" not in text, text
+    assert "host node-a is rank 0's own" in text, text
+
+
+def test_shared_storage_advice_for_a_rank_on_rank_0s_own_host_does_not_copy_from_that_host_to_itself():
+    text = incomplete_message(CKPT, "iter_000004", SAME_HOST, node_local=False, rank0_host="node-a")
+    assert "to the same path on host node-a" not in text, text
+    assert f"write the tag of an earlier complete checkpoint into {CKPT / 'latest'} on host node-a" in text, text

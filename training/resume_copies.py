@@ -11,6 +11,10 @@ launch keeps checkpoints:
   so the missing files exist (if anywhere) on the node that ran those ranks when it was saved; the fix is copying
   them there, or moving rank 0's ``latest`` (the only one read: another node's ``latest`` was once named in the
   advice, though changing it changes nothing) to an earlier checkpoint every node holds whole.
+
+A rank on rank 0's own host that lacks files gets no copy advice onto that host from itself: with shared storage
+rank 0's folder is the source, so the checkpoint is incomplete; with node-local folders that host saved those
+files, which are gone there (another node has them only if it ran those ranks at that save).
 """
 
 from __future__ import annotations
@@ -79,15 +83,29 @@ def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list
     """The refusal of `check_every_copy` (``ckpt_dir``: rank 0's, on ``rank0_host``): ``gaps`` are (rank, host,
     files that rank does not see); the advice for ``node_local`` folders or shared storage (module docstring)."""
     where = "; ".join(f"rank {rank} (host {host}) reads it: it lacks {', '.join(files)}" for rank, host, files in gaps)
-    lacking = ", ".join(dict.fromkeys(host for _, host, _ in gaps))  # each host once, in rank order
+    # each host once, in rank order; rank 0's own host apart: no copy from it onto itself can help there
+    others = ", ".join(dict.fromkeys(host for _, host, _ in gaps if host != rank0_host))
+    own = [str(rank) for rank, host, _ in gaps if host == rank0_host]
     head = (f"--resume: {ckpt_dir / tag} is incomplete where {where}; rank 0 (host {rank0_host}) picked it from "
             f"its own {ckpt_dir / 'latest'}. ")
+    latest = f"{ckpt_dir / 'latest'} on host {rank0_host}"
     if node_local:
+        copies = [f"copy those ranks' files of {tag} onto host {others} from the node that saved them"] if others \
+            else []
+        if own:
+            ranks = f"rank {', '.join(own)}"
+            copies.append(f"host {rank0_host} is rank 0's own, which saved {tag}: {ranks}'s files there were cut "
+                          f"short or removed since, and another node holds them only if it ran {ranks} at that "
+                          "save (copy them from there)")
         return head + ("With node-local checkpoint folders (DeepSpeed's checkpoint.use_node_local_storage: true) "
-                       f"each node holds only its own ranks' files: copy those ranks' files of {tag} onto host "
-                       f"{lacking} from the node that saved them, or, where they are lost, write the tag of an "
-                       f"earlier checkpoint every node holds whole into {ckpt_dir / 'latest'} on host {rank0_host} "
+                       f"each node holds only its own ranks' files: {'; '.join(copies)}; or, where they are lost, "
+                       f"write the tag of an earlier checkpoint every node holds whole into {latest} "
                        "(rank 0's 'latest' alone decides what every rank loads)")
-    return head + ("This launch's DeepSpeed JSON does not set checkpoint.use_node_local_storage, so every rank reads "
-                   f"rank 0's folder: put output_dir on storage every node shares, or copy {ckpt_dir / tag} whole "
-                   f"from host {rank0_host} to the same path on host {lacking}")
+    text = head + ("This launch's DeepSpeed JSON does not set checkpoint.use_node_local_storage, so every rank reads "
+                   "rank 0's folder: ")
+    if own:  # rank 0's folder itself lacks them: the checkpoint is incomplete at its source
+        text += (f"rank 0's own folder on host {rank0_host} lacks files of rank {', '.join(own)}, so the checkpoint "
+                 f"is incomplete: write the tag of an earlier complete checkpoint into {latest}, or start over")
+        return text + (f"; and for host {others}, put output_dir on storage every node shares" if others else "")
+    return text + (f"put output_dir on storage every node shares, or copy {ckpt_dir / tag} whole from host "
+                   f"{rank0_host} to the same path on host {others}")
