@@ -29,6 +29,24 @@ def test_a_stop_after_the_last_iteration_names_what_each_export_mode_leaves():
     assert "or export alone with `python -m training.export --run out`" in final
 
 
+
+def test_a_signal_stop_and_a_wandb_failure_at_the_end_say_what_is_left_in_one_wording():
+    """The "finish the run with --resume ... runs what the stop skipped (A and B)" sentence was written twice, in
+    `TrainingStopped` and `trainer.last_wandb_todo`: one helper (`finish_with_resume`) writes it for both."""
+    from training.preemption import finish_with_resume, skipped_at_end
+    from training.trainer import last_wandb_todo
+
+    final = Path("out/final")
+    todo = finish_with_resume(skipped_at_end(10, final))
+    assert todo == ("finish the run with --resume, which trains no further and runs what the stop skipped (the "
+                    "held-out evaluation of iteration 10 and the final export to out/final)"), todo
+    assert todo in str(TrainingStopped(10, signal.SIGTERM, "out/checkpoints/iter_000010", last=True, evaluation=10,
+                                       export_to=final))
+    assert last_wandb_todo(10, final).endswith(todo)
+    assert finish_with_resume([]) == "finish the run with --resume, which trains no further"
+    assert last_wandb_todo(None, None).endswith(finish_with_resume([]))
+
+
 def test_a_stop_before_a_resumed_runs_first_save_names_the_checkpoint_it_resumed_from():
     """A resumed run stopped before it saved anything (a signal during the evaluation it owed) said "checkpoint
     ... saved", though it wrote none: the message says which checkpoint a restart continues from."""

@@ -66,6 +66,14 @@ def skipped_at_end(evaluation: int | None, export_to: Path | None) -> list[str]:
         ([f"the final export to {export_to}"] if export_to is not None else [])
 
 
+
+def finish_with_resume(skipped: list[str]) -> str:
+    """The todo after a stop at the run's last iteration (a signal: `TrainingStopped`; a W&B failure:
+    `training.trainer.last_wandb_todo`): a --resume launch trains no further and runs what the stop skipped
+    (`skipped_at_end`, joined with "and"; nothing named when ``skipped`` is empty)."""
+    return "finish the run with --resume, which trains no further" + \
+        (f" and runs what the stop skipped ({' and '.join(skipped)})" if skipped else "")
+
 class TrainingStopped(RuntimeError):
     """The run stopped on a signal; continue it with ``--resume`` (from the checkpoint the message names)."""
 
@@ -99,8 +107,7 @@ class TrainingStopped(RuntimeError):
                    "is left to resume"
         else:  # the run trained to its end: only what follows its last save is left, which a --resume launch
             # does without training further
-            todo = (" That was the run's last iteration: finish the run with --resume, which trains no further and "
-                    f"runs what the stop skipped ({' and '.join(skipped)})")
+            todo = f" That was the run's last iteration: {finish_with_resume(skipped)}"
             if export_to is not None:
                 todo += f", or export alone with `python -m training.export --run {export_to.parent}`"
         super().__init__(head + todo)

@@ -79,7 +79,14 @@ from training.group_rollout import sample_group
 from training.grpo import advantage_metric_parts, group_advantages
 from training.metrics import gather, progress_postfix, summarize
 from training.models import encode_frames
-from training.preemption import RewardsStalled, StopRequest, TrainingDiverged, TrainingStopped, skipped_at_end
+from training.preemption import (
+    RewardsStalled,
+    StopRequest,
+    TrainingDiverged,
+    TrainingStopped,
+    finish_with_resume,
+    skipped_at_end,
+)
 from training.prompt_failures import PromptImagesFailed, first_frames
 from training.rank_failures import (
     RankFailure,
@@ -102,9 +109,8 @@ def last_wandb_todo(evaluation: int | None, export_to: Path | None) -> str:
     """What a W&B failure after the last iteration's checkpoint leaves to do (`training.rank_failures.RankFailed`):
     ``evaluation``, the iteration whose held-out evaluation the stop skipped (None: none was due, or it ran and W&B
     failed on its rows, its files written); ``export_to``, the final export (``export: final``)."""
-    skipped = skipped_at_end(evaluation, export_to)
-    return ("that was the run's last iteration: once W&B is back, finish the run with --resume, which trains no "
-            "further" + (f" and runs what the stop skipped ({' and '.join(skipped)})" if skipped else ""))
+    todo = finish_with_resume(skipped_at_end(evaluation, export_to))
+    return f"that was the run's last iteration: once W&B is back, {todo}"
 
 
 def train(cfg: TrainConfig, *, local_rank: int = 0, reward_tokens: dict[str, str] | None = None,
