@@ -222,6 +222,9 @@ def demo_command(
     except (SettingsError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    from evals.eval_cli_common import out_dir
+
+    out_dir(out)  # a file at (or above) --out: exit 2 before anything is printed, as `raa make-clips`
     clips_dir = out / "clips"  # the suite's layout: OUT/manifest.jsonl lists OUT/clips/*.mp4
     manifest = out / "manifest.jsonl"
     suite = suite_specs("small", seed)
@@ -239,7 +242,7 @@ def demo_command(
         console.print(f"Rendering the labelled sample clips into {escape(str(clips_dir))} ...")
         try:
             make_clips(out, seed=seed, preset="small", progress=True, limit=limit)
-        except ClipSuiteRequestError as exc:  # refused before rendering (an --out that is a file): as `raa make-clips`
+        except ClipSuiteRequestError as exc:  # refused before rendering (its manifest): as `raa make-clips`
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
         except (ClipSuiteError, RenderError) as exc:  # no GL context, or clips that failed: as `raa make-clips`

@@ -104,14 +104,19 @@ def test_demo_that_cannot_render_is_one_error_line(tmp_path, monkeypatch) -> Non
     assert not (tmp_path / "overlays").exists()
 
 
-def test_demo_into_a_file_is_a_usage_error(tmp_path) -> None:
+@pytest.mark.parametrize("under", [False, True])
+def test_demo_into_a_file_is_a_usage_error(tmp_path, under) -> None:
     # `raa make-clips --out FILE` is a usage error (exit 2, ClipSuiteRequestError: refused before rendering); the
-    # demo read every ClipSuiteError as a failed render (exit 1), this refusal included
-    out = tmp_path / "a_file"
-    out.write_text("not a folder")
+    # demo read every ClipSuiteError as a failed render (exit 1), this refusal included. It then printed
+    # "Rendering the labelled sample clips into FILE/clips ..." before the error: --out is checked first, with
+    # `raa make-clips`'s own refusal (evals.eval_cli_common.out_dir)
+    (tmp_path / "a_file").write_text("not a folder")
+    out = tmp_path / "a_file" / "demo" if under else tmp_path / "a_file"
     res = runner.invoke(app, ["demo", "--out", str(out), "--limit", "1"])
     assert res.exit_code == 2, (res.output, res.exception)
-    assert "error: cannot write the clip suite" in res.output and "must be a folder" in res.output, res.output
+    assert res.output.startswith(f"error: cannot use --out {out}: "), res.output
+    assert "(it must be a folder)" in res.output and "Rendering" not in res.output, res.output
+    assert (tmp_path / "a_file").read_text() == "not a folder"
 
 
 def test_demo_renders_again_when_the_manifest_lacks_clips(tmp_path) -> None:
