@@ -13,17 +13,30 @@ starts, so the last line of a hung launch says why. The launch still goes on: a 
 user's call. The extensions folder is torch's own (`extensions_root`): ``TORCH_EXTENSIONS_DIR`` when set,
 otherwise ``<user cache>/torch_extensions/py<version>_<cpu|cuXY|rocmXY>``; the environment is read at the CLI
 edge (training/train.py).
+
+The build itself is silent too (minutes, nothing printed after DeepSpeed's accelerator warnings), and it comes
+again whenever the launch's DeepSpeed is at another path than the one the kept build was made from (another
+checkout's ``.venv``, or the same one reached through a link): torch writes the build file with the absolute
+source paths, so its compile commands change and ninja rebuilds. `shm_build_note` says so beforehand where the
+files prove it: no built op in the folder, or a build file naming another DeepSpeed's sources. A build it cannot
+foresee (a kept build whose sources or compiler changed since) goes unannounced.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import shlex
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 STALE_AFTER_S = 30 * 60.0
 """Age after which an extension build lock counts as left behind by an interrupted build."""
+
+SHM_OP = "deepspeed_shm_comm"
+"""DeepSpeed's shared-memory communication op, which its CPU backend builds at process-group start."""
 
 
 def extensions_root(environ: Mapping[str, str]) -> Path:
@@ -72,6 +85,49 @@ def stale_lock_note(locks: Sequence[tuple[Path, float]]) -> str | None:
             "exists, the DeepSpeed op build at process-group start waits forever without a message. If no "
             f"build is running, remove it: rm {' '.join(shlex.quote(str(lock)) for lock, _ in locks)}")
 
+
+def shm_build_note(root: Path, deepspeed_dir: Path) -> str | None:
+    """A note that DeepSpeed's CPU backend will build `SHM_OP` into ``root/deepspeed_shm_comm`` at process-group
+    start (module docstring), for a launch that uses DeepSpeed's CPU accelerator with a C++ compiler (the
+    caller's call: the op builder's own probe runs compiler subprocesses); None when a build there was made
+    from this ``deepspeed_dir``'s sources, or DeepSpeed was installed with the op prebuilt."""
+    if any((deepspeed_dir / "ops" / "comm").glob(f"{SHM_OP}_op*.so")):  # DS_BUILD_SHM_COMM=1 at install: loaded
+        return None
+    folder = root / SHM_OP
+    try:
+        built = (folder / f"{SHM_OP}.so").is_file()
+        ninja = (folder / "build.ninja").read_text(errors="replace") if built else ""
+    except OSError:
+        built, ninja = False, ""
+    source = deepspeed_dir / "ops" / "csrc" / "cpu" / "comm" / "shm.cpp"
+    lines = re.findall(r"^build shm\.o: compile (.+)$", ninja, flags=re.MULTILINE)  # ninja escapes a space "$ "
+    if built and str(source).replace(" ", "$ ") in lines:
+        return None
+    if built and lines:
+        other = lines[0].replace("$ ", " ").removesuffix("/ops/csrc/cpu/comm/shm.cpp")
+        why = f"the build there was made from the DeepSpeed at {other}, and this launch's is at {deepspeed_dir}"
+    else:
+        why = "no finished build is there"
+    return (f"note: DeepSpeed will build its shared-memory op ({SHM_OP}) in {folder} when the process group "
+            f"starts, since {why}: a minute or two of CPU time, several minutes of wall time on a busy machine, "
+            "with nothing printed meanwhile. Environments that take turns rebuild it each time unless each sets "
+            "its own TORCH_EXTENSIONS_DIR")
+
+
+
+def launch_build_note(environ: Mapping[str, str], cuda: bool) -> str | None:
+    """`shm_build_note` for a launch with ``environ`` (read at the CLI edge) and CUDA available or not: only where
+    DeepSpeed's CPU backend builds the op: its CPU accelerator (no CUDA, or ``DS_ACCELERATOR=cpu``), Linux (the
+    op's only platform), a C++ compiler on the PATH (``CXX``, else ``c++``, as torch builds), DeepSpeed found."""
+    accelerator = environ.get("DS_ACCELERATOR")
+    if accelerator not in (None, "cpu") or (cuda and accelerator is None) or sys.platform != "linux":
+        return None
+    if shutil.which(environ.get("CXX", "c++"), path=environ.get("PATH")) is None:
+        return None
+    spec = importlib.util.find_spec("deepspeed")  # its path, without importing it
+    if spec is None or spec.origin is None:
+        return None
+    return shm_build_note(extensions_root(environ), Path(spec.origin).parent)
 
 def _age(seconds: float) -> str:
     minutes = int(seconds // 60)

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from tools.env_numbers import number_text_error
-from training.build_locks import extensions_root, stale_lock_note, stale_locks
+from training.build_locks import extensions_root, launch_build_note, stale_lock_note, stale_locks
 from training.config import ConfigError, PromptSpec, TrainConfig
 from training.config_io import parse_cli
 from training.ds_config import check_ds_json, read_ds_config
@@ -338,16 +338,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent_tools = reward_tools(cfg)
         model_note = check_model_path(cfg)  # before any model loads: a bad folder was a traceback in every rank
         lock_note = stale_lock_note(stale_locks(extensions_root(os.environ), time.time()))  # training/build_locks.py
+        build_note = launch_build_note(os.environ, torch.cuda.is_available())  # DeepSpeed's CPU op build
         if check:
             report = launch_check(cfg, agent_settings, agent_tools, ranks.world, counts, tokens)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if check:
-        notes = (model_note, device_note and f"note: {device_note}", lock_note)
+        notes = (model_note, device_note and f"note: {device_note}", lock_note, build_note)
         print(report + "".join(f"\n{note}" for note in notes if note))
         return 0
-    for note in (model_note, lock_note):
+    for note in (model_note, lock_note, build_note):
         if note and ranks.rank == 0:
             print(note, file=sys.stderr, flush=True)
     launched = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # set by torchrun, deepspeed, srun wrappers

@@ -1,0 +1,96 @@
+"""DeepSpeed's CPU backend builds its shared-memory op at process-group start, silently for minutes, and again
+whenever the launch's DeepSpeed is at another path than the kept build's (torch's build file holds absolute
+source paths): the launch and --check now say so beforehand where the extensions folder proves it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from training.build_locks import SHM_OP, shm_build_note
+
+SMOKE = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
+
+
+def _built(root: Path, deepspeed_dir: Path) -> Path:
+    """A finished build in ``root`` as torch writes it (build.ninja, the library) from ``deepspeed_dir``."""
+    folder = root / SHM_OP
+    folder.mkdir(parents=True)
+    comm = str(deepspeed_dir / "ops" / "csrc" / "cpu" / "comm").replace(" ", "$ ")
+    (folder / "build.ninja").write_text(f"rule compile\n  command = c++ $in -o $out\n\n"
+                                        f"build shm_interface.o: compile {comm}/shm_interface.cpp\n"
+                                        f"build shm.o: compile {comm}/shm.cpp\n\ndefault {SHM_OP}.so\n")
+    (folder / f"{SHM_OP}.so").write_bytes(b"\x7fELF")
+    return folder
+
+
+def test_no_note_for_a_build_from_this_deepspeed(tmp_path):
+    here = tmp_path / "a venv" / "site-packages" / "deepspeed"  # a space: ninja writes it "$ "
+    _built(tmp_path / "ext", here)
+    assert shm_build_note(tmp_path / "ext", here) is None
+
+
+def test_a_missing_or_unfinished_build_is_announced(tmp_path):
+    here = tmp_path / "venv" / "deepspeed"
+    note = shm_build_note(tmp_path / "ext", here)
+    assert note is not None and f"build its shared-memory op ({SHM_OP}) in {tmp_path / 'ext' / SHM_OP}" in note
+    assert "no finished build is there" in note and "nothing printed meanwhile" in note
+    (_built(tmp_path / "ext", here) / f"{SHM_OP}.so").unlink()  # a build killed before it linked
+    assert "no finished build is there" in (shm_build_note(tmp_path / "ext", here) or "")
+
+
+def test_a_build_from_another_environment_is_announced_even_where_its_path_contains_this_one(tmp_path):
+    """The case found on this machine: the kept build was made from /check/work/main/.venv's DeepSpeed, whose
+    path contains /work/main/.venv's; a launch from the latter rebuilt it without a word."""
+    here = Path("/work/main/.venv/lib/python3.11/site-packages/deepspeed")
+    other = Path("/check") / here.relative_to("/")
+    _built(tmp_path / "ext", other)
+    note = shm_build_note(tmp_path / "ext", here)
+    assert note is not None and f"made from the DeepSpeed at {other}, and this launch's is at {here}" in note, note
+    assert "TORCH_EXTENSIONS_DIR" in note
+
+
+def test_no_note_where_deepspeed_was_installed_with_the_op(tmp_path):
+    here = tmp_path / "deepspeed"
+    (here / "ops" / "comm").mkdir(parents=True)
+    (here / "ops" / "comm" / f"{SHM_OP}_op.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    assert shm_build_note(tmp_path / "ext", here) is None
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_check_and_launch_announce_the_build(tmp_path, capsys, monkeypatch, check, followed_launchers):
+    import training.trainer
+    from training.train import main
+
+    for var in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "LOCAL_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RANK", "0")  # as a launcher sets them (undone after the test)
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))  # empty: the op is built at the start
+    monkeypatch.setattr(training.trainer, "train", lambda *_a, **_k: tmp_path / "run")
+    args = ["--config", SMOKE, "--output_dir", str(tmp_path / "run")] + (["--check"] if check else [])
+    assert main(args) == 0
+    out = capsys.readouterr()
+    said = out.out if check else out.err
+    assert f"note: DeepSpeed will build its shared-memory op ({SHM_OP}) in {tmp_path / 'ext' / SHM_OP}" in said, said
+    import deepspeed  # noqa: F401 (its path, as the launch found it)
+
+    _built(tmp_path / "ext", Path(os.path.dirname(deepspeed.__file__)))
+    assert main(args) == 0
+    again = capsys.readouterr()
+    assert "will build its shared-memory op" not in again.out + again.err
+
+
+def test_no_note_where_deepspeed_builds_no_cpu_op(tmp_path):
+    """A CUDA launch uses DeepSpeed's CUDA accelerator (no shm op); without a compiler the op builder says the op is
+    incompatible and nothing is built."""
+    from training.build_locks import launch_build_note
+
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "PATH": os.environ.get("PATH", "")}
+    assert launch_build_note(env, cuda=False) is not None  # the folder is empty: a build comes
+    assert launch_build_note(env, cuda=True) is None
+    assert launch_build_note({**env, "DS_ACCELERATOR": "cpu"}, cuda=True) is not None
+    assert launch_build_note({**env, "DS_ACCELERATOR": "xpu"}, cuda=False) is None
+    assert launch_build_note({**env, "CXX": str(tmp_path / "no-such-compiler")}, cuda=False) is None
