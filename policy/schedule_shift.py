@@ -7,7 +7,8 @@ I2V 480P one with 3.0. A fixed default therefore sampled one of them off its own
 How diffusers names it (0.42):
 
 * ``FlowMatchEulerDiscreteScheduler``: ``shift`` (default 1.0), unless ``use_dynamic_shifting`` (a shift that
-  depends on the sequence length, ``mu``; no single number).
+  depends on the sequence length, ``mu``; no single number) or ``shift_terminal`` (the shifted schedule stretched
+  to end at that sigma, LTX-Video's 0.1: its ``shift`` alone was read, and the run sampled another schedule).
 * ``UniPCMultistepScheduler`` (and the other multistep solvers with flow sigmas): ``flow_shift`` (default 1.0),
   used only with ``use_flow_sigmas``; with Karras / exponential / beta sigmas (Cosmos-Predict2.5's Karras
   schedule, `policy.cosmos`'s module docstring) or dynamic shifting no shift reproduces the schedule.
@@ -54,6 +55,8 @@ def scheduler_shift(config: Mapping[str, Any]) -> tuple[float | None, str]:
     other = [k for k in ("use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas") if config.get(k)]
     if other:
         return None, f"{name} samples on {other[0].removeprefix('use_')}, which no shift reproduces"
+    if terminal := config.get("shift_terminal"):  # diffusers stretches only when it is set and not 0
+        return None, f"{name} stretches its schedule to end at shift_terminal {terminal}, which no shift reproduces"
     if name == "FlowMatchEulerDiscreteScheduler":
         key = "shift"
     elif "flow_shift" in config or "use_flow_sigmas" in config:

@@ -55,6 +55,18 @@ def test_checkpoint_shift_reads_the_folder_or_falls_back_saying_why(tmp_path):
     assert bare.value == DEFAULT_SHIFT and "scheduler_config.json" in bare.source
 
 
+
+def test_a_schedule_stretched_to_shift_terminal_is_no_single_shift(tmp_path):
+    """FlowMatchEulerDiscreteScheduler with ``shift_terminal`` (LTX-Video's 0.1) stretches its shifted schedule so
+    it ends at that sigma; its ``shift`` was read as the checkpoint's and ``shift_terminal`` ignored, so the run
+    sampled another schedule than the checkpoint's while its log said it used the scheduler's own."""
+    ltx = {"_class_name": "FlowMatchEulerDiscreteScheduler", "shift": 1.0, "shift_terminal": 0.1}
+    assert scheduler_shift(ltx) == (None, "FlowMatchEulerDiscreteScheduler stretches its schedule to end at "
+                                          "shift_terminal 0.1, which no shift reproduces")
+    assert scheduler_shift({**ltx, "shift_terminal": None}) == (1.0, "FlowMatchEulerDiscreteScheduler shift")
+    choice = checkpoint_shift(_checkpoint(tmp_path / "ltx", ltx))
+    assert choice.value == DEFAULT_SHIFT and "shift_terminal 0.1" in choice.source, choice
+
 def test_unset_shift_is_the_checkpoints(tmp_path):
     model = _checkpoint(tmp_path / "wan", WAN22)
     cfg = TrainConfig(model_path=str(model), tiny=False)
