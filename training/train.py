@@ -338,16 +338,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent_tools = reward_tools(cfg)
         model_note = check_model_path(cfg)  # before any model loads: a bad folder was a traceback in every rank
         lock_note = stale_lock_note(stale_locks(extensions_root(os.environ), time.time()))  # training/build_locks.py
-        build_note = launch_build_note(os.environ, torch.cuda.is_available())  # DeepSpeed's CPU op build
         if check:
             report = launch_check(cfg, agent_settings, agent_tools, ranks.world, counts, tokens)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if check:
-        notes = (model_note, device_note and f"note: {device_note}", lock_note, build_note)
+        notes = (model_note, device_note and f"note: {device_note}", lock_note)
         print(report + "".join(f"\n{note}" for note in notes if note))
         return 0
+    build_note = launch_build_note(os.environ, torch.cuda.is_available())  # DeepSpeed's CPU op, at group start
     for note in (model_note, lock_note, build_note):
         if note and ranks.rank == 0:
             print(note, file=sys.stderr, flush=True)
