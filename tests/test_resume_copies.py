@@ -40,7 +40,8 @@ def test_node_local_advice_for_a_rank_on_rank_0s_own_host_does_not_copy_onto_tha
     from the node that saved them", and the node that saved them was node-a itself (no such copy)."""
     text = incomplete_message(CKPT, "iter_000004", SAME_HOST, node_local=True, rank0_host="node-a")
     assert "onto host node-a from the node that saved them" not in text, text
-    assert "host node-a is rank 0's own" in text, text
+    assert "rank 1 runs on host node-a, rank 0's own: unless another node ran rank 1 when iter_000004 was saved" \
+        in text, text
     assert f"write the tag of an earlier checkpoint every node holds whole into {CKPT / 'latest'} on host node-a" \
         in text, text
 
@@ -48,11 +49,17 @@ def test_node_local_advice_for_a_rank_on_rank_0s_own_host_does_not_copy_onto_tha
 def test_node_local_advice_for_both_hosts_copies_only_onto_the_other_host():
     text = incomplete_message(CKPT, "iter_000004", SAME_HOST + GAPS, node_local=True, rank0_host="node-a")
     assert "copy those ranks' files of iter_000004 onto host node-b from the node that saved them" in text, text
-    assert "onto host node-a" not in text and "onto host node-a, node-b" not in text, text
-    assert "host node-a is rank 0's own" in text, text
+    assert "onto host node-a" not in text, text
+    assert "rank 1 runs on host node-a, rank 0's own" in text and "rank 2" not in text.split("runs on host")[1], text
 
 
 def test_shared_storage_advice_for_a_rank_on_rank_0s_own_host_does_not_copy_from_that_host_to_itself():
+    """Rank 0 saw every rank's files in its folder (resume_source counts them), so a rank under the same host name
+    that lacks them reads another filesystem at that path: "copy ... from host node-a to the same path on host
+    node-a" named no copy."""
     text = incomplete_message(CKPT, "iter_000004", SAME_HOST, node_local=False, rank0_host="node-a")
     assert "to the same path on host node-a" not in text, text
-    assert f"write the tag of an earlier complete checkpoint into {CKPT / 'latest'} on host node-a" in text, text
+    assert "rank 1 runs under host name node-a as rank 0 does" in text and "another filesystem" in text, text
+    both = incomplete_message(CKPT, "iter_000004", SAME_HOST + GAPS, node_local=False, rank0_host="node-a")
+    assert f"copy {CKPT / 'iter_000004'} whole from host node-a to the same path on host node-b;" in both, both
+    assert "mounted for rank 1 too" in both and "; rank 1 runs under host name node-a" in both, both

@@ -12,9 +12,10 @@ launch keeps checkpoints:
   them there, or moving rank 0's ``latest`` (the only one read: another node's ``latest`` was once named in the
   advice, though changing it changes nothing) to an earlier checkpoint every node holds whole.
 
-A rank on rank 0's own host that lacks files gets no copy advice onto that host from itself: with shared storage
-rank 0's folder is the source, so the checkpoint is incomplete; with node-local folders that host saved those
-files, which are gone there (another node has them only if it ran those ranks at that save).
+A rank on rank 0's own host that lacks files gets no advice to copy them onto that host from itself: with node-local
+folders that host saved them, so they are gone there (another node has them only if it ran those ranks at that
+save); with shared storage rank 0 saw every rank's files in its folder, so that rank reads another filesystem
+under the same host name (a container or a mount of its own).
 """
 
 from __future__ import annotations
@@ -85,27 +86,26 @@ def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list
     where = "; ".join(f"rank {rank} (host {host}) reads it: it lacks {', '.join(files)}" for rank, host, files in gaps)
     # each host once, in rank order; rank 0's own host apart: no copy from it onto itself can help there
     others = ", ".join(dict.fromkeys(host for _, host, _ in gaps if host != rank0_host))
-    own = [str(rank) for rank, host, _ in gaps if host == rank0_host]
+    own = f"rank {', '.join(str(rank) for rank, host, _ in gaps if host == rank0_host)}"
     head = (f"--resume: {ckpt_dir / tag} is incomplete where {where}; rank 0 (host {rank0_host}) picked it from "
             f"its own {ckpt_dir / 'latest'}. ")
-    latest = f"{ckpt_dir / 'latest'} on host {rank0_host}"
     if node_local:
         copies = [f"copy those ranks' files of {tag} onto host {others} from the node that saved them"] if others \
             else []
-        if own:
-            ranks = f"rank {', '.join(own)}"
-            copies.append(f"host {rank0_host} is rank 0's own, which saved {tag}: {ranks}'s files there were cut "
-                          f"short or removed since, and another node holds them only if it ran {ranks} at that "
-                          "save (copy them from there)")
+        if own != "rank ":
+            copies.append(f"{own} runs on host {rank0_host}, rank 0's own: unless another node ran {own} when "
+                          f"{tag} was saved (copy its files from there), they were lost on {rank0_host} (a save "
+                          "cut short, files removed)")
         return head + ("With node-local checkpoint folders (DeepSpeed's checkpoint.use_node_local_storage: true) "
                        f"each node holds only its own ranks' files: {'; '.join(copies)}; or, where they are lost, "
-                       f"write the tag of an earlier checkpoint every node holds whole into {latest} "
-                       "(rank 0's 'latest' alone decides what every rank loads)")
-    text = head + ("This launch's DeepSpeed JSON does not set checkpoint.use_node_local_storage, so every rank reads "
-                   "rank 0's folder: ")
-    if own:  # rank 0's folder itself lacks them: the checkpoint is incomplete at its source
-        text += (f"rank 0's own folder on host {rank0_host} lacks files of rank {', '.join(own)}, so the checkpoint "
-                 f"is incomplete: write the tag of an earlier complete checkpoint into {latest}, or start over")
-        return text + (f"; and for host {others}, put output_dir on storage every node shares" if others else "")
-    return text + (f"put output_dir on storage every node shares, or copy {ckpt_dir / tag} whole from host "
-                   f"{rank0_host} to the same path on host {others}")
+                       f"write the tag of an earlier checkpoint every node holds whole into {ckpt_dir / 'latest'} on "
+                       f"host {rank0_host} (rank 0's 'latest' alone decides what every rank loads)")
+    fixes = [f"put output_dir on storage every node shares, or copy {ckpt_dir / tag} whole from host {rank0_host} "
+             f"to the same path on host {others}"] if others else []
+    if own != "rank ":  # rank 0 saw every rank's files in that folder (training.resume.resume_source checked them)
+        fixes.append(f"{own} runs under host name {rank0_host} as rank 0 does, yet does not see the files rank 0 "
+                     "found at that path, so it reads another filesystem there (a container or a mount of its own): "
+                     f"put output_dir on storage every node shares, mounted for {own} too, or copy {ckpt_dir / tag} "
+                     f"whole into {own}'s view of the same path")
+    return head + ("This launch's DeepSpeed JSON does not set checkpoint.use_node_local_storage, so every rank reads "
+                   f"rank 0's folder: {'; '.join(fixes)}")
