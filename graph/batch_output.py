@@ -17,12 +17,18 @@ the closing line says what the batch cost. A run that ends without a result (can
 with a worker process that died) is counted apart (`RowWriter.unfinished`): its usage sits in the agent's per-node
 counters, summed into its result only as it ends, so the calls it made cannot be added; the closing lines say that
 there were such runs and that their calls are not in the usage.
+A Ctrl-C while a row is written and counted lands once it is both or neither (`ctrl_c_held`): with worker processes
+the parent's main thread takes a KeyboardInterrupt at any point, and one between the append and the count left a row
+in the file that the closing counts did not have.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +167,26 @@ def fault_kind(result: dict[str, Any]) -> tuple[str, str]:
     return (reason.split(":", 1)[0] if ":" in reason else "other"), reason
 
 
+@contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """A Ctrl-C (SIGINT) in the block taken once the block ends, by the handler there before (a KeyboardInterrupt, or
+    asyncio's cancel of its main task): `RowWriter`'s append of a row and its count happen both or neither. Nothing
+    held outside the main thread (no handler can be set there) or without a Python handler (ignored, or not set from
+    Python)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    came: list[Any] = []  # the frame of the first Ctrl-C held
+    signal.signal(signal.SIGINT, lambda signum, frame: came.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if came:
+            previous(signal.SIGINT, came[0])
+
+
 class RowWriter:
     """Appends output rows to the JSONL file and counts them by result status."""
 
@@ -207,28 +233,30 @@ class RowWriter:
                                    "as it was") from exc
 
     def write(self, line: str, status: str) -> None:
-        """Append one row (`result_line` output) whose result has `status`, then the rows that `follow` it."""
+        """Append one row (`result_line` output) whose result has `status`, then the rows that `follow` it; a Ctrl-C
+        meanwhile lands once they are written and counted (`ctrl_c_held`)."""
         row = json.loads(line)
         row = {**row, "scorer": self.scorer} if self.scorer is not None else row
         run = bool((row.get("result") or {}).get("run_id"))  # a row with no run id had no run (`runs`)
-        for k, v in (row.get("result") or {}).get("usage", {}).items():  # first: the calls were made, row or not
-            self.usage[k] = self.usage.get(k, 0) + int(v)
-        try:
-            written = self._append(row)
-        except OutputWriteError:
-            self.unwritten += run
-            raise
-        if not written:
-            self.unwritten += run
-            return
-        self._count(row, status)
-        self.runs += run
-        if (row.get("result") or {}).get("trace_saved") is False:
-            self.unsaved_traces += 1
-        if self.on_row is not None:
-            self.on_row()
-        for fields in self.followers.pop(row["key"], []):
-            self.write_repeat(row, fields)
+        with ctrl_c_held():
+            for k, v in (row.get("result") or {}).get("usage", {}).items():  # first: the calls were made, row or not
+                self.usage[k] = self.usage.get(k, 0) + int(v)
+            try:
+                written = self._append(row)
+            except OutputWriteError:
+                self.unwritten += run
+                raise
+            if not written:
+                self.unwritten += run
+                return
+            self._count(row, status)
+            self.runs += run
+            if (row.get("result") or {}).get("trace_saved") is False:
+                self.unsaved_traces += 1
+            if self.on_row is not None:
+                self.on_row()
+            for fields in self.followers.pop(row["key"], []):
+                self.write_repeat(row, fields)
 
     def follow(self, key: str, fields: dict[str, Any]) -> None:
         """Write a row of `fields` over the row of `key` once that row is written (`write_repeat`)."""
@@ -239,8 +267,9 @@ class RowWriter:
         another line's result (`graph.batch.write_repeats`). Counted by status and fault like any row; not in the
         usage (no model call of its own) nor the progress (`on_row`: the clips scored)."""
         status = (row.get("result") or {}).get("status")
-        if self._append({**row, **fields}):
-            self._count(row, status if status in self.counts else "ineligible")
+        with ctrl_c_held():  # written and counted, or neither
+            if self._append({**row, **fields}):
+                self._count(row, status if status in self.counts else "ineligible")
 
     def _append(self, row: dict[str, Any]) -> bool:
         """Append `row`: True once written, False without a write after an append failed (`failed`);
