@@ -222,7 +222,10 @@ def score_batch_command(
             _stopped(writer, out, writer.failed, interrupted=True)
         finally:  # however the batch ended: the copies written again replace the old ones (one row per key)
             ended, cut_short = _drop_replaced(output, others)  # read once at the end (None: not, or unreadable)
-        _closing_lines(writer, out)
+        if _closing_lines_cut(writer, out):  # every row is written: said in place of the lines a Ctrl-C cut
+            typer.echo(f"interrupted as the batch ended: every row of this run is in {out} (the closing lines above "
+                       "are cut short)", err=True)
+            raise typer.Exit(130)
         if cut_short:  # a Ctrl-C as the old copies went (said by _drop_replaced), after the closing lines
             raise typer.Exit(130)
         if writer.counts["ineligible"]:  # the rows the flag would score again, as a plain resume says them
@@ -279,9 +282,9 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool
     a Ctrl-C cut the removal short), and whether a Ctrl-C did. A file that cannot be read
     or rewritten is said in a warning line (the old copies stay beside the new ones, the last of each key counting,
     until the next run of either manifest removes them), and so is a Ctrl-C there (the file is rewritten in one rename:
-    no row lost); then the caller says the closing lines and exits 130 (it ended with a traceback, the rows written
+    no row lost; whether the rename happened is told by the file's stamp); then the caller says the closing lines and exits 130 (it ended with a traceback, the rows written
     and their cost unsaid)."""
-    from graph.batch import read_output
+    from graph.batch import file_stamp, read_output
     from graph.batch_repeat_rows import drop_replaced
 
     if not others:
@@ -294,10 +297,17 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool
         typer.echo(f"warning: cannot remove from {output.path} the old rows of other manifests replaced by new copies "
                    f"({type(exc).__name__}: {exc}): the next run removes them", err=True)
         return now, False
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the file as `now` read it, or the rewrite renamed over it (no other writer: locked)
+        try:
+            removed: bool | None = now is not None and file_stamp(now.path) != now.stamp
+        except OSError:  # cannot be told
+            removed = None
+        held = ("they were removed (one row per key)" if removed else
+                "they stay beside the new ones (the last of each key counts); the next run removes them"
+                if removed is False else "they were removed, or stay beside the new ones (the last of each key "
+                "counts) until the next run removes them")
         typer.echo(f"interrupted while removing from {output.path} the old rows of other manifests replaced by new "
-                   "copies: they stay beside the new ones (the last of each key counts); the next run removes them",
-                   err=True)
+                   f"copies: {held}", err=True)
         return None, True
 
 
@@ -312,8 +322,8 @@ def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted
     while the rows the workers had sent before the Ctrl-C were written, `graph.batch_pipes.drain`): both are said,
     and the exit status is the error's, 2, not 130: the researcher knows of the Ctrl-C, not of the error, and the
     resume that 130 invites fails until the error is fixed (such a stop ended as the error alone, the Ctrl-C
-    unsaid)."""
-    _closing_lines(writer, out)
+    unsaid). A Ctrl-C in the closing lines (a second one) cuts them short, not the lines after them (how to resume)."""
+    _closing_lines_cut(writer, out)
     if error is None:
         typer.echo("interrupted: clips whose run had not finished got no row; the same command resumes the batch",
                    err=True)
@@ -324,6 +334,16 @@ def _stopped(writer: Any, out: Path, error: BaseException | None, *, interrupted
                    + "clips with no row yet (a run not finished, or its row not written) are scored when the same "
                    "command resumes the batch, once the error is fixed", err=True)
     raise typer.Exit(130 if error is None else 2) from error
+
+
+def _closing_lines_cut(writer: Any, out: Path) -> bool:
+    """`_closing_lines`; True when a Ctrl-C cut them short (the caller says what the output holds and exits 130: the
+    KeyboardInterrupt ended the command with nothing said, though the rows were written)."""
+    try:
+        _closing_lines(writer, out)
+    except KeyboardInterrupt:
+        return True
+    return False
 
 
 def _closing_lines(writer: Any, out: Path) -> None:

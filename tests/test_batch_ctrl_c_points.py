@@ -75,3 +75,86 @@ def test_a_row_written_outside_the_main_thread_is_written_and_counted(tmp_path):
     thread.start()
     thread.join()
     assert writer.counts["scored"] == 1 and len(out.read_text().splitlines()) == 1
+
+
+def _cut_closing_lines(monkeypatch) -> None:  # noqa: ANN001
+    """The closing lines say their first line, then a Ctrl-C comes."""
+    import typer
+
+    from graph import batch_command
+
+    def cut(writer, out):  # noqa: ANN001, ANN202
+        typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()), err=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batch_command, "_closing_lines", cut)
+
+
+def test_a_ctrl_c_in_the_closing_lines_of_a_batch_that_ran_says_every_row_is_written(monkeypatch, tmp_path):
+    """It ended with a KeyboardInterrupt traceback, though every row was written: now the usual interrupted line, saying
+    what the output holds, exit 130."""
+    from graph.cli import app
+    from tests.cli_agent_helpers import _scripted, runner
+    from tests.graph_scripts import square_batch
+
+    _scripted(monkeypatch, tmp_path)
+    manifest, out = square_batch(tmp_path, 2, name="m.jsonl"), tmp_path / "o.jsonl"
+    _cut_closing_lines(monkeypatch)
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 130 and not isinstance(res.exception, KeyboardInterrupt), res.output
+    assert f"interrupted as the batch ended: every row of this run is in {out}" in " ".join(res.stderr.split()), \
+        res.stderr
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_a_ctrl_c_in_the_closing_lines_of_a_stopped_batch_still_says_how_to_resume(monkeypatch, tmp_path):
+    """A second Ctrl-C as a stopped batch said its closing lines (a researcher pressing it twice): a traceback, and the
+    lines saying that the unscored clips got no row and that the same command resumes were never said."""
+    from graph import batch
+    from graph.cli import app
+    from tests.cli_agent_helpers import _scripted, runner
+    from tests.graph_scripts import square_batch
+
+    async def interrupted(*args):  # noqa: ANN002, ANN202 - Ctrl-C in the runs, before any row is written
+        raise KeyboardInterrupt
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setattr(batch, "run_batch", interrupted)
+    manifest, out = square_batch(tmp_path, 2, name="m.jsonl"), tmp_path / "o.jsonl"
+    _cut_closing_lines(monkeypatch)
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 130 and not isinstance(res.exception, KeyboardInterrupt), res.output
+    assert "the same command resumes the batch" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("renamed", [True, False])
+def test_a_ctrl_c_as_the_old_copies_go_says_whether_they_went(monkeypatch, tmp_path, renamed):
+    """A Ctrl-C after the rewrite without other manifests' old copies was renamed into place (before
+    `write_text_atomic` returned) said they stay beside the new ones: the file holds one row per key. Before the
+    rename, they do stay."""
+    from graph import batch_repeat_rows
+    from tests.cli_agent_helpers import _scripted
+    from tests.test_batch_manifest_lines import _rows
+    from tests.test_batch_repeat_rows_interrupt import _run
+    from tests.test_batch_repeat_rows_shared import first_row_deleted
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    real = batch_repeat_rows.write_text_atomic
+
+    def ctrl_c(path, text):  # noqa: ANN001, ANN202
+        if renamed:
+            real(path, text)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batch_repeat_rows, "write_text_atomic", ctrl_c)
+    said = " ".join(_run(a, out, code=130).split())
+    ids = sorted(r["manifest"]["id"] for r in _rows(out))
+    if renamed:
+        assert ids == ["a1", "a2", "b2"], _rows(out)  # one row per key
+        assert "stay beside" not in said and "they were removed (one row per key)" in said, said
+    else:
+        assert ids == ["a1", "a2", "b2", "b2"], _rows(out)  # the old copy, then the new
+        assert "they stay beside the new ones" in said and "were removed" not in said, said
+    assert said.index("scored=") > said.index("interrupted while removing"), said
