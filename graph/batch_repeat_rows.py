@@ -93,15 +93,17 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
     written under this name, each id twice);
     "other" when it names another file, there now: that manifest's (a copy of this one sharing the output, or an
     extended copy, holds the same repeat lines), never a renamed or moved manifest's left behind; None when it records
-    none (written before rows did: not known to be another's) or its file is gone. Looked up once per name."""
+    none (written before rows did: not known to be another's) or no file is there (gone; or a folder in its place,
+    which holds no line: taken for a manifest that cannot be read, its copies were written again as they stood at
+    every run that scored their row again, for good). Looked up once per name."""
     found: dict[str, str | None] = {manifest: "this"}
 
     def whose(row: dict[str, Any]) -> str | None:
         recorded = row.get("manifest_file")
         if not isinstance(recorded, str):
             return None
-        if recorded not in found:  # os.path.exists: False for a name the system refuses, as for none
-            found[recorded] = (None if not os.path.exists(recorded)
+        if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
+            found[recorded] = (None if not os.path.isfile(recorded)
                                else "this" if _same_file(recorded, manifest) else "other")
         return found[recorded]
 

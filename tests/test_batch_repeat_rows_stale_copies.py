@@ -148,3 +148,23 @@ def test_each_other_manifest_is_read_once_per_run(monkeypatch, tmp_path):
     assert "4 row(s) of other manifests sharing" in said, said
     assert sorted(reads) == [b, c], reads
     assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "b2", "b3", "c2", "c3"], _rows(out)
+
+
+def test_a_copy_of_a_manifest_whose_name_is_now_a_folder_goes_as_one_of_a_manifest_gone(monkeypatch, tmp_path):
+    """The name another manifest's copies record is a folder now (the manifest moved away, a folder made there): it
+    holds no line (score-batch refuses a folder as a manifest), yet it was taken for a manifest there that cannot be
+    read, and its copy was written again as it stood at every run that scored the clip again, for good. It goes, as
+    the copy of a manifest that is gone."""
+    import json
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    b.unlink()
+    b.mkdir()
+    said = _run(a, out)
+    assert "of other manifests" not in said, said
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2"], _rows(out)
+    out.write_text("".join(json.dumps(r) + "\n" for r in _rows(out) if "repeat_of" in r))  # scored again once more
+    said = _run(a, out)
+    assert "of other manifests" not in said and sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2"], said
