@@ -278,12 +278,12 @@ def _fail(message: str, cause: BaseException | None = None) -> NoReturn:
 
 def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool]:
     """`graph.batch_repeat_rows.drop_replaced` of `others` (other manifests' copies of a row this run scored again) in
-    `output`, the file read once for it: the output as it is left (None without copies, or when it cannot be read or
-    a Ctrl-C cut the removal short), and whether a Ctrl-C did. A file that cannot be read
-    or rewritten is said in a warning line (the old copies stay beside the new ones, the last of each key counting,
-    until the next run of either manifest removes them), and so is a Ctrl-C there (the file is rewritten in one rename:
-    no row lost; whether the rename happened is told by the file's stamp); then the caller says the closing lines and exits 130 (it ended with a traceback, the rows written
-    and their cost unsaid)."""
+    `output`, the file read once for it: the output as it is left (None without copies, or when it cannot be read or a
+    Ctrl-C cut the removal short), and whether a Ctrl-C did. A file that cannot be read or rewritten is said in a
+    warning line (the old copies stay beside the new ones, the last of each key counting, until the next run of either
+    manifest removes them), and so is a Ctrl-C there (the file is rewritten in one rename: no row lost; whether the
+    rename happened is told by the file's stamp); then the caller says the closing lines and exits 130 (it ended with a
+    traceback, the rows written and their cost unsaid)."""
     from graph.batch import file_stamp, read_output
     from graph.batch_repeat_rows import drop_replaced
 

@@ -2,32 +2,30 @@
 runs (`graph.batch_resume` decides the other rows; `graph.batch_manifest.drop_repeats` makes such lines items, and
 `graph.batch.write_repeats` writes their rows). Split from graph.batch_resume.
 
-The row of a line repeating an earlier line's clip and instruction ("repeat_of") is a copy of that line's row, kept
-only while it is one (`stale_repeats`): it goes, to be written again from that line's row, when that row goes or
-holds another result (deleted by hand to score the clip again: the repeats kept the old result beside the new), and
-only then, never for its own fault (its own name readable where the first line's is not, the flag wrote the same
-copy again at every run and every resume offered it as a row the flag fixes; nor is it among the rows
-`--retry-ineligible` says it removed to score again), and
-it goes for good when no line of the manifest has its key any more (a repeat line deleted: the repeats after it
-move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice in the output):
-known as this manifest's by the "manifest_file" it records (or a name that is this manifest now: a link left at the
-old name of a manifest moved), or for a row that records none (an output written before
-rows did) by its key among the places as many as the output's rows repeating that line, or by its clip and other
-fields, those of one of the manifest's repeat lines at whatever line (a line dropped with its row left the next
-one's old row, keyed past them and recording its old line, beside its new one).
-Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line
-(keys are per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with
-more or fewer repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and
-when the row they copy goes (scored again), this run writes them again from the new row too, as that manifest holds
-them now (`others_copies`: they
-went, and that manifest's ids were missing from the output until it ran again). Those copies stay in the output as
-they are until then, and the ones written again replace them once written (`drop_replaced`): removed before the
-clip was scored, a run stopped before its new row (Ctrl-C, a crash, a full disk) lost them for good. Rows
+The row of a line repeating an earlier line's clip and instruction ("repeat_of") is a copy of that line's row, kept only
+while it is one (`stale_repeats`): it goes, to be written again from that line's row, when that row goes or holds
+another result (deleted by hand to score the clip again: the repeats kept the old result beside the new), and only then,
+never for its own fault (its own name readable where the first line's is not, the flag wrote the same copy again at
+every run and every resume offered it as a row the flag fixes; nor is it among the rows `--retry-ineligible` says it
+removed to score again), and it goes for good when no line of the manifest has its key any more (a repeat line deleted:
+the repeats after it move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice
+in the output): known as this manifest's by the "manifest_file" it records (or a name that is this manifest now: a link
+left at the old name of a manifest moved), or for a row that records none (an output written before rows did) by its key
+among the places as many as the output's rows repeating that line, or by its clip and other fields, those of one of the
+manifest's repeat lines at whatever line (a line dropped with its row left the next one's old row, keyed past them and
+recording its old line, beside its new one).
+Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line (keys are
+per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with more or fewer
+repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and when the row they
+copy goes (scored again), this run writes them again from the new row too, as that manifest holds them now
+(`others_copies`: they went, and that manifest's ids were missing from the output until it ran again). Those copies stay
+in the output as they are until then, and the ones written again replace them once written (`drop_replaced`): removed
+before the clip was scored, a run stopped before its new row (Ctrl-C, a crash, a full disk) lost them for good. Rows
 keyed before keys were per manifest are taken as this manifest's: they go, and are written again under its keys.
-A row under another key holding one of this manifest's repeat lines as it is goes too when the manifest it
-records ("manifest_file") is gone, renamed or moved (its rows stayed beside the new name's, each id twice), or
-when it records none; while that manifest exists (a copy of this one, or an extended copy, sharing the output)
-it stays: each run removed the other's rows and wrote its own again.
+A row under another key holding one of this manifest's repeat lines as it is goes too when the manifest it records
+("manifest_file") is gone (no file there now: a folder in its place too), renamed or moved (its rows stayed beside the
+new name's, each id twice), or when it records none; while that manifest exists (a copy of this one, or an extended
+copy, sharing the output) it stays: each run removed the other's rows and wrote its own again.
 """
 
 from __future__ import annotations
@@ -46,15 +44,15 @@ from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
-    that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
-    `manifest`'s (its "manifest_file"; for a row that records none, `graph.batch_manifest.repeat_keys` or the clip and
-    fields of one of its repeat lines) whose line is gone (its key is none of `items`'), or under
-    another key a row of one of its repeat lines as it is now (line, clip path, fields) whose manifest is gone (its
-    "manifest_file" no longer exists, or it records none: the manifest's row before it was renamed or moved, which
-    would stay beside the one this run writes; `recorded_manifest`): module docstring. Such a row is judged by that item's
-    row alone, never by `goes`: a copy goes when its first line's row does, and a rerun writes it again from that
-    row; judged on its own (its own path readable, the first line's not), it went for "retry" and came back the same
-    copy, at every --retry-ineligible. The rows that stay are looked up once, at the first row asked about."""
+    that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of `manifest`'s
+    (its "manifest_file"; for a row that records none, `graph.batch_manifest.repeat_keys` or the clip and fields of one
+    of its repeat lines) whose line is gone (its key is none of `items`'), or under another key a row of one of its
+    repeat lines as it is now (line, clip path, fields) whose manifest is gone (its "manifest_file" no longer names a
+    file, or it records none: the manifest's row before it was renamed or moved, which would stay beside the one this
+    run writes; `recorded_manifest`): module docstring. Such a row is judged by that item's row alone, never by `goes`:
+    a copy goes when its first line's row does, and a rerun writes it again from that row; judged on its own (its own
+    path readable, the first line's not), it went for "retry" and came back the same copy, at every --retry-ineligible.
+    The rows that stay are looked up once, at the first row asked about."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
@@ -89,13 +87,12 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
 def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
     """Whose a repeat row is by the "manifest_file" it records (`graph.batch.write_repeats`): "this" when that is
     `manifest` (a resolved path), or a name that is `manifest`'s file now (the old name of a manifest moved with a
-    symlink left there, or another hard link to it: taken for another manifest, its rows stayed beside the ones
-    written under this name, each id twice);
-    "other" when it names another file, there now: that manifest's (a copy of this one sharing the output, or an
-    extended copy, holds the same repeat lines), never a renamed or moved manifest's left behind; None when it records
-    none (written before rows did: not known to be another's) or no file is there (gone; or a folder in its place,
-    which holds no line: taken for a manifest that cannot be read, its copies were written again as they stood at
-    every run that scored their row again, for good). Looked up once per name."""
+    symlink left there, or another hard link to it: taken for another manifest, its rows stayed beside the ones written
+    under this name, each id twice); "other" when it names another file, there now: that manifest's (a copy of this one
+    sharing the output, or an extended copy, holds the same repeat lines), never a renamed or moved manifest's left
+    behind; None when it records none (written before rows did: not known to be another's) or no file is there (gone; or
+    a folder in its place, which holds no line: taken for a manifest that cannot be read, its copies were written again
+    as they stood at every run that scored their row again, for good). Looked up once per name."""
     found: dict[str, str | None] = {manifest: "this"}
 
     def whose(row: dict[str, Any]) -> str | None:
