@@ -46,3 +46,27 @@ def test_compare_skips_a_results_line_with_a_too_long_reward(tmp_path):
     c = compare(odd, good)
     assert [s.line for s in c.a.skipped_lines] == [f"{odd}:2"] and (c.a.rows, c.n) == (1, 1)
     assert json.loads(rows[0])  # the other line still reads
+
+
+def test_parsed_line_names_the_column_of_the_too_long_number():
+    """The error's place was char 0 ("column 1") wherever the number stood; a run of digits inside a string before it
+    is no number."""
+    from tools.jsonl import parsed_line
+
+    text = '{"s": "' + LONG + '", "b": ' + LONG + '}'
+    with pytest.raises(json.JSONDecodeError) as caught:
+        parsed_line(text)
+    assert (caught.value.lineno, caught.value.colno) == (1, text.index(', "b": ') + 8)
+    whole = '{\n  "a": [1.5, -' + LONG + ']\n}'
+    with pytest.raises(json.JSONDecodeError) as caught:
+        parsed_line(whole)
+    assert (caught.value.lineno, caught.value.colno) == (2, 14)  # its minus sign
+
+
+def test_score_batch_manifest_line_names_the_column_of_a_too_long_number(tmp_path):
+    from graph.batch_manifest import read_manifest
+
+    m = tmp_path / "m.jsonl"
+    m.write_text('{"path": "a.mp4", "instruction": "x", "n": ' + LONG + '}\n')
+    [item] = read_manifest(m, "full")
+    assert item["error"].endswith("digits at column 44)"), item["error"]

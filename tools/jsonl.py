@@ -26,8 +26,8 @@ that line was no JSON and its row was lost (a `raa score-batch` resume scored th
 `keep_rows` / `mend_tail` deleted it). A file rewritten (`keep_rows`) loses its mark.
 
 A JSON integer longer than Python converts (`sys.get_int_max_str_digits`, 4300 digits) makes `json.loads` raise a
-plain ValueError, not JSONDecodeError: `parsed_line` turns it into one, so the readers here name such a line as
-not valid JSON (it let a traceback out of `usable_rows` and `json_lines`). Readers of a whole JSON file a user may
+plain ValueError, not JSONDecodeError: `parsed_line` turns it into one placed at the number (its line and column), so
+the readers here name such a line as not valid JSON (it let a traceback out of `usable_rows` and `json_lines`). Readers of a whole JSON file a user may
 edit parse it with `parsed_line` too (the score-batch manifest's lines, generate.json, export.json, an eval
 folder's summary.json and started.json), so their answer to invalid JSON covers such a number. `parsed_file` reads
 and parses such a file, and names one that is not UTF-8 with JSONDecodeError too (generate.json and export.json
@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -147,7 +148,24 @@ def parsed_line(line: str) -> Any:
     except json.JSONDecodeError:
         raise
     except ValueError:
-        raise json.JSONDecodeError(f"a number of more than {sys.get_int_max_str_digits()} digits", line, 0) from None
+        raise json.JSONDecodeError(f"a number of more than {sys.get_int_max_str_digits()} digits", line,
+                                   _long_integer_at(line)) from None
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?')
+"""A JSON string or number: strings are matched whole, so digits inside one are no number."""
+
+
+def _long_integer_at(text: str) -> int:
+    """Where the first integer of more digits than Python converts starts in `text` (0 when none is found). Only a
+    valid JSON prefix comes before it (`json.loads` stops at the first fault), so strings and numbers are its only
+    tokens holding digits (a fraction or exponent is a float, which has no such limit). It was always char 0:
+    "column 1" wherever the number stood."""
+    limit = sys.get_int_max_str_digits()
+    for token in _TOKEN.finditer(text):
+        if token[0][0] != '"' and len(token[0].lstrip("-")) > limit and token[0].lstrip("-").isdigit():
+            return token.start()
+    return 0
 
 
 def _fault_place(exc: UnicodeDecodeError) -> tuple[int, int]:
