@@ -87,6 +87,12 @@ Decisions where the issue was silent:
   are the comparison, not a confound: ``pairs_scored_differently`` then counts other models or temperatures only.
   Pairs whose rows are of different draws (asked, or two one-draw files) are counted (``pairs_draw_differs``) and the
   CLI says their difference holds the reward's draw noise: a legitimate comparison, but not of the videos alone.
+* One file given as both sides, its rows of one preset and draw on both (no ``--preset-b`` / ``--draw-b`` choosing other
+  rows of it), is refused (`CompareError`, naming the file and those options): each row paired with itself, every pair
+  a tie, the interval [0, 0], which a script reading ``--json`` takes for "no difference" between two policies. A note
+  beside such numbers is easy to miss, and they answer no question a researcher asks: giving one file twice is a slip
+  (the base model's output not yet written, or a pasted path). The file is the same by its resolved identity
+  (`os.path.samefile`: a link or another spelling of the path is the same file).
 * With no pair at all, the comparison says why when it can: score-batch's own ``key`` hashes the preset
   (and draw), so two presets' outputs of one manifest share no key; when their rows share video paths,
   ``hint`` suggests ``--pair-by path``.
@@ -99,6 +105,7 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -238,6 +245,14 @@ def _side(path: Path, keyed: dict[PairKey, dict[str, Any]], bad: list[dict[str, 
                        outage_batches=[{"preset": preset, "draw": draw} for preset, draw in batches])
 
 
+def _same_rows(path_a: Path, path_b: Path) -> str:
+    """The refusal of one file's same rows as both sides (module docstring)."""
+    named = f"A and B ({path_a})" if str(path_a) == str(path_b) else f"A ({path_a}) and B ({path_b})"
+    return (f"{named} are the same file, and the same rows of it on both sides: each row would pair with itself, "
+            "every difference 0; give B's own results file, or compare two batches of this one with --preset-b P "
+            "or --draw-b K")
+
+
 def most_changed(by_instruction: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     """The `k` instructions whose mean paired difference is largest in size (ties: more pairs first, then
     the text), ordered from the largest gain of A to the largest loss."""
@@ -256,6 +271,8 @@ def compare(path_a: Path, path_b: Path, *, pair_by: str = "key", seed: int = 0, 
     draw_b, preset_b = (draw if draw_b is None else draw_b), (preset if preset_b is None else preset_b)
     (rows_a, bad_a, skip_a), (rows_b, bad_b, skip_b) = (read_results(path_a, pair_by, draw, identity, preset, sides[0]),
                                                         read_results(path_b, pair_by, draw_b, identity, preset_b, sides[1]))
+    if (rows_a or bad_a) and (rows_a, bad_a) == (rows_b, bad_b) and os.path.samefile(path_a, path_b):
+        raise CompareError(_same_rows(path_a, path_b))
     asked = preset is not None and preset_b is not None and preset != preset_b  # the presets are the comparison
     if pair_by == "path":  # one of two links to one file on one side, keyed by its link's name there
         rows_b = by_name(rows_b, rows_a)

@@ -41,6 +41,14 @@ def _scores(tmp: Path, name: str, rewards: dict[str, float | None], instruction:
     return out
 
 
+def twin(path: Path) -> Path:
+    """A copy of the results file `path` beside it, as side B: the file itself as both sides is refused (each row
+    would pair with itself, `evals.compare`'s module docstring), a copy is read as another file."""
+    copy = path.with_name(f"{path.stem}.twin{path.suffix}")
+    copy.write_bytes(path.read_bytes())
+    return copy
+
+
 def test_sign_test_hand_computed():
     assert sign_test(3, 1) == pytest.approx(2 * (1 + 4) / 16)  # 0.625
     assert sign_test(8, 0) == pytest.approx(2 / 256)
@@ -191,7 +199,8 @@ def test_cli_warns_when_the_sides_were_scored_differently(tmp_path):
     assert "2 of the 2 compared pairs were scored by another preset, model or temperature" in res.output
     assert "gpt-4o [eval] @ T=0.0" in res.output  # rich markup in a model name is printed, not parsed
     assert "wins/ties/losses 1/1/0" in res.output
-    same = runner.invoke(app, ["eval", "compare", str(a), str(a)], env={"COLUMNS": "250"})
+    alike = _scores(tmp_path, "alike", {"k1": 0.4, "k2": 0.7}, scorer=QWEN)  # not A itself: refused (its own test)
+    same = runner.invoke(app, ["eval", "compare", str(a), str(alike)], env={"COLUMNS": "250"})
     assert same.exit_code == 0 and "warning" not in same.output and "note:" not in same.output
 
 
@@ -201,7 +210,7 @@ def test_pairs_of_different_instructions_are_counted_and_warned(tmp_path):
     b = _scores(tmp_path, "base", {"k1": 0.5, "k2": 0.7}, instruction="open the drawer", scorer=QWEN)
     result = compare(a, b)
     assert (result.pairs_instruction_differs, result.first_instruction_mismatch) == (2, "k1")
-    assert compare(a, a).pairs_instruction_differs == 0
+    assert compare(a, twin(a)).pairs_instruction_differs == 0
     res = runner.invoke(app, ["eval", "compare", str(a), str(b)], env={"COLUMNS": "250"})
     assert res.exit_code == 0 and "2 of the 2 compared pairs name different instructions" in res.output
 

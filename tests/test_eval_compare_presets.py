@@ -22,7 +22,7 @@ from evals.compare import CompareError, compare
 from graph.batch import read_manifest, result_line
 from graph.cli import app
 from graph.schemas import RewardResult
-from tests.test_eval_compare import _scores
+from tests.test_eval_compare import _scores, twin
 
 runner = CliRunner()
 
@@ -69,8 +69,8 @@ def test_a_preset_and_draw_the_file_holds_apart_is_an_error(tmp_path):
                          for row in map(json.loads, a.read_text().splitlines())))
     with pytest.raises(CompareError, match=r"no row of preset 'full' at draw 1 \(draws of preset full: 0\)"):
         compare(a, a, preset="full", draw=1)
-    assert compare(a, a, preset="direct", draw=1).n == 2
-    assert compare(a, a, draw=1).n == 2 and compare(a, a, draw=0).a.mean_reward == pytest.approx(0.7)  # one preset each
+    assert compare(a, twin(a), preset="direct", draw=1).n == 2
+    assert compare(a, twin(a), draw=1).n == 2 and compare(a, twin(a), draw=0).a.mean_reward == pytest.approx(0.7)  # one preset each
     a.write_text(a.read_text() + "".join(json.dumps({**row, "preset": "audit_no_gate", "draw": 1}) + "\n"
                                          for row in map(json.loads, a.read_text().splitlines()[:2])))
     with pytest.raises(CompareError, match=r"holds presets audit_no_gate, direct at draw 1: .*--preset NAME"):
@@ -130,7 +130,7 @@ def test_rows_recording_no_preset_are_named_as_such(tmp_path):
                          for row in map(json.loads, a.read_text().splitlines())))
     with pytest.raises(CompareError, match=r"holds presets \(none\), full: .*--preset '' for the rows without one"):
         compare(a, a)
-    assert compare(a, a, preset="").n == 1
+    assert compare(a, twin(a), preset="").n == 1
 
 
 def test_score_batch_keys_of_several_draws_are_not_pooled(tmp_path):
@@ -147,7 +147,7 @@ def test_score_batch_keys_of_several_draws_are_not_pooled(tmp_path):
     assert compare(a, b, draw=1).mean_diff == pytest.approx((0.0 + 0.6) / 2)
     mixed = _own_keys(tmp_path, "mixed", {("full", 0): {"v1": 0.9}, ("direct", 0): {"v1": 0.1},
                                           ("direct", 1): {"v1": 0.3}})
-    assert compare(mixed, mixed, preset="full").n == 1  # preset full holds one draw
+    assert compare(mixed, twin(mixed), preset="full").n == 1  # preset full holds one draw
     with pytest.raises(CompareError, match=r"mixed.jsonl:3: clip .* appears in draws 0 and 1"):
         compare(mixed, mixed, preset="direct")
 
@@ -159,6 +159,6 @@ def test_clips_each_in_one_draw_of_several_are_compared(tmp_path):
     text = a.read_text().splitlines()
     v2 = _own_keys(tmp_path, "v2", {("full", 1): {"v1": 0.9, "v2": 0.2}}).read_text().splitlines()
     a.write_text("\n".join([text[0], v2[1]]) + "\n")  # v1 at draw 0, v2 at draw 1
-    result = compare(a, a)
+    result = compare(a, twin(a))
     assert (result.n, result.a.rows) == (2, 2)
-    assert compare(a, a, draw=1).n == 1
+    assert compare(a, twin(a), draw=1).n == 1

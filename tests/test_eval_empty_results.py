@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 import evals.eval_cli as eval_cli
 from graph.cli import app
-from tests.test_eval_compare import _scores
+from tests.test_eval_compare import _scores, twin
 
 runner = CliRunner()
 
@@ -25,7 +25,7 @@ def test_compare_names_the_empty_file(tmp_path):
     assert json.loads((tmp_path / "c.json").read_text())["b"]["rows"] == 0
     res = runner.invoke(app, ["eval", "compare", str(empty), str(empty)])
     assert res.exit_code == 0 and res.output.count(f"no rows in {empty}") == 2, res.output
-    res = runner.invoke(app, ["eval", "compare", str(a), str(a)])  # rows on both sides: the table as before
+    res = runner.invoke(app, ["eval", "compare", str(a), str(twin(a))])  # rows on both sides: the table as before
     assert res.exit_code == 0 and "no rows" not in res.output and "Rewards per side" in res.output
 
 

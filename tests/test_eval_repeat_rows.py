@@ -15,6 +15,7 @@ from evals.draws import DrawsError, read_draws, summarize_draws
 from graph.batch import drop_repeats, read_manifest, result_line, write_repeats
 from graph.batch_output import RowWriter
 from graph.schemas import RewardResult
+from tests.test_eval_compare import twin
 
 TASK = "stack the blocks"
 
@@ -54,7 +55,7 @@ def test_eval_compare_by_path_pairs_a_repeated_clip_once(tmp_path):
     c = compare(a, b, pair_by="path")
     assert (c.pairs, c.n, c.a.rows, c.b.rows) == (2, 2, 2, 2)
     assert c.mean_diff == pytest.approx(((0.2 - 0.5) + (0.6 - 0.4)) / 2)
-    by_id = compare(a, a, pair_by="id")  # each id of the manifest stays a pair of its own
+    by_id = compare(a, twin(a), pair_by="id")  # each id of the manifest stays a pair of its own
     assert (by_id.pairs, by_id.a.rows) == (3, 3)
 
 
@@ -172,7 +173,7 @@ def test_readers_resolve_each_folder_once_not_each_rows_path(tmp_path, monkeypat
     calls = []
     real = posixpath.realpath
     monkeypatch.setattr(posixpath, "realpath", lambda p, *a, **k: calls.append(p) or real(p, *a, **k))
-    c = compare(out, out, pair_by="path")
+    c = compare(out, twin(out), pair_by="path")
     assert c.pairs == 41 and len(calls) <= 10, len(calls)
     monkeypatch.setattr(posixpath, "realpath", real)
     from graph.batch_manifest import path_identities
