@@ -11,11 +11,19 @@ start time and how to finish it). Building the page from every row of results.js
 manifests (the file keeps the rows of earlier ones), and building it from the unfinished run's scope would
 show a partial table as if it were one. A started.json that cannot be read (a hand edit) is no record: the
 page says nothing of it, as for a folder written before runs were recorded.
+
+A record's manifest is an absolute path; records written before it was hold the path as it was given, relative to the
+folder the run started in, which no record holds: `raa eval report` run from another folder named a wrong path (in the
+repair hint, the header, the finishing command). Such a path is joined to the record's own folder, the only folder it
+names (`run_manifest`), when the manifest is there (a suite rendered inside the evaluation folder, or a run started
+from it); when it is not, the text names the path as recorded and says so (`relative_manifest_note`): a guessed
+folder would name a file that may not be the run's.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import uuid
 from datetime import UTC, datetime
@@ -62,12 +70,28 @@ def unfinished_run(out: Path) -> dict[str, Any] | None:
     return None if summary.get("run") == started["run"] else started
 
 
-def run_manifest(record: dict[str, Any]) -> str | None:
+def run_manifest(record: dict[str, Any], folder: Path | None = None) -> str | None:
     """The manifest a run record names; None when it names none, or one that is not a string or is empty (a hand
     edit: 5 made `unfinished_note`'s command a TypeError that ended `raa eval report`, and "" a command with an empty
-    ``-m``). Every reader of a record's manifest goes through here (the page's header and its notes agree)."""
+    ``-m``). Every reader of a record's manifest goes through here (the page's header and its notes agree). A relative
+    path (an older record, module docstring) is joined to `folder`, the record's own, when the file is there."""
     manifest = record.get("manifest")
-    return manifest if isinstance(manifest, str) and manifest else None
+    if not isinstance(manifest, str) or not manifest:
+        return None
+    if folder is not None and not Path(manifest).is_absolute() and (folder / manifest).is_file():
+        return os.path.abspath(folder / manifest)  # links kept: the path as the run named it
+    return manifest
+
+
+def relative_manifest_note(record: dict[str, Any], folder: Path) -> str | None:
+    """What to know of a record's manifest recorded as a relative path that is not in its `folder` (module
+    docstring); None for any other."""
+    manifest = run_manifest(record, folder)
+    if manifest is None or Path(manifest).is_absolute():
+        return None
+    return (f"{manifest} is a path relative to the folder `raa eval reward` ran in (an older raa recorded it so, and "
+            f"not the folder), and it is not in {folder} ({folder / manifest} is no file): run the command from that "
+            "folder, or with the full path of the manifest")
 
 
 def _time(record: dict[str, Any], name: str) -> str:
@@ -92,14 +116,16 @@ def _scope_text(record: dict[str, Any]) -> str:
     return " × ".join(shown)
 
 
-def shown_run(summary: dict[str, Any] | None) -> str:
+def shown_run(summary: dict[str, Any] | None, folder: Path | None = None) -> str:
     """The header line naming the run the table shows (`summary`: summary.json's object, None without one that
-    scopes the table)."""
+    scopes the table; `folder`: summary.json's, which a relative manifest path is joined to, `run_manifest`)."""
     if summary is None:
         return "no finished `raa eval reward` run names its clips (no summary.json, or one written before it " \
                "named them): the table counts every row of results.jsonl"
-    manifest = run_manifest(summary)
+    manifest = run_manifest(summary, folder)
     text = "the last finished `raa eval reward` run" + (f": manifest {manifest}" if manifest else " (summary.json)")
+    if folder is not None and (note := relative_manifest_note(summary, folder)):
+        text += f" ({note})"
     if "finished" in summary:  # absent from a summary written before it recorded the time
         text += f", finished {_time(summary, 'finished')}"
     scope = _scope_text(summary)
@@ -118,10 +144,11 @@ def finish_command(manifest: str, out: Path, presets: Any) -> str:
 
 def unfinished_note(record: dict[str, Any], out: Path) -> str:
     """The warning for a run started in `out` that has not finished."""
-    manifest = run_manifest(record)
+    manifest = run_manifest(record, out)
+    relative = relative_manifest_note(record, out)
     scope = _scope_text(record)
     again = f"`{finish_command(manifest, out, record.get('presets'))}`" if manifest else \
         "`raa eval reward` with its manifest"
     return (f"a newer `raa eval reward` run (manifest {manifest or 'not recorded'}, started {_time(record, 'started')}"
             + (f", {scope}" if scope else "") + ") has not finished (still running, or stopped): its rows are not in "
-            f"this table; rerun {again} to finish it (rows already scored are kept)")
+            f"this table; rerun {again} to finish it (rows already scored are kept)" + (f"; {relative}" if relative else ""))

@@ -143,11 +143,12 @@ class SummaryError(ValueError):
     """DIR/summary.json cannot be read as the last run's scope (module docstring)."""
 
 
-def repair_hint(rerun: str | None, out: Path, where: str, preset: str) -> str:
+def repair_hint(rerun: str | None, out: Path, where: str, preset: str, note: str | None = None) -> str:
     """What to do about the results.jsonl row at `where` (``PATH:N``) of `preset` that `raa eval report` refuses: the
     run's own command `rerun` (None: not recorded) scores it again (`evals.result_rows.damaged`), or its line goes.
-    Without a recorded run the hint names the row's preset: `raa eval reward` without --presets scores full alone."""
-    again = (f"run `{rerun}` (it scores that row again)" if rerun else
+    Without a recorded run the hint names the row's preset: `raa eval reward` without --presets scores full alone.
+    `note`: what to know of the command's manifest path (`evals.eval_runs.relative_manifest_note`)."""
+    again = (f"run `{rerun}` (it scores that row again{f'; {note}' if note else ''})" if rerun else
              f"rerun `raa eval reward` with its manifest and -o {shlex.quote(str(out))} (it scores that row again with "
              f"--presets naming {preset})")
     path, _, line = where.rpartition(":")
@@ -245,7 +246,14 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     Without a row to show, `on_empty` gets `empty_note` (full paths) before anything is written; a newer run
     that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both).
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
-    from evals.eval_runs import finish_command, run_manifest, shown_run, unfinished_note, unfinished_run
+    from evals.eval_runs import (
+        finish_command,
+        relative_manifest_note,
+        run_manifest,
+        shown_run,
+        unfinished_note,
+        unfinished_run,
+    )
     from evals.result_rows import check_result_row, results_lines
     from evals.table_rows import TableRowError, check_label
 
@@ -260,8 +268,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     rows = [row for _, row in lines.values()]
     scope = read_scope(out / "summary.json")
     last = scope.summary if scope is not None else None
-    run_line = shown_run(last)
-    manifest = run_manifest(last) if last is not None else None
+    run_line = shown_run(last, out)
+    manifest = run_manifest(last, out) if last is not None else None
+    relative = relative_manifest_note(last, out) if last is not None else None
     rerun = finish_command(manifest, out, last.get("presets")) \
         if last is not None and manifest is not None else None  # the table's run, to fill its rows
     unfinished = unfinished_run(out)
@@ -281,7 +290,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         try:
             check_label(check_result_row(row, where := lines[(row["path"], row["preset"])][0]), where)
         except TableRowError as exc:
-            raise TableRowError(f"{exc}; {repair_hint(rerun, out, where, row['preset'])}") from None
+            raise TableRowError(f"{exc}; {repair_hint(rerun, out, where, row['preset'], relative)}") from None
     metrics = all_metrics(rows, presets) if presets else []
 
     found = link_reports((run_id(row) for row in rows), out, traces_path, tracker=tracker,
