@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.eval_views import plural
-from tools.jsonl import parsed_line
+from tools.jsonl import parsed_file
 
 STARTED = "started.json"
 
@@ -54,8 +54,8 @@ def finished_fields(started: dict[str, Any]) -> dict[str, Any]:
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        value = parsed_line(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        value = parsed_file(path)
+    except (OSError, json.JSONDecodeError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -72,7 +72,7 @@ from evals.table_means import USAGE_DIGITS, USAGE_NAMES
 from evals.table_rows import outage, row_faults
 from graph.reward_format import reward_text
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from tools.jsonl import parsed_line, write_text_atomic
+from tools.jsonl import parsed_file, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from evals.table import PresetMetrics
@@ -183,8 +183,8 @@ def read_scope(summary: Path) -> Scope | None:
     if not summary.is_file():
         return None
     try:
-        scope = parsed_line(summary.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        scope = parsed_file(summary)
+    except json.JSONDecodeError as exc:
         raise SummaryError(f"{summary} is not valid JSON ({exc}); rerun `raa eval reward`, or delete it to "
                            f"index every row of results.jsonl") from exc
     if not isinstance(scope, dict):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tools.jsonl import json_text
 from tools.weight_index import VJEPA_WEIGHTS, index_tensor_names, weights_problem
 
 __all__ = ["VJEPA_WEIGHTS", "vjepa_weights_missing", "weights_problem"]
@@ -44,7 +45,7 @@ def _safetensors_names(weights: Path) -> set[str]:
     """The tensor names of `weights`, a safetensors file (its header) or index (its ``weight_map``): no tensor is
     read."""
     if weights.name.endswith(".index.json"):
-        return set(index_tensor_names(weights.read_text()))
+        return set(index_tensor_names(json_text(weights)))
     from safetensors import safe_open
 
     with safe_open(str(weights), "pt") as tensors:

@@ -174,17 +174,35 @@ def _fault_place(exc: UnicodeDecodeError) -> tuple[int, int]:
     return before.count(b"\n") + 1, exc.start - before.rfind(b"\n")
 
 
-def parsed_file(path: Path) -> Any:
-    """The JSON value of a whole file a user may edit (`read_text`: UTF-8, a byte-order mark skipped, then
-    `parsed_line`). JSONDecodeError for invalid JSON and for a file that is not UTF-8 text (saying where and to
-    save it as UTF-8), so a reader's answer to invalid JSON covers both; OSError as reading raises it."""
+class NotUtf8Error(json.JSONDecodeError):
+    """`json_text`'s JSONDecodeError for a file that is not UTF-8 text: its message names the place of the byte, and
+    its text is no more than the message (JSONDecodeError's adds "line 1 column 1 (char 0)", a place in no text)."""
+
+    def __init__(self, msg: str, doc: str = "", pos: int = 0) -> None:
+        super().__init__(msg, doc, pos)
+        self.args = (msg,)
+
+
+def json_text(path: Path) -> str:
+    """The text of a whole JSON file (`read_text`: UTF-8 whatever the system's default encoding, a byte-order mark
+    skipped), for a reader that parses it itself (a weight index); JSONDecodeError for a file that is not UTF-8 text
+    (saying where and to save it as UTF-8), so a reader's answer to invalid JSON covers it; OSError as reading
+    raises it."""
     try:
-        text = read_text(path)
+        return read_text(path)
     except UnicodeDecodeError as exc:
         number, column = _fault_place(exc)
-        raise json.JSONDecodeError(f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at line {number} column "
-                                   f"{column}): save the file as UTF-8", "", 0) from None
-    return parsed_line(text)
+        raise NotUtf8Error(f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at line {number} column {column}): "
+                           "save the file as UTF-8") from None
+
+
+def parsed_file(path: Path) -> Any:
+    """The JSON value of a whole file a user may edit or this repo wrote (`json_text`, then `parsed_line`).
+    JSONDecodeError for invalid JSON and for a file that is not UTF-8 text, so a reader's answer to invalid JSON
+    covers both; OSError as reading raises it. Every reader of a JSON file goes through here (or `json_text`):
+    `Path.read_text()` decoded it in the system's default encoding (LANG=C without Python's UTF-8 mode, a Windows
+    code page), and non-ASCII text this repo wrote as UTF-8 read as unreadable or as other text."""
+    return parsed_line(json_text(path))
 
 
 def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[str, Any]]:

@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from tools.jsonl import json_text
+
 
 def index_shards(text: str) -> list[str]:
     """The shard files (sorted, each once) the weight index ``text`` names; ValueError saying why when the text
@@ -74,8 +76,8 @@ def weights_problem(find: Callable[[str], Path | None]) -> str | None:
         if not name.endswith(".index.json"):
             return None
         try:
-            text = path.read_text()
-        except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+            text = json_text(path)
+        except (OSError, ValueError) as exc:  # ValueError: not UTF-8 (`json_text`)
             return f"{path} cannot be read ({type(exc).__name__}: {exc})"
         return shards_problem(str(path), text, lambda shard: find(shard) is not None)
     return f"no weights ({', '.join(VJEPA_WEIGHTS)})"

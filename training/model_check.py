@@ -60,7 +60,6 @@ path that does not exist) is an error without a request; the tokenizer folder's 
 from __future__ import annotations
 
 import importlib.util
-import json
 from pathlib import Path
 from typing import Literal
 
@@ -74,6 +73,7 @@ from policy.checkpoint import (
 )
 from policy.shapes import vae_compression, wan_channels
 from policy.wan_i2v import expert_layout_problem, read_model_index, text_to_video_problem, two_expert_problem
+from tools.jsonl import parsed_file
 from training.config import ConfigError, TrainConfig
 
 TRANSFORMER = "transformer/config.json"
@@ -93,7 +93,7 @@ def _folder_missing(root: Path, parts: Literal["all", "transformer"]) -> list[st
 def _json(path: Path) -> dict:
     """The file's JSON object; {} when it is missing or unreadable (not checked here: `_unreadable_configs`)."""
     try:
-        data = json.loads(path.read_text())
+        data = parsed_file(path)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import write_text_atomic
+from tools.jsonl import parsed_file, write_text_atomic
 from training.config import PromptSpec
 
 PROMPTS_FILE = "prompts.json"
@@ -39,7 +39,7 @@ def prompt_change_warning(folder: Path, stamp: dict[str, Any]) -> str | None:
     """A warning when the prompts of checkpoint ``folder`` differ from ``stamp`` (this launch's); None when they
     are the same or the checkpoint has no readable record."""
     try:
-        saved = json.loads((folder / PROMPTS_FILE).read_text())
+        saved = parsed_file(folder / PROMPTS_FILE)
         count, digest = int(saved["count"]), str(saved["sha256"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -11,9 +11,9 @@ guessed.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from tools.jsonl import parsed_file
 from training.run_dir import EXPORT_FILE, read_latest
 
 _EXPORT_COMMAND = "python -m training.export --run"
@@ -25,7 +25,7 @@ def final_export_label(run_dir: Path) -> str:
     if not info_file.is_file():
         return "no"
     try:
-        info = json.loads(info_file.read_text())
+        info = parsed_file(info_file)
     except (OSError, ValueError):
         return f"{info_file} is not readable JSON"
     iteration = info.get("iteration") if isinstance(info, dict) else None

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tools.jsonl import parsed_file
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 from training.config_resume import read_saved_run, resume_conflicts
@@ -139,7 +140,7 @@ def write_layout(folder: Path, layout: StateLayout, world: int | None = None,
 def read_layout(folder: Path) -> StateLayout | None:
     """The layout a checkpoint folder records; None for one without it (or an unreadable one)."""
     try:
-        data = json.loads((folder / LAYOUT_FILE).read_text())
+        data = parsed_file(folder / LAYOUT_FILE)
         return StateLayout(int(data["zero_stage"]), str(data["dtype"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -149,7 +150,7 @@ def read_world(folder: Path) -> int | None:
     """The number of ranks that saved a checkpoint folder (``world_size`` in its ``layout.json``); None for a
     checkpoint saved before it was recorded (or an unreadable record)."""
     try:
-        world = json.loads((folder / LAYOUT_FILE).read_text())["world_size"]
+        world = parsed_file(folder / LAYOUT_FILE)["world_size"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return world if isinstance(world, int) and not isinstance(world, bool) and world >= 1 else None
@@ -158,7 +159,7 @@ def read_world(folder: Path) -> int | None:
 def read_schedule(folder: Path) -> Any:
     """The learning-rate record of a checkpoint folder's ``layout.json`` (`write_layout`); None without one."""
     try:
-        return json.loads((folder / LAYOUT_FILE).read_text()).get("lr_schedule")
+        return parsed_file(folder / LAYOUT_FILE).get("lr_schedule")
     except (OSError, ValueError, AttributeError):
         return None
 

@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import write_text_atomic
+from tools.jsonl import parsed_file, write_text_atomic
 from training.config import ConfigError
 
 ID_FILE = "wandb.json"
@@ -67,7 +67,7 @@ def saved_run_id(id_path: Path, project: str) -> str | None:
     """The run id ``wandb.json`` keeps for ``project``; None when the file is missing, unreadable, not JSON (or
     not UTF-8), of another project or without a string id: a new run, as for a fresh start."""
     try:
-        saved = json.loads(id_path.read_text())
+        saved = parsed_file(id_path)
     except (OSError, ValueError):
         return None
     if isinstance(saved, dict) and saved.get("project") == project and isinstance(saved.get("id"), str):
