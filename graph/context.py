@@ -256,6 +256,10 @@ class RunContext:
     tools: ToolProvider = field(default_factory=ToolProvider)
     """Evidence tools (lazy)."""
 
+    def __post_init__(self) -> None:
+        if self.backbone.cache is not None:  # its stage keys name the images by their digest (FrameStore.keys_images)
+            self.frames.keys_images()
+
     def run_settings(self) -> dict[str, Any]:
         """What a run under this context records of its settings (`graph.config.run_settings`): its config, its extra
         tools' names and its `backbone_settings`; the quality step writes them, and a resume is checked against the

@@ -41,6 +41,11 @@ Decisions where the issue was silent:
   clip (`graph.frame_keys.frame_indices`). Keys, versions and the clip a key is filed under: `graph.frame_keys`.
 - The `decoded` and `encoded` counters are updated under the store's lock: worker threads of concurrent runs
   decode and encode at once, and an unlocked `+=` is a read-modify-write that only the GIL's timing kept whole.
+- A new data URL's sha256 (the stage-cache key's name for the image, `graph.cache_keys.url_digest`) is
+  memoised in the worker thread that encoded it only once `keys_images` was called: a `graph.context.RunContext` calls
+  it when its backbone has a stage cache. A store only agents without one use hashed every image it
+  sent (~4% of a run's instructions) for keys nobody built. A cache's keys are the same either way: a
+  digest not memoised here is computed when the key is built.
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ class FrameStore:
         self._lock = threading.Lock()
         self.decoded = 0
         self.encoded = 0
+        self._digests = False  # `keys_images`
         watch(self)  # reset in a forked child (`after_fork`)
 
     def after_fork(self) -> None:
@@ -93,6 +99,11 @@ class FrameStore:
         for lru in (self._frames, self._urls, self._extra):
             lru.after_fork()
         self._jobs.after_fork()
+
+    def keys_images(self) -> None:
+        """A stage cache keys the images this store sends: from now on memoise each new data URL's digest
+        off the event loop, where it is encoded (module docstring). Never turned off (a shared store)."""
+        self._digests = True
 
     @property
     def nbytes(self) -> int:
@@ -321,7 +332,8 @@ class FrameStore:
                 if key_box is not None:
                     frame = crop_frame(frame, key_box)
                 url = encode_jpeg_data_url(resize_long_side(frame, self.long_side), quality=self.quality)
-                url_digest(url)  # memoise the stage-key digest here, off the event loop
+                if self._digests:
+                    url_digest(url)  # memoise the stage-key digest here, off the event loop
                 self._put(self._urls, v, key, url, len(url))
                 self._count(encoded=1)
             label = meta.label(i)
@@ -341,7 +353,8 @@ class FrameStore:
         for frame, label in zip(frames, labels, strict=True):
             url = encode_jpeg_data_url(resize_long_side(np.ascontiguousarray(frame), self.long_side),
                                        quality=self.quality)
-            url_digest(url)  # memoise the stage-key digest here, off the event loop
+            if self._digests:
+                url_digest(url)  # memoise the stage-key digest here, off the event loop
             blocks += [{"type": "text", "text": label}, {"type": "image_url", "image_url": {"url": url}}]
         return blocks
 
