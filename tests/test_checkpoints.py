@@ -71,7 +71,13 @@ def test_reshard_refuses_what_is_not_a_zero_checkpoint(tmp_path):
     assert not (tmp_path / "checkpoints" / "iter_000002_universal.partial").exists()
 
 
-@pytest.mark.parametrize("case", ["no checkpoint", "other world size", "other model", "other zero stage"])
+# Each case is a `python -m training.train` launch (~5 s). The default run keeps "other model" (the launch path of a
+# refusal: exit 2, the reason, no traceback, the run's config.yaml untouched); the other reasons run in `make
+# test-slow`, and each is checked in-process by default: test_train_config.py's --check test ("no checkpoint in",
+# the ZeRO stage), tests/test_resume.py (the world size).
+@pytest.mark.parametrize("case", [pytest.param("no checkpoint", marks=pytest.mark.slow),
+                                  pytest.param("other world size", marks=pytest.mark.slow), "other model",
+                                  pytest.param("other zero stage", marks=pytest.mark.slow)])
 def test_a_resume_that_cannot_load_stops_before_the_model_loads(tmp_path, case):
     """Exit 2 with the reason, instead of DeepSpeed's traceback after the model has loaded."""
     out = tmp_path / "run"
