@@ -4,6 +4,7 @@ checkpoint folder lacks (policy/checkpoint.py). Tiny random real diffusers model
 from __future__ import annotations
 
 import re
+import shutil
 from functools import partial
 
 import pytest
@@ -19,6 +20,18 @@ def _save(root, backend: str) -> FlowWorldModel:
     tiny.transformer.save_pretrained(root / "transformer")
     tiny.vae.save_pretrained(root / "vae")
     return tiny
+
+
+@pytest.fixture(scope="module")
+def saved_wan(tmp_path_factory) -> tuple:
+    """The tiny random Wan model and its folder, built and saved once for the module (the build is the slow part)."""
+    root = tmp_path_factory.mktemp("wan")
+    return root, _save(root, "wan")
+
+
+def _copy_wan(saved_wan, root) -> None:
+    """`_save(root, "wan")`, copied from `saved_wan`: each test changes its own copy."""
+    shutil.copytree(saved_wan[0], root, dirs_exist_ok=True)
 
 
 def test_a_checkpoint_of_the_other_backend_is_refused(tmp_path):
@@ -42,8 +55,8 @@ def test_the_transformer_class_check_behind_loading_and_the_launch_check(name, b
     assert transformer_class_problem({} if name is None else {"_class_name": name}, backend) == problem
 
 
-def test_weights_missing_from_the_transformer_are_refused(tmp_path):
-    _save(tmp_path, "wan")
+def test_weights_missing_from_the_transformer_are_refused(tmp_path, saved_wan):
+    _copy_wan(saved_wan, tmp_path)
     weights = tmp_path / "transformer" / "diffusion_pytorch_model.safetensors"
     state = load_file(weights)
     dropped = sorted(state)[0]
@@ -63,21 +76,21 @@ def test_a_missing_folder_is_named(tmp_path):
         FlowWorldModel.from_pretrained(str(tmp_path / "nowhere"), "wan")
 
 
-def test_the_missing_parts_of_a_folder_are_named(tmp_path):
-    _save(tmp_path, "wan")
+def test_the_missing_parts_of_a_folder_are_named(tmp_path, saved_wan):
+    _copy_wan(saved_wan, tmp_path)
     with pytest.raises(FileNotFoundError, match=r"lacks text_encoder/config\.json, tokenizer/"):
         FlowWorldModel.from_pretrained(tmp_path, "wan", torch_dtype=torch.float32)
     with pytest.raises(FileNotFoundError, match=r"lacks tr/config\.json"):
         FlowWorldModel.from_pretrained(tmp_path, "wan", transformer_subfolder="tr", load_text_encoder=False)
 
 
-def test_a_hub_revision_reaches_every_loader(monkeypatch):
+def test_a_hub_revision_reaches_every_loader(monkeypatch, saved_wan):
     """Cosmos-Predict2.5 keeps its diffusers files on a branch of its hub repo: `revision` goes to each part's
     from_pretrained (mocked at the diffusers / transformers call boundary: no network)."""
     import diffusers
     import transformers
 
-    tiny = FlowWorldModel.tiny_wan(seed=3)
+    tiny = saved_wan[1]  # FlowWorldModel.tiny_wan(seed=3)
     seen: dict[str, dict] = {}
 
     fake = partial(recording_loader, seen)
@@ -103,12 +116,12 @@ def test_a_revision_with_a_local_folder_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("part", ["transformer", "vae"])
-def test_a_part_without_weights_is_named_before_anything_loads(tmp_path, monkeypatch, part):
+def test_a_part_without_weights_is_named_before_anything_loads(tmp_path, monkeypatch, part, saved_wan):
     """Before: diffusers said "no file named diffusion_pytorch_model.bin found in directory ROOT" (the root, not
     the part, and the .bin it fell back to), and a missing VAE only after the whole transformer had loaded."""
     import diffusers
 
-    _save(tmp_path, "wan")
+    _copy_wan(saved_wan, tmp_path)
     for weights in (tmp_path / part).glob("*.safetensors"):
         weights.unlink()
 
