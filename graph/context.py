@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from numbers import Real
+from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 from graph.config import ResolvedConfig, run_settings
@@ -275,13 +275,16 @@ def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     mixed answers cut at two limits), and the images' long side and JPEG quality.
     Not the transport's (timeouts, retries, re-asks) nor the endpoint's address (the same model may be served from
     another host after a restart): with those changed the same judge answers, so a run may be resumed under them.
-    The temperature is recorded as a Python float: a NumPy scalar (a sweep over `np.linspace`) is no value the trace
-    checkpointer writes, and the run's quality step raised."""
-    temperature = backbone.temperature
+    The temperature is recorded as a Python float, the token limit as a Python int: a NumPy scalar (a sweep over
+    `np.linspace`; a limit assigned to a ChatOpenAI after it was built, which pydantic does not check) is no value the
+    trace checkpointer writes, and the run's quality step raised."""
+    temperature, max_tokens = backbone.temperature, backbone.max_tokens
     if isinstance(temperature, Real) and not isinstance(temperature, bool):
         temperature = float(temperature)
+    if isinstance(max_tokens, Integral) and not isinstance(max_tokens, bool):
+        max_tokens = int(max_tokens)
     return {"model": backbone.model_name, "served_model": backbone.served_model, "method": backbone.method,
-            "temperature": temperature, "max_tokens": backbone.max_tokens, "image_long_side": frames.long_side,
+            "temperature": temperature, "max_tokens": max_tokens, "image_long_side": frames.long_side,
             "jpeg_quality": frames.quality}
 
 
