@@ -40,6 +40,11 @@ def test_the_token_limit_of_a_chat_openai_is_recorded_and_none_for_another_model
     assert recorded["max_tokens"] == 512
     injected = ChatOpenAI(model="m", api_key="k", base_url="http://127.0.0.1:9/v1", max_completion_tokens=64)
     assert backbone_settings(Backbone(injected), FrameStore())["max_tokens"] == 64
+    # langchain-openai moves a limit given in model_kwargs to the field: what the model sends is what is recorded
+    with pytest.warns(UserWarning, match="model_kwargs"):  # (it says to give it as the field)
+        in_kwargs = ChatOpenAI(model="m", api_key="k", base_url="http://127.0.0.1:9/v1",
+                               model_kwargs={"max_tokens": 32})
+    assert backbone_settings(Backbone(in_kwargs), FrameStore())["max_tokens"] == 32
     assert backbone_settings(Backbone(ScriptedChatModel({})), FrameStore())["max_tokens"] is None
 
 
@@ -56,6 +61,8 @@ def test_a_run_started_at_one_token_limit_and_resumed_at_another_is_refused(clip
         _agent(saver, 4096).invoke(None, CONFIG)
     with pytest.raises(ResumeMismatchError, match=r"max_tokens 512 \(agent None\)"):  # left to the server
         _agent(saver, None).invoke(None, CONFIG)
+    out = _agent(saver, 512).invoke(None, CONFIG)  # the same limit: past the guard (nothing answers: ineligible)
+    assert out["result"].status == "ineligible" and out["result"].reward is None
 
 
 def test_a_run_recorded_before_its_token_limit_still_resumes():

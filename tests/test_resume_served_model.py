@@ -60,6 +60,8 @@ def test_a_run_of_one_injected_openai_model_resumed_with_another_is_refused(clip
     assert saver.get_tuple(CONFIG).checkpoint["channel_values"]["backbone"]["served_model"] == "gpt-a"
     with pytest.raises(ResumeMismatchError, match=r"served_model 'gpt-a' \(agent 'gpt-b'\)"):
         _agent(saver, "gpt-b").invoke(None, CONFIG)
+    out = _agent(saver, "gpt-a").invoke(None, CONFIG)  # the same model: past the guard (nothing answers: ineligible)
+    assert out["result"].status == "ineligible" and out["result"].reward is None
 
 
 def test_a_run_recorded_before_its_served_model_still_resumes():
