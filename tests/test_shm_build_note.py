@@ -92,3 +92,22 @@ def test_no_note_where_deepspeed_builds_no_cpu_op(tmp_path):
     assert launch_build_note({**env, "DS_ACCELERATOR": "cpu"}, cuda=True) is not None
     assert launch_build_note({**env, "DS_ACCELERATOR": "xpu"}, cuda=False) is None
     assert launch_build_note({**env, "CXX": str(tmp_path / "no-such-compiler")}, cuda=False) is None
+
+
+def test_a_deepspeed_reached_through_dot_dot_is_the_one_its_build_names(tmp_path, monkeypatch):
+    """DeepSpeed's op builder passes its sources through os.path.abspath (``..`` gone, links kept), while the
+    package's path keeps a sys.path entry's ``..`` (PYTHONPATH=/x/venv/bin/../lib/...): the kept build was then
+    named 'another DeepSpeed' at every launch."""
+    import sys
+
+    from training.build_locks import launch_build_note
+
+    site = tmp_path / "site"
+    (site / "deepspeed").mkdir(parents=True)
+    (site / "deepspeed" / "__init__.py").write_text("")
+    (tmp_path / "bin").mkdir()
+    _built(tmp_path / "ext", site / "deepspeed")
+    monkeypatch.delitem(sys.modules, "deepspeed", raising=False)  # find_spec answers an imported module's spec
+    monkeypatch.syspath_prepend(str(tmp_path / "bin" / ".." / "site"))
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "CXX": sys.executable}
+    assert launch_build_note(env, cuda=False) is None

@@ -25,6 +25,7 @@ foresee (a kept build whose sources or compiler changed since) goes unannounced.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shlex
 import shutil
@@ -114,7 +115,6 @@ def shm_build_note(root: Path, deepspeed_dir: Path) -> str | None:
             "its own TORCH_EXTENSIONS_DIR")
 
 
-
 def launch_build_note(environ: Mapping[str, str], cuda: bool) -> str | None:
     """`shm_build_note` for a launch with ``environ`` (read at the CLI edge) and CUDA available or not: only where
     DeepSpeed's CPU backend builds the op: its CPU accelerator (no CUDA, or ``DS_ACCELERATOR=cpu``), Linux (the
@@ -127,7 +127,9 @@ def launch_build_note(environ: Mapping[str, str], cuda: bool) -> str | None:
     spec = importlib.util.find_spec("deepspeed")  # its path, without importing it
     if spec is None or spec.origin is None:
         return None
-    return shm_build_note(extensions_root(environ), Path(spec.origin).parent)
+    # as DeepSpeed's op builder names its sources: os.path.abspath drops a sys.path entry's "..", keeps links
+    return shm_build_note(extensions_root(environ), Path(os.path.abspath(spec.origin)).parent)
+
 
 def _age(seconds: float) -> str:
     minutes = int(seconds // 60)
