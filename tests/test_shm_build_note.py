@@ -111,3 +111,18 @@ def test_a_deepspeed_reached_through_dot_dot_is_the_one_its_build_names(tmp_path
     monkeypatch.syspath_prepend(str(tmp_path / "bin" / ".." / "site"))
     env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "CXX": sys.executable}
     assert launch_build_note(env, cuda=False) is None
+
+
+def test_a_harness_launch_announces_no_build(tmp_path):
+    """Every process a test starts builds no shm op (tests/harness_site's sitecustomize), yet its launches printed
+    the note: a hung test launch's output then ended on 'will build ... nothing printed meanwhile', blaming a build
+    that never ran. The harness that turns the build off turns its announcement off too."""
+    import subprocess
+    import sys
+
+    from tests.launches import ROOT, harness_env
+
+    env = harness_env(extra={"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "CXX": sys.executable})  # a compiler
+    probe = "import os; from training.build_locks import launch_build_note; print(launch_build_note(os.environ, False))"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "None\n", done.stdout + done.stderr
