@@ -5,10 +5,14 @@ source paths): the launch now says so beforehand where the extensions folder pro
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+
+import pytest
 
 from training.build_locks import SHM_OP, shm_build_note
 
+LINUX = pytest.mark.skipif(sys.platform != "linux", reason="DeepSpeed builds its shm op on Linux only")
 SMOKE = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml")
 
 
@@ -57,6 +61,7 @@ def test_no_note_where_deepspeed_was_installed_with_the_op(tmp_path):
     assert shm_build_note(tmp_path / "ext", here) is None
 
 
+@LINUX
 def test_the_launch_announces_the_build(tmp_path, capsys, monkeypatch, followed_launchers):
     """On rank 0's stderr before the process group starts (not in --check's report: a build the launch itself does
     not start is no finding about the config)."""
@@ -68,6 +73,8 @@ def test_the_launch_announces_the_build(tmp_path, capsys, monkeypatch, followed_
     monkeypatch.setenv("RANK", "0")  # as a launcher sets them (undone after the test)
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))  # empty: the op is built at the start
+    monkeypatch.setenv("CXX", sys.executable)  # a compiler on any machine (none on a slim CI image)
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")  # DeepSpeed's CPU backend on a CUDA machine too
     monkeypatch.setattr(training.trainer, "train", lambda *_a, **_k: tmp_path / "run")
     args = ["--config", SMOKE, "--output_dir", str(tmp_path / "run")]
     assert main(args) == 0
@@ -81,12 +88,13 @@ def test_the_launch_announces_the_build(tmp_path, capsys, monkeypatch, followed_
     assert "will build its shared-memory op" not in again.out + again.err
 
 
+@LINUX
 def test_no_note_where_deepspeed_builds_no_cpu_op(tmp_path):
     """A CUDA launch uses DeepSpeed's CUDA accelerator (no shm op); without a compiler the op builder says the op is
     incompatible and nothing is built."""
     from training.build_locks import launch_build_note
 
-    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "PATH": os.environ.get("PATH", "")}
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "CXX": sys.executable}  # a compiler on any machine
     assert launch_build_note(env, cuda=False) is not None  # the folder is empty: a build comes
     assert launch_build_note(env, cuda=True) is None
     assert launch_build_note({**env, "DS_ACCELERATOR": "cpu"}, cuda=True) is not None
@@ -94,12 +102,11 @@ def test_no_note_where_deepspeed_builds_no_cpu_op(tmp_path):
     assert launch_build_note({**env, "CXX": str(tmp_path / "no-such-compiler")}, cuda=False) is None
 
 
+@LINUX
 def test_a_deepspeed_reached_through_dot_dot_is_the_one_its_build_names(tmp_path, monkeypatch):
     """DeepSpeed's op builder passes its sources through os.path.abspath (``..`` gone, links kept), while the
     package's path keeps a sys.path entry's ``..`` (PYTHONPATH=/x/venv/bin/../lib/...): the kept build was then
     named 'another DeepSpeed' at every launch."""
-    import sys
-
     from training.build_locks import launch_build_note
 
     site = tmp_path / "site"
@@ -113,12 +120,12 @@ def test_a_deepspeed_reached_through_dot_dot_is_the_one_its_build_names(tmp_path
     assert launch_build_note(env, cuda=False) is None
 
 
+@LINUX
 def test_a_harness_launch_announces_no_build(tmp_path):
     """Every process a test starts builds no shm op (tests/harness_site's sitecustomize), yet its launches printed
     the note: a hung test launch's output then ended on 'will build ... nothing printed meanwhile', blaming a build
     that never ran. The harness that turns the build off turns its announcement off too."""
     import subprocess
-    import sys
 
     from tests.launches import ROOT, harness_env
 
