@@ -170,21 +170,33 @@ def fault_kind(result: dict[str, Any]) -> tuple[str, str]:
 @contextmanager
 def ctrl_c_held() -> Iterator[None]:
     """A Ctrl-C (SIGINT) in the block taken once the block ends, by the handler there before (a KeyboardInterrupt, or
-    asyncio's cancel of its main task): `RowWriter`'s append of a row and its count happen both or neither. Nothing
-    held outside the main thread (no handler can be set there) or without a Python handler (ignored, or not set from
-    Python)."""
+    asyncio's cancel of its main task): `RowWriter`'s append of a row and its count happen both or neither. A second
+    Ctrl-C in the block passes both on at once, in order (a write that hangs, on a stalled mount or a terminal paused
+    under the progress bar, is still stopped; asyncio's handler raises KeyboardInterrupt at its second, as it did
+    before rows were held), and the handler is the one before from there. Nothing held outside the main thread (no
+    handler can be set there) or without a Python handler (ignored, or not set from Python)."""
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or not callable(previous):
         yield
         return
-    came: list[Any] = []  # the frame of the first Ctrl-C held
-    signal.signal(signal.SIGINT, lambda signum, frame: came.append(frame))
+    came: list[Any] = []  # the frames of the Ctrl-Cs held, not yet passed on
+
+    def pass_on() -> None:  # each taken off before its call (one that raises is not passed on twice)
+        while came:
+            previous(signal.SIGINT, came.pop(0))
+
+    def hold(signum: int, frame: Any) -> None:
+        came.append(frame)
+        if len(came) > 1:  # pressed again: meant
+            signal.signal(signal.SIGINT, previous)
+            pass_on()
+
+    signal.signal(signal.SIGINT, hold)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if came:
-            previous(signal.SIGINT, came[0])
+        pass_on()
 
 
 class RowWriter:

@@ -158,3 +158,72 @@ def test_a_ctrl_c_as_the_old_copies_go_says_whether_they_went(monkeypatch, tmp_p
         assert ids == ["a1", "a2", "b2", "b2"], _rows(out)  # the old copy, then the new
         assert "they stay beside the new ones" in said and "were removed" not in said, said
     assert said.index("scored=") > said.index("interrupted while removing"), said
+
+
+def _ctrl_c_pressed_again_in_the_append(monkeypatch) -> list[int]:  # noqa: ANN001
+    """`append_line` does not return (a hung mount; a terminal paused with Ctrl-S under the progress bar) while the
+    researcher presses Ctrl-C three times: the Ctrl-Cs that it took, in order, are in the list returned."""
+    taken: list[int] = []
+
+    def append(path, line):  # noqa: ANN001, ANN202
+        for n in range(3):
+            signal.raise_signal(signal.SIGINT)
+            taken.append(n)
+
+    monkeypatch.setattr(batch_output, "append_line", append)
+    return taken
+
+
+def test_a_second_ctrl_c_while_a_row_is_held_stops_the_write(monkeypatch, tmp_path, ctrl_c_raises):
+    """Every Ctrl-C was held until the write returned: a write that hangs could not be stopped by Ctrl-C at all. The
+    first is held; the second passes on at once (a KeyboardInterrupt there), and the handler is Python's again."""
+    writer = batch_output.RowWriter(tmp_path / "out.jsonl")
+    taken = _ctrl_c_pressed_again_in_the_append(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        writer.write(_row("a"), "scored")
+    assert taken == [0], taken
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_second_ctrl_c_while_a_repeat_row_is_held_stops_the_write(monkeypatch, tmp_path, ctrl_c_raises):
+    """The same in a repeat line's row, written with the row it copies (a hold inside the row's hold)."""
+    from graph import batch_output as bo
+
+    out = tmp_path / "out.jsonl"
+    writer = bo.RowWriter(out)
+    writer.follow("a", {"key": "a-2", "repeat_of": "a"})
+    real, taken, calls = bo.append_line, [], []
+
+    def append(path, line):  # noqa: ANN001, ANN202 - the row goes; its repeat hangs under three Ctrl-Cs
+        calls.append(line)
+        if len(calls) == 1:
+            return real(path, line)
+        for n in range(3):
+            signal.raise_signal(signal.SIGINT)
+            taken.append(n)
+        return None
+
+    monkeypatch.setattr(bo, "append_line", append)
+    with pytest.raises(KeyboardInterrupt):
+        writer.write(_row("a"), "scored")
+    assert taken == [0] and len(calls) == 2, (taken, calls)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_two_ctrl_cs_while_a_row_is_held_in_an_in_process_batch_stop_it_as_before(monkeypatch, tmp_path,
+                                                                                   ctrl_c_raises):
+    """Under asyncio's own SIGINT handler (an in-process batch: the first Ctrl-C cancels the main task, the second
+    raises KeyboardInterrupt) two Ctrl-Cs in one held write were one: the batch was only cancelled, and a write that
+    hangs went on. Now the second raises KeyboardInterrupt where it comes, as it did before rows were held."""
+    import asyncio
+
+    writer = batch_output.RowWriter(tmp_path / "out.jsonl")
+    taken = _ctrl_c_pressed_again_in_the_append(monkeypatch)
+
+    async def main() -> None:
+        writer.write(_row("a"), "scored")
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+    assert taken == [0], taken
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
