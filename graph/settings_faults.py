@@ -91,18 +91,21 @@ def _budget_words(exc: BaseException, words: str) -> bool:
     return rejected_request(exc) and not isinstance(exc, ModelAPIError) and _BUDGET_WORDS.search(words) is not None
 
 
-_ROUTER_BUDGET = re.compile(r"crossed budget: exceeded budget for (deployment|provider|tag)\b")
+_ROUTER_BUDGET = re.compile(r"crossed budget(?: for (?:deployment|provider|tag))?: exceeded budget for "
+                            r"(deployment|provider|tag)\b")
 """A LiteLLM proxy's router with no deployment of the model within its budgets, which the proxy's admin sets in its
 config, for a model's deployment (`max_budget` in `model_list`), a provider (`provider_budget_config`) or a request
 tag: a 429, "No deployments available - crossed budget: Exceeded budget for deployment model_name: ..., model_id: ...:
 SPEND >= LIMIT" (litellm/router_strategy/budget_limiter.py; its docs, docs/my-website/docs/proxy/
-provider_budget_routing.md; "provider openai: ...", "tag='...', ..." alike). No key's budget: it was advised as the
-API key's account, whose key is not what to change."""
-_END_USER_BUDGET = re.compile(r"\bend user=[^\s,]+ over budget")
+provider_budget_routing.md; "provider openai: ...", "tag='...', ..." alike; those docs' "crossed budget for provider:"
+too, which was advised as the key's). No key's budget: it was advised as the API key's account, whose key is not what
+to change."""
+_END_USER_BUDGET = re.compile(r"\bend user(?:=[^\s,]+ over budget|: [^\s,]+, exceeded budget for model=)")
 """A LiteLLM proxy's end user (the `user` a request names, counted across API keys) over its budget, which the proxy
 answers as a 401 `auth_error` ("ExceededBudget: End User=... over budget. Spend=..., Budget=...", its budget docs,
 docs/my-website/docs/proxy/users.md): read before the 401 (`settings_problem`), it sent the user to check a working
-key."""
+key; or over its budget for one model ("LiteLLM End User: ..., exceeded budget for model=...", a `budget_exceeded`:
+litellm/proxy/hooks/model_max_budget_limiter.py), which was advised as the API key's account."""
 
 
 def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
@@ -115,9 +118,10 @@ def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
         spent, keys = {"deployment": ("the model's deployment", "model_list's max_budget, budget_duration"),
                        "provider": ("the model's provider", "provider_budget_config's budget_limit, time_period"),
                        "tag": ("a tag of the request", "its tag budget's max_budget, budget_duration")}[router.group(1)]
-        other = f", or set {names.model} to another model the proxy serves" if router.group(1) != "tag" else ""
+        ways = ["wait for it to reset", "have the admin raise it"] + (
+            [f"set {names.model} to another model the proxy serves"] if router.group(1) != "tag" else [])
         return (f"{prefix}the LiteLLM proxy's budget for {spent} is spent (the proxy admin's setting in its config, "
-                f"{keys}; not the API key's): wait for it to reset, have the admin raise it{other}")
+                f"{keys}; not the API key's): {', '.join(ways[:-1])}, or {ways[-1]}")
     if _END_USER_BUDGET.search(words):
         return (f"{prefix}the LiteLLM proxy's budget for the end user it names is spent, no credit left (the proxy "
                 f"admin's setting, counted across API keys: {names.api_key} is not the cause): wait for it to reset "

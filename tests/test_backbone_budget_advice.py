@@ -46,3 +46,42 @@ def test_a_deployment_budget_is_advised_as_the_proxy_s_model_budget_not_the_key_
     fix = fault.message.split("; ", 1)[1]
     assert "deployment" in fix and "proxy" in fix and "RAA_MODEL" in fix, fault.message
     assert "API key's account" not in fix and "RAA_API_KEY" not in fix, fault.message
+
+
+LITELLM_PROVIDER_BUDGET_DOCS = {"error": {
+    "message": "No deployments available - crossed budget for provider: Exceeded budget for provider openai: "
+               "0.0007350000000000001 >= 1e-12", "type": "None", "param": "None", "code": "429"}}
+"""A LiteLLM proxy whose router's budget for a provider is spent, in the words its budget-routing docs show
+(BerriAI/litellm docs/my-website/docs/proxy/provider_budget_routing.md): "crossed budget for provider:", not
+"crossed budget:"."""
+LITELLM_TAG_BUDGET = {"error": {
+    "message": "No deployments available - crossed budget: Exceeded budget for tag='product:chat-bot', "
+               "tag_spend=0.00015250000000000002, tag_budget_limit=1e-12", "type": "None", "param": "None",
+    "code": "429"}}
+"""A LiteLLM proxy whose router's budget for a request tag is spent (the same docs)."""
+LITELLM_END_USER_MODEL_BUDGET = {"error": {
+    "message": "LiteLLM End User: ishaan3, exceeded budget for model=gpt-4o", "type": "budget_exceeded",
+    "param": None, "code": "400"}}
+"""A LiteLLM proxy's end user over its budget for one model (litellm/proxy/hooks/model_max_budget_limiter.py's
+`is_end_user_within_model_budget`: "LiteLLM End User: <id>, exceeded budget for model=<model>")."""
+
+
+def test_a_provider_budget_in_the_docs_words_is_the_proxy_s_not_the_key_s() -> None:
+    fault, sent = _call(429, LITELLM_PROVIDER_BUDGET_DOCS)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    fix = fault.message.split("; ", 1)[1]
+    assert "provider" in fix and "provider_budget_config" in fix, fault.message
+    assert "API key's account" not in fix, fault.message
+
+
+def test_a_tag_budget_s_fix_reads_as_a_list_of_ways_out() -> None:
+    fault, _ = _call(429, LITELLM_TAG_BUDGET)
+    assert fault is not None and fault.kind == "settings", fault
+    assert "wait for it to reset, or have the admin raise it" in fault.message, fault.message
+
+
+def test_an_end_user_s_model_budget_is_the_end_user_s_not_the_key_s() -> None:
+    fault, sent = _call(400, LITELLM_END_USER_MODEL_BUDGET)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    fix = fault.message.split("; ", 1)[1]
+    assert "end user" in fix and "API key's account" not in fix, fault.message
