@@ -65,11 +65,11 @@ def clause_joined(words: str, clause: str) -> str:
     short, which went with it and left the cut words reading as whole; after words that close with "!" or "?",
     which dropped would change what the server said ("Budget has been exceeded!", "Did you mean to use
     v1/completions?"), a new sentence, "WORDS! CLAUSE" (its first word capitalised where it is all lower case): they
-    read "!;" and "?;"."""
+    read "!;" and "?;". No words (an error raised without a message, or only a stop): the clause alone, not "; CLAUSE"."""
     words = words.rstrip()
     if words.endswith(("!", "?")):
         first = clause.split(" ", 1)[0]
         return f"{words} {clause[:1].upper() + clause[1:] if first.islower() else clause}"
     if not words.endswith("..."):
         words = words.rstrip(".:;,").rstrip()
-    return f"{words}; {clause}"
+    return f"{words}; {clause}" if words else clause

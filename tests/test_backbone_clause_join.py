@@ -29,3 +29,9 @@ def test_a_404_question_and_its_fix_read_as_two_sentences() -> None:
     fault, _ = _call(404, NOT_A_CHAT_MODEL, replies=1)
     assert fault is not None and fault.kind == "settings", fault
     assert "?;" not in fault.message and "v1/completions? HTTP 404: " in fault.message, fault.message
+
+
+@pytest.mark.parametrize("words", ["", " ", ".", ":"])
+def test_no_words_to_quote_leave_the_clause_alone(words: str) -> None:
+    """An error without words (a chat model's error raised with no message, or only a stop) read "; HTTP 401: ..."."""
+    assert clause_joined(words, "HTTP 401: fix it") == "HTTP 401: fix it"
