@@ -28,12 +28,12 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tools.jsonl import json_text, parsed_file
 from tools.weight_index import index_shards, shards_problem
 
 BACKEND_TRANSFORMERS = {"cosmos": "CosmosTransformer3DModel", "wan": "WanTransformer3DModel"}
@@ -109,7 +109,7 @@ def weights_missing(folder: Path) -> str | None:
 def _shards(index: Path) -> list[str]:
     """The shard files the weight index ``index`` names ([] when it cannot be read as one)."""
     try:
-        return index_shards(index.read_text())
+        return index_shards(json_text(index))
     except (OSError, ValueError):
         return []
 
@@ -117,8 +117,8 @@ def _shards(index: Path) -> list[str]:
 def _index_problem(index: Path) -> str | None:
     where = f"{index.parent.name}/{index.name}"
     try:
-        text = index.read_text()
-    except (OSError, ValueError) as exc:  # ValueError: not UTF-8
+        text = json_text(index)
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8 (`json_text`)
         return f"{where} cannot be read ({type(exc).__name__}: {exc})"
     return shards_problem(where, text, lambda shard: (index.parent / shard).is_file())
 
@@ -220,7 +220,7 @@ def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, rev
     where = f"{root}'s {subfolder + '/' if subfolder else ''}{name}"
     try:
         if folder.is_dir():
-            data = json.loads(((folder / subfolder) if subfolder else folder).joinpath(name).read_text())
+            data = parsed_file(((folder / subfolder) if subfolder else folder).joinpath(name))
         elif not _could_be_repo_id(str(root)):
             return None
         else:
