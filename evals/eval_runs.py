@@ -17,7 +17,9 @@ folder the run started in, which no record holds: `raa eval report` run from ano
 repair hint, the header, the finishing command). Such a path is joined to the record's own folder, the only folder it
 names (`run_manifest`), when the manifest is there (a suite rendered inside the evaluation folder, or a run started
 from it); when it is not, the text names the path as recorded and says so (`relative_manifest_note`): a guessed
-folder would name a file that may not be the run's.
+folder would name a file that may not be the run's. When the path also names another file from the folder the report
+runs in (where the run may have started too: the old reading), neither is taken: the path is named as recorded, with
+both files.
 """
 
 from __future__ import annotations
@@ -78,9 +80,16 @@ def run_manifest(record: dict[str, Any], folder: Path | None = None) -> str | No
     manifest = record.get("manifest")
     if not isinstance(manifest, str) or not manifest:
         return None
-    if folder is not None and not Path(manifest).is_absolute() and (folder / manifest).is_file():
+    if folder is not None and not Path(manifest).is_absolute() and (folder / manifest).is_file() \
+            and not _two_files(manifest, folder):
         return os.path.abspath(folder / manifest)  # links kept: the path as the run named it
     return manifest
+
+
+def _two_files(manifest: str, folder: Path) -> bool:
+    """Whether relative `manifest` names one file from the current folder and another from `folder`: the run may
+    have started in either (the record does not say), so neither is taken for it (module docstring)."""
+    return Path(manifest).is_file() and (folder / manifest).is_file() and not os.path.samefile(manifest, folder / manifest)
 
 
 def relative_manifest_note(record: dict[str, Any], folder: Path) -> str | None:
@@ -89,6 +98,11 @@ def relative_manifest_note(record: dict[str, Any], folder: Path) -> str | None:
     manifest = run_manifest(record, folder)
     if manifest is None or Path(manifest).is_absolute():
         return None
+    if _two_files(manifest, folder):
+        return (f"{manifest} is a path relative to the folder `raa eval reward` ran in (an older raa recorded it so, "
+                f"and not the folder), and two files have that name: {os.path.abspath(manifest)} (from this folder) "
+                f"and {os.path.abspath(folder / manifest)} (from {folder}): check which one the run read before "
+                "running the command")
     return (f"{manifest} is a path relative to the folder `raa eval reward` ran in (an older raa recorded it so, and "
             f"not the folder), and it is not in {folder} ({folder / manifest} is no file): run the command from that "
             "folder, or with the full path of the manifest")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -53,3 +54,23 @@ def test_a_relative_manifest_not_there_is_said_to_be_so(tmp_path):
 def test_an_absolute_manifest_is_named_as_recorded(tmp_path):
     out, code, text = _report(tmp_path, "/m/manifest.jsonl")  # not there either: a record of this raa, as before
     assert code == 2 and "-m /m/manifest.jsonl" in text and "relative" not in text, text
+
+
+def test_a_relative_manifest_of_two_files_is_not_resolved_to_the_records_folder(tmp_path, monkeypatch):
+    # the record's path names a file from the folder the report runs in, and another in the record's folder: the run
+    # may have started in either (the record does not say), so neither is taken silently; the same file twice is one
+    ran = tmp_path / "ran"
+    out = ran / "ev"
+    out.mkdir(parents=True)
+    (ran / "manifest.jsonl").write_text('{"path": "/c/a.mp4"}\n')
+    (out / "manifest.jsonl").write_text('{"path": "/c/other.mp4"}\n')
+    monkeypatch.chdir(ran)
+    record = {"manifest": "manifest.jsonl"}
+    assert run_manifest(record, out) == "manifest.jsonl"  # as recorded: the folder's file may not be the run's
+    note = unfinished_note(record, out)
+    assert f"{ran / 'manifest.jsonl'}" in note and f"{out / 'manifest.jsonl'}" in note, note
+    assert "two files" in shown_run(record, out)
+    (out / "manifest.jsonl").unlink()
+    (out / "manifest.jsonl").symlink_to(ran / "manifest.jsonl")
+    assert run_manifest(record, out) == str(out / "manifest.jsonl")  # one file under two names: no doubt
+    assert run_manifest(record, Path("ev")) == str(out / "manifest.jsonl")  # a relative record folder: joined, in full
