@@ -6,10 +6,10 @@ Split out of ``training.config`` (the dataclass and its pure validation) as the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from tools.jsonl import parsed_file
 from training.config import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -34,10 +34,10 @@ def read_ds_config(name: str) -> dict[str, Any]:
     the model had loaded)."""
     path = resolve_ds_config(name)
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM (Windows editors) is skipped
+        data = parsed_file(path)  # UTF-8, a BOM (Windows editors) skipped
     except OSError as exc:
         raise ConfigError(f"ds_config {str(path)!r} cannot be read: {exc.strerror or exc}") from None
-    except ValueError as exc:  # JSONDecodeError, and text that is not UTF-8
+    except ValueError as exc:  # JSONDecodeError, and text that is not UTF-8 (NotUtf8Error)
         raise ConfigError(f"ds_config {str(path)!r} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"ds_config {str(path)!r} must hold a JSON object, got {type(data).__name__}")

@@ -30,6 +30,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tools.jsonl import parsed_file
+
 REWARD_BACKBONE = "reward_backbone.json"
 """File name in output_dir."""
 
@@ -37,7 +39,7 @@ REWARD_BACKBONE = "reward_backbone.json"
 def read_reward_backbone(out_dir: Path) -> dict[str, Any] | None:
     """The recorded backbone of the run in ``out_dir``; None without a readable record."""
     try:
-        data = json.loads((Path(out_dir) / REWARD_BACKBONE).read_text(encoding="utf-8"))
+        data = parsed_file(Path(out_dir) / REWARD_BACKBONE)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
