@@ -13,6 +13,7 @@ import pytest
 
 from tests.test_video_concealed import _damaged, eight_frame_threads
 from tests.test_video_hevc_damage import N, _hevc, _plain, _zero_the_tail
+from tools import video_reader, video_scan
 from tools.video import VideoDecodeError, VideoReader
 
 
@@ -77,3 +78,30 @@ def test_the_blame_counts_packets_fed_not_tags():
     assert lag.blame() == (6, 5)
     ctx.thread_type = ThreadType.SLICE  # (no frame threads: the packet just fed)
     assert lag.blame() == (8, 8)
+
+
+@pytest.mark.parametrize("threads", [2, 3, 8])
+@pytest.mark.parametrize("packet", [3, 22])
+def test_iter_frames_fails_frames_put_out_of_order_by_a_failed_packet(tmp_path, monkeypatch, watchdog, threads,
+                                                                       packet):
+    """Packet 3 (frame 1, a B-frame decoded after frames 0, 3 and 2) has its slice zeroed: it fails its hash, and the
+    decoder puts frame 2 out before frame 1. The blame falls on packet 3 alone, so frame 2 (packet 2, decoded before
+    it) counted no damage, and iter_frames, which counts the decoder's output, handed it out as frame 1, no error (the
+    old 15-tag window failed it by chance). A frame whose timestamp names another frame than its count, once the
+    decoder failed a packet, now fails: every frame yielded is the clean clip's."""
+    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
+    opened = video_reader.video_stream
+
+    def threaded(*args):  # noqa: ANN002, ANN202
+        stream = opened(*args)
+        stream.codec_context.thread_count = threads
+        return stream
+
+    monkeypatch.setattr(video_reader, "video_stream", threaded)
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
+    bad = _damaged(clean, packet, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        with pytest.raises(VideoDecodeError, match="corrupt data"):
+            for i, frame in reader.iter_frames():
+                assert np.array_equal(reader.to_rgb(frame), plain[i]), i
