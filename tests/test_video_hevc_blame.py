@@ -105,3 +105,22 @@ def test_iter_frames_fails_frames_put_out_of_order_by_a_failed_packet(tmp_path, 
         with pytest.raises(VideoDecodeError, match="corrupt data"):
             for i, frame in reader.iter_frames():
                 assert np.array_equal(reader.to_rgb(frame), plain[i]), i
+
+
+@pytest.mark.parametrize("codec, lag", [("mpeg2video", 0), ("mpeg1video", 0), ("hevc", 2), ("mpeg4", 2)])
+def test_the_blame_lags_only_where_the_decoder_has_frame_threads(codec, lag):
+    """The reader asks every codec for frame threads ("AUTO") from 640x360 up; MPEG-1 / MPEG-2 video have none (FFmpeg
+    runs their slice threads), yet the context still reports FRAME in its thread type and 3 threads once open (on 2
+    cores). The blame then fell 2 packets before the packet just fed, whose own error it was: a failure in the packet
+    after a keyframe blamed the one before the keyframe, and no frame of the new GOP counted it."""
+    from av.codec.context import CodecContext
+
+    from tools.video_damage import ErrorLag
+    ctx = CodecContext.create(codec, "r")
+    ctx.thread_type, ctx.thread_count, ctx.width, ctx.height = "AUTO", 3, 720, 576
+    ctx.open(strict=False)
+    assert ctx.thread_count == 3
+    blame = ErrorLag(ctx)
+    for tag in range(6):
+        blame.fed(tag)
+    assert blame.blame() == (5 - lag, 5 - lag)

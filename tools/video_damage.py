@@ -21,6 +21,7 @@ import bisect
 from collections import deque
 
 import av
+from av.codec.codec import Capabilities
 from av.codec.context import CodecContext, Flags, ThreadType
 from av.video.frame import PictureType
 
@@ -100,7 +101,10 @@ class ErrorLag:
     def blame(self, *, end: bool = False) -> tuple[int, int]:
         """The tags ``(first, last)`` of the packets whose error the decoder gave just now (``end``: on the flush)."""
         ctx, fed = self._ctx, self._fed
-        lag = max(ctx.thread_count - 1, 0) if ThreadType.FRAME in ctx.thread_type else 0
+        # (a decoder without frame threads, MPEG-1 / 2 video, runs slice threads where asked for "AUTO", and its
+        # context still says FRAME: its error is the packet's just fed)
+        framed = ThreadType.FRAME in ctx.thread_type and ctx.codec.capabilities & Capabilities.frame_threads
+        lag = max(ctx.thread_count - 1, 0) if framed else 0
         if not fed:
             return 0, 0
         first = fed[-1 - lag] if lag < len(fed) else fed[0]
