@@ -88,7 +88,9 @@ class ErrorLag:
     no picture (``tag_packet``) skips their tags, and a discarded one (``tag_discarded``) has none: it stands between
     the tag before and the one after, ``(after, before)``, as the watch blames it (``DamageWatch.failed``). (A thread
     that fails to take its packet, the decoder state it copies from the one before, fails sooner: the blame then falls
-    on a packet before the failed one, which itself fails in turn.)"""
+    on a packet before the failed one, which itself fails in turn.) A decoder that runs threads of its own
+    (``Capabilities.auto_threads``: libdav1d, whose frame delay FFmpeg does not report) blames every packet held, the
+    last ``FRAME_THREADS``."""
 
     def __init__(self, ctx: CodecContext) -> None:
         self._ctx = ctx  # (before it opens, FFmpeg's automatic count, 0, picks at most FRAME_THREADS)
@@ -101,12 +103,14 @@ class ErrorLag:
     def blame(self, *, end: bool = False) -> tuple[int, int]:
         """The tags ``(first, last)`` of the packets whose error the decoder gave just now (``end``: on the flush)."""
         ctx, fed = self._ctx, self._fed
+        if not fed:
+            return 0, 0
+        if ctx.codec.capabilities & Capabilities.auto_threads:  # threads of its own (libdav1d): a delay FFmpeg can't
+            return fed[0][0], fed[-1][1]  # tell (dav1d's frame delay, up to 8 pictures, on any thread type)
         # (a decoder without frame threads, MPEG-1 / 2 video, runs slice threads where asked for "AUTO", and its
         # context still says FRAME: its error is the packet's just fed)
         framed = ThreadType.FRAME in ctx.thread_type and ctx.codec.capabilities & Capabilities.frame_threads
         lag = max(ctx.thread_count - 1, 0) if framed else 0
-        if not fed:
-            return 0, 0
         first = fed[-1 - lag] if lag < len(fed) else fed[0]
         return (first[0], fed[-1][1]) if end else first
 
