@@ -210,9 +210,9 @@ class VideoReader:
             # after a keyframe an edit list discards: `FrameIndex.primed`)
             i, lost = 0, index.lead > 0 or (stream.codec_context.name == "h264" and not index.primed)
             # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage)
-            check: CountCheck[tuple[av.VideoFrame | None, Place, bool]] = CountCheck(
-                self._name, self.meta.frames, index.lead, index.fields)
-            mapping = self._order[1]  # (None: timestamps unusable)
+            check: CountCheck[tuple[av.VideoFrame | None, Place]] = CountCheck(self._name, self.meta.frames, index.lead,
+                                                                               index.fields)
+            mapping, misplaced = self._order[1], set[int]()  # (None: timestamps unusable); see `_settled`
             watch = DamageWatch.of(self._name, self.meta.frames, stream, lead=index.lead)
             for frame, fed in self._frames_fed(container, stream, watch=watch, failed=check.failed):
                 check.came_out(frame, fed)
@@ -225,14 +225,15 @@ class VideoReader:
                     check.started(frame)
                 place = watch.came_out(frame, i)
                 # its timestamp names another frame: after damage, the decoder may put frames out of order (`_settled`)
-                misplaced = mapping is not None and (mapping.get(frame.pts) if frame.pts is not None else None) != i
+                if mapping is not None and (mapping.get(frame.pts) if frame.pts is not None else None) != i:
+                    misplaced.add(i)
                 if limit is None or i < limit:
-                    check.hold(i, (frame if keep is None or keep(i) else None, place, misplaced))
+                    check.hold(i, (frame if keep is None or keep(i) else None, place))
                 i += 1
-                yield from self._settled(check, watch)
+                yield from self._settled(check, watch, misplaced)
                 if limit is not None and i >= limit and not check.holding:
                     return
-            yield from self._settled(check, watch)
+            yield from self._settled(check, watch, misplaced)
             check.end()
             if i < self.meta.frames and (met := watch.failures()) is not None:  # the damage ended the decode early
                 raise FrameDropped(self._name, i, self.meta.frames, -1, damage=met)
@@ -240,16 +241,16 @@ class VideoReader:
             release_decoder(container, stream)
 
     @staticmethod
-    def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place, bool]], watch: DamageWatch,
+    def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place]], watch: DamageWatch, misplaced: set[int],
                  ) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
-        """The frames the count hands out now, each with its error: its damage, or, ``misplaced`` (its timestamp
-        names another frame than its count) once the decoder failed a packet or flagged a frame, that: after a failed
-        packet HEVC's decoder with frame threads puts frames out of order (frame 2 before frame 1), and a frame
-        decoded before the failed one, undamaged, was counted as another (the failed packet's blame, ``ErrorLag``,
-        does not reach it)."""
-        for i, (frame, place, misplaced) in check.ready():  # every packet decoded before it came out: its damage known
+        """The frames the count hands out now, each with its error: its damage, or, its index in ``misplaced`` (its
+        timestamp names another frame than its count), once the decoder failed a packet or flagged a frame, that: after
+        a failed packet HEVC's decoder with frame threads puts frames out of order (frame 2 before frame 1), and a
+        frame decoded before the failed one, undamaged, was counted as another (the failed packet's blame,
+        ``ErrorLag``, does not reach it)."""
+        for i, (frame, place) in check.ready():  # every packet decoded before it came out: its damage is known
             what = watch.damage(place)
-            if what is None and misplaced and (met := watch.failures()) is not None:
+            if what is None and i in misplaced and (met := watch.failures()) is not None:
                 what = f"{met}; after it, frames came out of order (this one's timestamp is another frame's)"
             yield i, frame, watch.error(i, what) if what is not None else None
 
