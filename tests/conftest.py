@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.harness_site.stand_ins import StandIns
+from tests.launches import no_shm_op
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
@@ -20,6 +24,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 HARNESS_SITE = str(Path(__file__).resolve().parent / "harness_site")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [HARNESS_SITE, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != HARNESS_SITE]])
+# Nor does the pytest process itself (tests that start a process group in-process: test_checkpoints.py's call of
+# training.train.main built it, about a minute of every fresh clone's run). Not the build note: its tests run here.
+if "deepspeed.comm.torch" in sys.modules:
+    sys.modules["deepspeed.comm.torch"].build_shm_op = no_shm_op
+else:
+    sys.meta_path.insert(0, StandIns({"deepspeed.comm.torch": ("build_shm_op", no_shm_op)}))
 
 
 @pytest.fixture(autouse=True)

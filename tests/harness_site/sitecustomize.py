@@ -17,11 +17,10 @@ first on PYTHONPATH; no library code does): torchrun, its ranks, ``python -m ...
 from __future__ import annotations
 
 import faulthandler
-import importlib.abc
-import importlib.machinery
 import signal
 import sys
-from types import ModuleType
+
+from stand_ins import StandIns
 
 faulthandler.register(signal.SIGUSR2, all_threads=True)
 
@@ -43,24 +42,4 @@ REPLACED = {SHM_MODULE: ("build_shm_op", no_shm_op), NOTE_MODULE: ("launch_build
 """Module: (its function, the stand-in set right after the module ran)."""
 
 
-class _StandIns(importlib.abc.MetaPathFinder):
-    """Finds each module of `REPLACED` as the path finder does, and sets its function once the module has run."""
-
-    def find_spec(self, name: str, path=None, target=None):  # noqa: ANN001 (the finder protocol's arguments)
-        if name not in REPLACED:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        run = spec.loader.exec_module
-        attribute, stand_in = REPLACED[name]
-
-        def exec_module(module: ModuleType) -> None:
-            run(module)
-            setattr(module, attribute, stand_in)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-sys.meta_path.insert(0, _StandIns())
+sys.meta_path.insert(0, StandIns(REPLACED))
