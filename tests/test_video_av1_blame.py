@@ -9,23 +9,14 @@ import av
 import numpy as np
 import pytest
 
+from tests.encoded_clips import write_rgb_clip
 from tests.test_video_concealed import _damaged, _gradient_ids, _zero_a_fifth
 from tools.video import VideoDecodeError, VideoReader
 
 
 def _av1(path: Path) -> Path:
     """A 40-frame AV1 MP4 (SVT-AV1, a keyframe every 12 frames) of id stripes over a moving gradient."""
-    frames = _gradient_ids(40)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libsvtav1", rate=16)
-        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        s.options = {"g": "12", "preset": "12"}
-        for f in frames:
-            for p in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    return path
+    return write_rgb_clip(path, _gradient_ids(40), "libsvtav1", rate=16, options={"g": "12", "preset": "12"})
 
 
 def test_the_blame_takes_every_packet_held_by_a_decoder_of_its_own_threads():

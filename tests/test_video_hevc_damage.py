@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from av.video.frame import PictureType
 
+from tests.encoded_clips import write_rgb_clip
 from tests.test_video_concealed import _damaged, _gradient_ids, _packets, eight_frame_threads
 from tools.video import VideoDecodeError, VideoReader
 from tools.video_damage import DamageWatch
@@ -25,17 +26,8 @@ N = 40
 
 def _hevc(path: Path, params: str) -> Path:
     """A 40-frame HEVC MP4 (x265, keyframes at 0, 12, 24, 36, B-frames) of id stripes over a moving gradient."""
-    frames = _gradient_ids(N)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libx265", rate=16)
-        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        s.options = {"x265-params": f"keyint=12:min-keyint=12:log-level=error{params}"}
-        for f in frames:
-            for p in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    return path
+    return write_rgb_clip(path, _gradient_ids(N), "libx265", rate=16,
+                          options={"x265-params": f"keyint=12:min-keyint=12:log-level=error{params}"})
 
 
 def _zero_the_tail(data: bytearray, start: int, size: int) -> None:

@@ -10,6 +10,7 @@ import av
 import numpy as np
 import pytest
 
+from tests.encoded_clips import write_rgb_clip
 from tests.test_video import read_ids
 from tests.test_video_concealed import _damaged, _decode, _gradient_ids, _packets, _zero_a_fifth
 from tools.video import VideoDecodeError, VideoReader
@@ -20,17 +21,8 @@ N = 40
 
 def _sliced(path: Path, frames: np.ndarray, slices: int, gop: int = 12) -> Path:
     """An H.264 MP4 of ``frames`` with ``slices`` slices per frame (x264 one thread: the slices are x264's own)."""
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libx264", rate=16)
-        s.width, s.height, s.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-        s.codec_context.gop_size = gop
-        s.options = {"x264-params": f"slices={slices}:threads=1:log-level=error"}
-        for f in frames:
-            for p in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    return path
+    return write_rgb_clip(path, frames, "libx264", rate=16, gop=gop,
+                          options={"x264-params": f"slices={slices}:threads=1:log-level=error"})
 
 
 @pytest.fixture(scope="module")
