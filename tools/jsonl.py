@@ -26,12 +26,12 @@ that line was no JSON and its row was lost (a `raa score-batch` resume scored th
 `keep_rows` / `mend_tail` deleted it). A file rewritten (`keep_rows`) loses its mark.
 
 A JSON integer longer than Python converts (`sys.get_int_max_str_digits`, 4300 digits) makes `json.loads` raise a
-plain ValueError, not JSONDecodeError: `parsed_line` turns it into one placed at the number (its line and column), so
-the readers here name such a line as not valid JSON (it let a traceback out of `usable_rows` and `json_lines`). Readers of a whole JSON file a user may
-edit parse it with `parsed_line` too (the score-batch manifest's lines, generate.json, export.json, an eval
-folder's summary.json and started.json), so their answer to invalid JSON covers such a number. `parsed_file` reads
-and parses such a file, and names one that is not UTF-8 with JSONDecodeError too (generate.json and export.json
-let a UnicodeDecodeError out as a traceback)."""
+plain ValueError, not JSONDecodeError: `parsed_line` turns it into one placed at the number (its line and column),
+so the readers here name such a line as not valid JSON (it let a traceback out of `usable_rows` and `json_lines`).
+Readers of a whole JSON file a user may edit parse it with `parsed_line` too (the score-batch manifest's lines,
+generate.json, export.json, an eval folder's summary.json and started.json), so their answer to invalid JSON covers
+such a number. `parsed_file` reads and parses such a file, and names one that is not UTF-8 with JSONDecodeError too
+(generate.json and export.json let a UnicodeDecodeError out as a traceback)."""
 
 from __future__ import annotations
 
