@@ -49,10 +49,13 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             if failed is not None:
                 failed(tag, error)
             return []
+        kept = []
         for frame in frames:
             if frame_tag(frame) == DISCARDED:
                 watch.discarded(frame)
-        return [frame for frame in frames if frame_tag(frame) != DISCARDED]
+            else:
+                kept.append(frame)
+        return kept
 
     with wrapped(name, "decoding failed (truncated or corrupt data)", src):
         for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
