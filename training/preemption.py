@@ -66,13 +66,13 @@ def skipped_at_end(evaluation: int | None, export_to: Path | None) -> list[str]:
         ([f"the final export to {export_to}"] if export_to is not None else [])
 
 
-
 def finish_with_resume(skipped: list[str]) -> str:
     """The todo after a stop at the run's last iteration (a signal: `TrainingStopped`; a W&B failure:
     `training.trainer.last_wandb_todo`): a --resume launch trains no further and runs what the stop skipped
     (`skipped_at_end`, joined with "and"; nothing named when ``skipped`` is empty)."""
     return "finish the run with --resume, which trains no further" + \
         (f" and runs what the stop skipped ({' and '.join(skipped)})" if skipped else "")
+
 
 class TrainingStopped(RuntimeError):
     """The run stopped on a signal; continue it with ``--resume`` (from the checkpoint the message names)."""
