@@ -69,6 +69,15 @@ def watched_decoder(ctx: CodecContext) -> None:
         ctx.options = {**ctx.options, "err_detect": "crccheck+explode"}
 
 
+def frame_threaded(ctx: CodecContext) -> bool:
+    """Whether the decoder ``ctx`` runs frame threads, handing a packet's frames and error back packets late: its
+    context asks for them and the codec runs them, FFmpeg's (``Capabilities.frame_threads``) or its own
+    (``Capabilities.auto_threads``: libdav1d). Not MPEG-1 / 2 video: asked for "AUTO" it runs slice threads, and its
+    context still says FRAME."""
+    ran = Capabilities.frame_threads | Capabilities.auto_threads
+    return ThreadType.FRAME in ctx.thread_type and bool(ctx.codec.capabilities & ran)
+
+
 def release_decoder(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> None:
     """Close ``container`` once the decoder of its ``stream`` holds no packet: flushed first (``flush_buffers``, which
     waits for FFmpeg's frame threads with the GIL released). A frame thread that drops the last reference to a packet
@@ -107,10 +116,8 @@ class ErrorLag:
             return 0, 0
         if ctx.codec.capabilities & Capabilities.auto_threads:  # threads of its own (libdav1d): a delay FFmpeg can't
             return fed[0][0], fed[-1][1]  # tell (dav1d's frame delay, up to 8 pictures, on any thread type)
-        # (a decoder without frame threads, MPEG-1 / 2 video, runs slice threads where asked for "AUTO", and its
-        # context still says FRAME: its error is the packet's just fed)
-        framed = ThreadType.FRAME in ctx.thread_type and ctx.codec.capabilities & Capabilities.frame_threads
-        lag = max(ctx.thread_count - 1, 0) if framed else 0
+        # (a decoder without frame threads, MPEG-1 / 2 video: its error is the packet's just fed)
+        lag = max(ctx.thread_count - 1, 0) if frame_threaded(ctx) else 0
         first = fed[-1 - lag] if lag < len(fed) else fed[0]
         return (first[0], fed[-1][1]) if end else first
 
@@ -176,7 +183,7 @@ class DamageWatch:
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
         self._count = 0  # frames out
-        self._failed = False  # some packet's decode raised
+        self._failed: int | None = None  # some packet's decode raised: the lowest tag it may have (`failed_by`)
         self._pending: list[tuple[int, str]] = []  # the lead's failures before a keyframe came out (`failed`)
 
     @classmethod
@@ -247,7 +254,8 @@ class DamageWatch:
         self._bad.append((first, tag, f"in {where} of the decode (decode order), which it failed on ({error}): the "
                                       "frames decoded after it up to the next keyframe may reference its frame", False))
         self._out.add(tag)
-        self._failed = True
+        low = min(first, tag)  # (a discarded packet's: after `tag`)
+        self._failed = low if self._failed is None else min(self._failed, low)
 
     def discarded(self, frame: av.VideoFrame) -> None:
         """``frame``, of a packet tagged ``DISCARDED``, came out, and the reader drops it: flagged, it damages the
@@ -296,7 +304,12 @@ class DamageWatch:
     @property
     def packets_failed(self) -> bool:
         """Whether the decode of some packet raised (``failed``): the decoder gave no frame for it."""
-        return self._failed
+        return self._failed is not None
+
+    def failed_by(self, fed: int) -> bool:
+        """Whether a packet whose decode raised may have been among the first ``fed`` packets (tags below ``fed``): a
+        frame that came out before then is the decoder's output of packets before the failure."""
+        return self._failed is not None and fed > self._failed
 
     def failures(self) -> str | None:
         """What the decoder failed on or flagged so far, if anything (for an error that has another cause in sight)."""

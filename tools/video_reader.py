@@ -13,7 +13,7 @@ import numpy as np
 from av.codec.context import Flags2
 from av.video.reformatter import Interpolation
 
-from tools.video_damage import DamageWatch, Place, release_decoder, watched_decoder
+from tools.video_damage import DamageWatch, Place, frame_threaded, release_decoder, watched_decoder
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_feed import frames_fed
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
@@ -209,10 +209,13 @@ class VideoReader:
             # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones (not
             # after a keyframe an edit list discards: `FrameIndex.primed`)
             i, lost = 0, index.lead > 0 or (stream.codec_context.name == "h264" and not index.primed)
-            # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage)
-            check: CountCheck[tuple[av.VideoFrame | None, Place]] = CountCheck(self._name, self.meta.frames, index.lead,
+            # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage,
+            # the packets fed when it came out)
+            check: CountCheck[tuple[av.VideoFrame | None, Place, int]] = CountCheck(self._name, self.meta.frames, index.lead,
                                                                                index.fields)
             mapping, misplaced = self._order[1], set[int]()  # (None: timestamps unusable); see `_settled`
+            # without them no frame's place can be checked: after a failed packet, frame threads' order is no surer
+            unchecked = mapping is None and frame_threaded(stream.codec_context)
             watch = DamageWatch.of(self._name, self.meta.frames, stream, lead=index.lead)
             for frame, fed in self._frames_fed(container, stream, watch=watch, failed=check.failed):
                 check.came_out(frame, fed)
@@ -228,12 +231,12 @@ class VideoReader:
                 if mapping is not None and (mapping.get(frame.pts) if frame.pts is not None else None) != i:
                     misplaced.add(i)
                 if limit is None or i < limit:
-                    check.hold(i, (frame if keep is None or keep(i) else None, place))
+                    check.hold(i, (frame if keep is None or keep(i) else None, place, fed))
                 i += 1
-                yield from self._settled(check, watch, misplaced)
+                yield from self._settled(check, watch, misplaced, unchecked)
                 if limit is not None and i >= limit and not check.holding:
                     return
-            yield from self._settled(check, watch, misplaced)
+            yield from self._settled(check, watch, misplaced, unchecked)
             check.end()
             if i < self.meta.frames and (met := watch.failures()) is not None:  # the damage ended the decode early
                 raise FrameDropped(self._name, i, self.meta.frames, -1, damage=met)
@@ -241,17 +244,23 @@ class VideoReader:
             release_decoder(container, stream)
 
     @staticmethod
-    def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place]], watch: DamageWatch, misplaced: set[int],
-                 ) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
+    def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place, int]], watch: DamageWatch, misplaced: set[int],
+                 unchecked: bool = False) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
         """The frames the count hands out now, each with its error: its damage, or, its index in ``misplaced`` (its
         timestamp names another frame than its count), once the decoder failed a packet or flagged a frame, that: after
         a failed packet HEVC's decoder with frame threads puts frames out of order (frame 2 before frame 1), and a
         frame decoded before the failed one, undamaged, was counted as another (the failed packet's blame,
-        ``ErrorLag``, does not reach it)."""
-        for i, (frame, place) in check.ready():  # every packet decoded before it came out: its damage is known
+        ``ErrorLag``, does not reach it). ``unchecked`` (no timestamps, frame threads): no place can be checked, and
+        a frame that came out once a failed packet had gone in fails so (a raw HEVC stream handed out frame 2 as
+        frame 1, and past the next keyframe frames 23-26 as others); one out before it is the decoder's output of the
+        packets before the failure, in its order (``DamageWatch.failed_by``)."""
+        for i, (frame, place, fed) in check.ready():  # every packet decoded before it came out: its damage is known
             what = watch.damage(place)
             if what is None and i in misplaced and (met := watch.failures()) is not None:
                 what = f"{met}; after it, frames came out of order (this one's timestamp is another frame's)"
+            elif what is None and unchecked and watch.failed_by(fed) and (met := watch.failures()) is not None:
+                what = (f"{met}; after a failed packet the decoder's frame threads may put frames out of order, and "
+                        "without timestamps this one's place cannot be checked")
             yield i, frame, watch.error(i, what) if what is not None else None
 
     def _decoder(self, index: FrameIndex, container: av.container.InputContainer | None = None, *,
