@@ -209,13 +209,12 @@ class VideoReader:
             # a clip that starts on a keyframe has lost frames only where H.264 shows an open GOP's leading ones (not
             # after a keyframe an edit list discards: `FrameIndex.primed`)
             i, lost = 0, index.lead > 0 or (stream.codec_context.name == "h264" and not index.primed)
-            # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage,
-            # the packets fed when it came out)
-            check: CountCheck[tuple[av.VideoFrame | None, Place, int]] = CountCheck(self._name, self.meta.frames, index.lead,
+            # a frame the decoder drops shifts the count; each held as (the frame if kept, its place for the damage)
+            check: CountCheck[tuple[av.VideoFrame | None, Place]] = CountCheck(self._name, self.meta.frames, index.lead,
                                                                                index.fields)
             mapping, misplaced = self._order[1], set[int]()  # (None: timestamps unusable); see `_settled`
             # without them no frame's place can be checked: after a failed packet, frame threads' order is no surer
-            unchecked = mapping is None and frame_threaded(stream.codec_context)
+            unchecked: dict[int, int] | None = {} if mapping is None and frame_threaded(stream.codec_context) else None
             watch = DamageWatch.of(self._name, self.meta.frames, stream, lead=index.lead)
             for frame, fed in self._frames_fed(container, stream, watch=watch, failed=check.failed):
                 check.came_out(frame, fed)
@@ -231,7 +230,9 @@ class VideoReader:
                 if mapping is not None and (mapping.get(frame.pts) if frame.pts is not None else None) != i:
                     misplaced.add(i)
                 if limit is None or i < limit:
-                    check.hold(i, (frame if keep is None or keep(i) else None, place, fed))
+                    check.hold(i, (frame if keep is None or keep(i) else None, place))
+                    if unchecked is not None:
+                        unchecked[i] = fed
                 i += 1
                 yield from self._settled(check, watch, misplaced, unchecked)
                 if limit is not None and i >= limit and not check.holding:
@@ -244,21 +245,23 @@ class VideoReader:
             release_decoder(container, stream)
 
     @staticmethod
-    def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place, int]], watch: DamageWatch, misplaced: set[int],
-                 unchecked: bool = False) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
+    def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place]], watch: DamageWatch, misplaced: set[int],
+                 unchecked: dict[int, int] | None = None) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
         """The frames the count hands out now, each with its error: its damage, or, its index in ``misplaced`` (its
         timestamp names another frame than its count), once the decoder failed a packet or flagged a frame, that: after
         a failed packet HEVC's decoder with frame threads puts frames out of order (frame 2 before frame 1), and a
         frame decoded before the failed one, undamaged, was counted as another (the failed packet's blame,
-        ``ErrorLag``, does not reach it). ``unchecked`` (no timestamps, frame threads): no place can be checked, and
-        a frame that came out once a failed packet had gone in fails so (a raw HEVC stream handed out frame 2 as
-        frame 1, and past the next keyframe frames 23-26 as others); one out before it is the decoder's output of the
-        packets before the failure, in its order (``DamageWatch.failed_by``)."""
-        for i, (frame, place, fed) in check.ready():  # every packet decoded before it came out: its damage is known
+        ``ErrorLag``, does not reach it). ``unchecked`` (no timestamps, frame threads; each held frame's index -> the
+        packets fed when it came out): no place can be checked, and a frame that came out once a failed packet had
+        gone in fails so (a raw HEVC stream handed out frame 2 as frame 1, and past the next keyframe frames 23-26 as
+        others); one out before it is the decoder's output of the packets before the failure, in its order
+        (``DamageWatch.failed_by``)."""
+        for i, (frame, place) in check.ready():  # every packet decoded before it came out: its damage is known
             what = watch.damage(place)
             if what is None and i in misplaced and (met := watch.failures()) is not None:
                 what = f"{met}; after it, frames came out of order (this one's timestamp is another frame's)"
-            elif what is None and unchecked and watch.failed_by(fed) and (met := watch.failures()) is not None:
+            fed = unchecked.pop(i) if unchecked is not None else 0
+            if what is None and unchecked is not None and watch.failed_by(fed) and (met := watch.failures()):
                 what = (f"{met}; after a failed packet the decoder's frame threads may put frames out of order, and "
                         "without timestamps this one's place cannot be checked")
             yield i, frame, watch.error(i, what) if what is not None else None
