@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 import av
-from av.codec.context import ThreadType
 from av.video.frame import PictureType
 
-from tools.video_damage import DROP_HORIZON, UNREFERENCED_B, DamageWatch, frame_tag
+from tools.video_damage import DROP_HORIZON, UNREFERENCED_B, DamageWatch, frame_tag, frame_threaded
 from tools.video_scan import FrameIndex, Source, VideoDecodeError, mid_gop_error
 from tools.video_seek import SeekDamaged, SeekFailed, SeekMissed, seek_keyframe, seek_landed
 
@@ -104,7 +103,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     lost = False  # decoding a clip cut mid-GOP from its start: no keyframe has come out yet
     landed: int | None = None  # the keyframe a seek went to, until its frame has come out intra-coded
     settling = False  # `frames` feeds no more packets (`_drain`)
-    threaded = ThreadType.FRAME in stream.codec_context.thread_type  # (settling, `frames` decodes to the end)
+    threaded = frame_threaded(stream.codec_context)  # (settling, `frames` decodes to the end: not `flushable`)
 
     def settle() -> bool:
         return settling

@@ -6,9 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import av
-from av.codec.context import ThreadType
 
-from tools.video_damage import DISCARDED, DamageWatch, ErrorLag, frame_tag, tag_discarded, tag_packet
+from tools.video_damage import (
+    DISCARDED,
+    DamageWatch,
+    ErrorLag,
+    frame_tag,
+    frame_threaded,
+    tag_discarded,
+    tag_packet,
+)
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
 
@@ -16,8 +23,9 @@ from tools.video_slices import fed_with_pictures, joined
 def flushable(stream: av.video.stream.VideoStream) -> bool:
     """Whether flushing the decoder gives every frame it holds. Not with frame threads: a failed packet's error
     comes back among the held frames, and PyAV's ``decode`` ends there, the error dropped when a frame came before
-    it in the same call; the flush's reset then lost the frames after it (a flagged reference among them)."""
-    return ThreadType.FRAME not in stream.codec_context.thread_type
+    it in the same call; the flush's reset then lost the frames after it (a flagged reference among them). (MPEG-1 / 2
+    video, whose context says FRAME, runs slice threads: flushable.)"""
+    return not frame_threaded(stream.codec_context)
 
 
 def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
