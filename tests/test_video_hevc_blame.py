@@ -124,3 +124,35 @@ def test_the_blame_lags_only_where_the_decoder_has_frame_threads(codec, lag):
     for tag in range(6):
         blame.fed(tag)
     assert blame.blame() == (5 - lag, 5 - lag)
+
+
+@pytest.mark.parametrize("threads", [2, 8])
+def test_a_read_from_the_start_resets_the_decoder_at_the_keyframe_after_a_failed_packet(tmp_path, monkeypatch,
+                                                                                         watchdog, threads):
+    """A P-only x265 clip (keyframes 0, 12, 24, 36) whose packet 3 fails its hash, read from the start (no seeks) with
+    frame threads: the decoder put the damaged GOP's frames out among the next GOP's (3, 4, 12, 5, 13, ...), and
+    the reads of frames 13-39 failed as out of order after a failed packet (4 of 40 frames read; by seeks 31). The
+    decoder is now reset where the keyframe after a failed packet goes in, as a seek there does: frames 12-39 read
+    as in the clean clip, frames 3-11 still fail, and no read gives a frame unlike the clean clip's."""
+    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
+    opened = video_reader.video_stream
+
+    def threaded(*args):  # noqa: ANN002, ANN202
+        stream = opened(*args)
+        stream.codec_context.thread_count = threads
+        return stream
+
+    monkeypatch.setattr(video_reader, "video_stream", threaded)
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
+    bad = _damaged(clean, 3, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        reader._seeks = False
+        failed = []
+        for i in range(N):
+            try:
+                assert np.array_equal(reader.read([i])[0], plain[i]), i
+            except VideoDecodeError:
+                failed.append(i)
+        assert failed == list(range(3, 12))
+        assert np.array_equal(reader.read(range(12, N)), plain[12:])

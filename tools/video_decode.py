@@ -140,13 +140,15 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     continue  # decoded on lost references (MPEG-4 part 2: gray ones): not that frame
                 lost = False
             # (a frame before the keyframe a seek landed on: its references were before the seek, whatever its flags)
-            watch.came_out(frame, i, lost=landed is not None and (i is None or i < landed))
+            place = watch.came_out(frame, i, lost=landed is not None and (i is None or i < landed))
             watch.check()
             if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                 if allow_seek:
                     raise _missed(watch)
                 if i is None or i <= last:  # timestamps out of presentation order: unusable, unless
                     if watch.packets_failed:  # the damage put frames out early (HEVC's DPB, frame threads)
+                        if i is not None and watch.damage(place) is not None:
+                            continue  # a damaged frame put out late (after the next keyframe's): never handed out
                         raise _got_instead(name, target, total, frame, watch)
                     raise OutOfOrder
                 # a gap from the start: frames the decoder dropped; the timestamps still label the rest, unless
