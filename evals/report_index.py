@@ -25,7 +25,7 @@ Decisions where the issue was silent:
 - A line of results.jsonl that is not a result row (not JSON, or no path and preset) is skipped, and the
   page's header line says how many were: its clip and preset would otherwise leave N without a word.
 - A summary.json that cannot be read (not UTF-8 JSON, not an object, or `paths` / `presets` that are not
-  lists of strings: a hand edit, a copy cut short) is a `SummaryError` naming the file, and `raa eval
+  lists of strings: a hand edit, a copy cut short; a folder of that name or a file without read permission) is a `SummaryError` naming the file, and `raa eval
   report` exits 2 before writing anything. It is not skipped with a warning: without it the page would
   count every row results.jsonl keeps, earlier manifests' too, and disagree with the run's table.md.
   Deleting the file (or rerunning `raa eval reward`) is the way to index every row. A summary.json
@@ -179,11 +179,15 @@ class Scope(NamedTuple):
 
 def read_scope(summary: Path) -> Scope | None:
     """The `Scope` of the last `raa eval reward` run from its summary.json, read once; None when the file is
-    absent or names no clips (older runs). Raises `SummaryError` naming the file when it is unreadable."""
-    if not summary.is_file():
-        return None
+    absent or names no clips (older runs). Raises `SummaryError` naming the file when it is unreadable (a folder of
+    that name or a file without read permission included)."""
     try:
         scope = parsed_file(summary)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # a folder of that name, no read permission: it was a traceback, or (a folder) no scope
+        raise SummaryError(f"{summary} cannot be read ({exc.strerror or exc}); rerun `raa eval reward`, or delete it "
+                           f"to index every row of results.jsonl") from None
     except json.JSONDecodeError as exc:
         raise SummaryError(f"{summary} is not valid JSON ({exc}); rerun `raa eval reward`, or delete it to "
                            f"index every row of results.jsonl") from exc
