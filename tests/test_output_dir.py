@@ -210,3 +210,19 @@ def test_an_output_dir_that_is_a_file_stops_the_launch_check(tmp_path, resume, b
     with pytest.raises(ConfigError, match=rf"output_dir {out} cannot be a folder: {tmp_path / 'notes.txt'} is a file"):
         check_output_dir(cfg)
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("make, why", [
+    (lambda p: p.write_bytes(b'{"iteration": 10, "note": "caf\xe9"}\n'),
+     r": not UTF-8 text \(byte 0xe9 at line 1 column 31\): save the file as UTF-8"),
+    (lambda p: p.mkdir(), r" cannot be read \(Is a directory\)")], ids=["not_utf8", "a_folder"])
+def test_a_metrics_log_that_cannot_be_read_is_named_not_taken_for_no_rows(tmp_path, make, why):
+    """metrics.jsonl was counted with ``read_text()``: a file that is not UTF-8 (or cannot be read) counted no rows,
+    so a fresh launch went on and replaced it. Now the launch is refused naming the file and why, as the repo's JSON
+    readers name such a file (`tools.jsonl.json_text`); --resume and --overwrite_output_dir do not read it."""
+    make(tmp_path / "metrics.jsonl")
+    cfg = load_config(SMOKE, ["--output_dir", str(tmp_path)])
+    with pytest.raises(ConfigError, match=rf"{tmp_path / 'metrics.jsonl'}{why}.*--overwrite_output_dir"):
+        check_output_dir(cfg)
+    check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), "--overwrite_output_dir"]))
+    check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), "--resume"]))

@@ -20,7 +20,8 @@ Decisions where the issues were silent (the behaviour of ``transformers.Trainer`
   ``checkpoints/`` was deleted to save space, or one that stopped before its first save) is refused
   the same way, with ``--overwrite_output_dir`` as the way on: reusing it deleted the earlier run's
   eval.jsonl and other logs, replaced its metrics.jsonl and left its ``final/`` beside the new run's.
-  Other files (a config, notes) do not count.
+  Other files (a config, notes) do not count. A metrics.jsonl that cannot be read or is not UTF-8 text refuses
+  the launch too, naming the file and why (`metrics_rows`): it counted as no rows, and the launch replaced it.
 - ``overwrite_output_dir: true`` deletes the earlier run's outputs that a fresh run would otherwise mix
   with its own: ``checkpoints/``, ``final/``, ``rollout_videos/``, ``eval_videos/`` and ``tensorboard/``
   and every ``export-TAG/`` folder ``python -m training.export --run DIR --tag TAG`` wrote there (one holding
@@ -37,7 +38,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from tools.jsonl import read_text
+from tools.jsonl import NotUtf8Error, json_text, read_text, text_lines
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 
@@ -158,11 +159,27 @@ def earlier_outputs(out_dir: Path) -> list[str]:
     ``final/`` export, its ``export-TAG/`` exports and a ``metrics.jsonl`` with rows ("final/",
     "export-iter_000010/", "metrics.jsonl (N rows)"); [] for none."""
     found = (["final/"] if (out_dir / "final").is_dir() else []) + [f"{name}/" for name in tag_exports(out_dir)]
-    try:
-        rows = sum(1 for line in (out_dir / "metrics.jsonl").read_text().splitlines() if line.strip())
-    except (OSError, UnicodeDecodeError):
-        rows = 0
+    rows = metrics_rows(out_dir / "metrics.jsonl")
     return found + ([f"metrics.jsonl ({rows} row{'s' if rows != 1 else ''})"] if rows else [])
+
+
+def metrics_rows(path: Path) -> int:
+    """The non-blank lines of the metrics log ``path`` (0 without the file); ConfigError naming it when it cannot be
+    read or is not UTF-8 text (`tools.jsonl.json_text`'s words): counted as no rows, such a log was replaced by the
+    fresh launch it did not stop."""
+    try:
+        text = json_text(path)
+    except FileNotFoundError:
+        return 0
+    except NotUtf8Error as exc:
+        raise ConfigError(f"{path}: {exc}; {_UNREAD_WAYS}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror or exc}); {_UNREAD_WAYS}") from None
+    return sum(1 for line in text_lines(text) if line.strip())
+
+
+_UNREAD_WAYS = ("it may hold an earlier run's metrics, which a fresh launch replaces: start over with "
+                "--overwrite_output_dir (restarts the logs), or set another output_dir")
 
 
 def refusal(cfg: TrainConfig, tags: list[str], outputs: Sequence[str] = ()) -> str | None:
@@ -199,7 +216,13 @@ def output_dir_problem(cfg: TrainConfig) -> str | None:
     out_dir = Path(cfg.output_dir)
     if problem := not_a_folder(out_dir):
         return problem
-    return refusal(cfg, earlier_checkpoints(out_dir), earlier_outputs(out_dir))
+    if cfg.resume or cfg.overwrite_output_dir:  # `refusal` is None: the earlier outputs are not read
+        return None
+    try:
+        outputs = earlier_outputs(out_dir)
+    except ConfigError as exc:  # a metrics log that cannot be read (`metrics_rows`)
+        return str(exc)
+    return refusal(cfg, earlier_checkpoints(out_dir), outputs)
 
 
 def check_output_dir(cfg: TrainConfig) -> None:
