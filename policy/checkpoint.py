@@ -240,12 +240,14 @@ def load_checkpoint_json(root: str | Path, subfolder: str | None, name: str, rev
 
 def _chain(exc: BaseException) -> list[BaseException]:
     """``exc`` and the errors it was raised from or while handling (diffusers' ``load_config`` re-raises the
-    hub's error as an OSError in its ``except``), outermost first."""
+    hub's error as an OSError in its ``except``), outermost first, as Python's traceback shows them: the
+    ``__cause__``, else the ``__context__`` unless suppressed (``raise ... from None`` replaced it on purpose:
+    `tools.jsonl.parsed_file`'s errors for text that is not UTF-8 or a too long number read as the error replaced)."""
     seen: list[BaseException] = []
     at: BaseException | None = exc
     while at is not None and at not in seen:
         seen.append(at)
-        at = at.__cause__ or at.__context__
+        at = at.__cause__ if at.__cause__ is not None else None if at.__suppress_context__ else at.__context__
     return seen
 
 
