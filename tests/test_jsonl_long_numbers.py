@@ -70,3 +70,40 @@ def test_score_batch_manifest_line_names_the_column_of_a_too_long_number(tmp_pat
     m.write_text('{"path": "a.mp4", "instruction": "x", "n": ' + LONG + '}\n')
     [item] = read_manifest(m, "full")
     assert item["error"].endswith("digits at column 44)"), item["error"]
+
+
+@pytest.mark.parametrize("before", [
+    '"' + LONG + '"',  # digits in a string
+    '"a\\"' + LONG + '\\"b"',  # ... between escaped quotes
+    '"a\\\\", ' + '"' + LONG + '"',  # an escaped backslash ending a string, then digits in the next one
+    '"\\u0041' + LONG + '"',  # digits after a \u escape
+    '{"' + LONG + '": 1}',  # a key
+    "1." + LONG,  # a fraction: a float, which has no digit limit
+    LONG + ".5",
+    LONG + "e5",
+    "1e" + LONG,  # exponents
+    "1E-" + LONG,
+    "-1e+" + LONG,
+    "-0.5",
+    '"caf\u00e9 \U0001f3ac \u2028 ' + LONG + '"',  # characters of 2, 4 and 3 UTF-8 bytes: the place counts characters
+])
+def test_the_too_long_integer_is_found_after_digits_that_are_no_such_integer(before):
+    """Where the number stands, whatever comes before it (`tools.jsonl._long_integer_at`): the place is the error's."""
+    from tools.jsonl import parsed_line
+
+    for number in (LONG, "-" + LONG):
+        text = '[' + before + ', \n ' + number + ', 1]'
+        with pytest.raises(json.JSONDecodeError) as caught:
+            parsed_line(text)
+        assert (caught.value.lineno, caught.value.colno, caught.value.pos) == (2, 2, text.index("\n") + 2), before
+
+
+def test_a_too_long_integer_at_the_very_start_is_found():
+    from tools.jsonl import parsed_line
+
+    with pytest.raises(json.JSONDecodeError) as caught:
+        parsed_line(LONG)
+    assert caught.value.pos == 0
+    with pytest.raises(json.JSONDecodeError) as caught:
+        parsed_line('  -' + LONG)
+    assert caught.value.pos == 2

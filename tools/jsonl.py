@@ -152,19 +152,37 @@ def parsed_line(line: str) -> Any:
                                    _long_integer_at(line)) from None
 
 
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?')
-"""A JSON string or number: strings are matched whole, so digits inside one are no number."""
+_ESCAPED = re.compile(rb'\\(["\\])')
+"""A string's escaped quote or backslash: a quote so escaped is no string's end."""
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NOT_ZERO = re.compile(b"[^0]")
 
 
 def _long_integer_at(text: str) -> int:
     """Where the first integer of more digits than Python converts starts in `text` (0 when none is found). Only a
-    valid JSON prefix comes before it (`json.loads` stops at the first fault), so strings and numbers are its only
-    tokens holding digits (a fraction or exponent is a float, which has no such limit). It was always char 0:
-    "column 1" wherever the number stood."""
-    limit = sys.get_int_max_str_digits()
-    for token in _TOKEN.finditer(text):
-        if token[0][0] != '"' and len(token[0].lstrip("-")) > limit and token[0].lstrip("-").isdigit():
-            return token.start()
+    valid JSON prefix comes before it (`json.loads` stops at the first fault): a run of more digits than that, with
+    no fraction or exponent around it, is that integer unless it stands inside a string, which the number of string
+    quotes before it tells (outside strings valid JSON has no backslash; inside, a quote is escaped). The runs are
+    found by a substring search of the UTF-8 bytes with every digit made 0 (ASCII bytes never occur inside a
+    multi-byte character), and quotes counted between them: linear, in C. A token-by-token regex scan took seconds
+    on a text of tens of MB, and a regex search for the runs about one (`benchmarks/long_integer_scan.py`). The
+    place was always char 0 ("column 1") before any scan."""
+    data = text.encode("utf-8", "surrogatepass")
+    digits = data.translate(_DIGITS_AS_ZERO)
+    long_run = b"0" * (sys.get_int_max_str_digits() + 1)
+    inside, done, at = False, 0, digits.find(long_run)  # `inside`: whether `done` is inside a string
+    while at >= 0:  # `at`: a run's first digit (each find starts at a run's end, where no digit is)
+        after = _NOT_ZERO.search(digits, at)
+        end = after.start() if after else len(digits)
+        start = at - (data[at - 1:at] == b"-")  # its minus sign: no escape sequence is cut there
+        quotes = data.count(b'"', done, start)
+        if data.find(b"\\", done, start) >= 0:
+            quotes -= _ESCAPED.findall(data, done, start).count(b'"')
+        inside, done = inside != (quotes % 2 == 1), start
+        if not inside and data[start - 1:start] not in (b".", b"e", b"E", b"+", b"-") \
+                and data[end:end + 1] not in (b".", b"e", b"E"):  # no fraction's or exponent's digits
+            return len(data[:start].decode("utf-8", "surrogatepass"))
+        at = digits.find(long_run, end)
     return 0
 
 
