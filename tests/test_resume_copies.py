@@ -63,3 +63,22 @@ def test_shared_storage_advice_for_a_rank_on_rank_0s_own_host_does_not_copy_from
     both = incomplete_message(CKPT, "iter_000004", SAME_HOST + GAPS, node_local=False, rank0_host="node-a")
     assert f"copy {CKPT / 'iter_000004'} whole from host node-a to the same path on host node-b;" in both, both
     assert "mounted for rank 1 too" in both and "; rank 1 runs under host name node-a" in both, both
+
+
+def test_several_ranks_on_rank_0s_own_host_are_named_in_good_grammar():
+    """Two ranks on rank 0's host read "rank 1, 3 runs on host node-a" and "into rank 1, 3's view"."""
+    two = [(1, "node-a", ["the folder"]), (3, "node-a", ["the folder"])]
+    local = incomplete_message(CKPT, "iter_000004", two, node_local=True, rank0_host="node-a")
+    assert "ranks 1 and 3 run on host node-a, rank 0's own: unless another node ran ranks 1 and 3 when iter_000004 " \
+           "was saved (copy their files from there)" in local, local
+    shared = incomplete_message(CKPT, "iter_000004", two, node_local=False, rank0_host="node-a")
+    assert "ranks 1 and 3 run under host name node-a as rank 0 does, yet do not see the files rank 0 found at that " \
+           "path, so they read another filesystem there" in shared, shared
+    assert f"mounted for ranks 1 and 3 too, or copy {CKPT / 'iter_000004'} whole into their view of the same path" \
+        in shared, shared
+    three = incomplete_message(CKPT, "iter_000004", [(1, "node-a", ["x"]), *two[1:], (5, "node-a", ["x"])],
+                               node_local=True, rank0_host="node-a")
+    assert "ranks 1, 3 and 5 run on host node-a" in three, three
+    one = incomplete_message(CKPT, "iter_000004", two[:1], node_local=False, rank0_host="node-a")
+    assert "rank 1 runs under host name node-a as rank 0 does, yet does not see the files rank 0 found at that " \
+           "path, so it reads another filesystem there" in one and "into rank 1's view of the same path" in one, one

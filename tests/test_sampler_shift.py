@@ -55,7 +55,6 @@ def test_checkpoint_shift_reads_the_folder_or_falls_back_saying_why(tmp_path):
     assert bare.value == DEFAULT_SHIFT and "scheduler_config.json" in bare.source
 
 
-
 def test_a_schedule_stretched_to_shift_terminal_is_no_single_shift(tmp_path):
     """FlowMatchEulerDiscreteScheduler with ``shift_terminal`` (LTX-Video's 0.1) stretches its shifted schedule so
     it ends at that sigma; its ``shift`` was read as the checkpoint's and ``shift_terminal`` ignored, so the run

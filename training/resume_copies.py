@@ -86,15 +86,18 @@ def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list
     where = "; ".join(f"rank {rank} (host {host}) reads it: it lacks {', '.join(files)}" for rank, host, files in gaps)
     # each host once, in rank order; rank 0's own host apart: no copy from it onto itself can help there
     others = ", ".join(dict.fromkeys(host for _, host, _ in gaps if host != rank0_host))
-    own = f"rank {', '.join(str(rank) for rank, host, _ in gaps if host == rank0_host)}"
+    own_ranks = [str(rank) for rank, host, _ in gaps if host == rank0_host]
+    own = _ranks(own_ranks)
+    run, do, it, read, its = ("run", "do", "they", "read", "their") if len(own_ranks) > 1 else \
+        ("runs", "does", "it", "reads", "its")  # "ranks 1 and 3 run", "rank 1 runs"
     head = (f"--resume: {ckpt_dir / tag} is incomplete where {where}; rank 0 (host {rank0_host}) picked it from "
             f"its own {ckpt_dir / 'latest'}. ")
     if node_local:
         copies = [f"copy those ranks' files of {tag} onto host {others} from the node that saved them"] if others \
             else []
-        if own != "rank ":
-            copies.append(f"{own} runs on host {rank0_host}, rank 0's own: unless another node ran {own} when "
-                          f"{tag} was saved (copy its files from there), they were lost on {rank0_host} (a save "
+        if own_ranks:
+            copies.append(f"{own} {run} on host {rank0_host}, rank 0's own: unless another node ran {own} when "
+                          f"{tag} was saved (copy {its} files from there), they were lost on {rank0_host} (a save "
                           "cut short, files removed)")
         return head + ("With node-local checkpoint folders (DeepSpeed's checkpoint.use_node_local_storage: true) "
                        f"each node holds only its own ranks' files: {'; '.join(copies)}; or, where they are lost, "
@@ -102,10 +105,18 @@ def incomplete_message(ckpt_dir: Path, tag: str, gaps: list[tuple[int, str, list
                        f"host {rank0_host} (rank 0's 'latest' alone decides what every rank loads)")
     fixes = [f"put output_dir on storage every node shares, or copy {ckpt_dir / tag} whole from host {rank0_host} "
              f"to the same path on host {others}"] if others else []
-    if own != "rank ":  # rank 0 saw every rank's files in that folder (training.resume.resume_source checked them)
-        fixes.append(f"{own} runs under host name {rank0_host} as rank 0 does, yet does not see the files rank 0 "
-                     "found at that path, so it reads another filesystem there (a container or a mount of its own): "
-                     f"put output_dir on storage every node shares, mounted for {own} too, or copy {ckpt_dir / tag} "
-                     f"whole into {own}'s view of the same path")
+    if own_ranks:  # rank 0 saw every rank's files in that folder (training.resume.resume_source checked them)
+        whose = "their" if len(own_ranks) > 1 else f"{own}'s"
+        fixes.append(f"{own} {run} under host name {rank0_host} as rank 0 does, yet {do} not see the files rank 0 "
+                     f"found at that path, so {it} {read} another filesystem there (a container or a mount of {its} "
+                     f"own): put output_dir on storage every node shares, mounted for {own} too, or copy "
+                     f"{ckpt_dir / tag} whole into {whose} view of the same path")
     return head + ("This launch's DeepSpeed JSON does not set checkpoint.use_node_local_storage, so every rank reads "
                    f"rank 0's folder: {'; '.join(fixes)}")
+
+
+def _ranks(ranks: list[str]) -> str:
+    """"rank 1", "ranks 1 and 3", "ranks 1, 3 and 5" ("" for none)."""
+    if len(ranks) < 2:
+        return f"rank {ranks[0]}" if ranks else ""
+    return f"ranks {', '.join(ranks[:-1])} and {ranks[-1]}"
