@@ -74,6 +74,7 @@ def test_the_launch_announces_the_build(tmp_path, capsys, monkeypatch, followed_
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))  # empty: the op is built at the start
     monkeypatch.setenv("CXX", sys.executable)  # a compiler on any machine (none on a slim CI image)
+    monkeypatch.setenv("PATH", f"{_tool_dir(tmp_path / 'bin', 'ninja')}{os.pathsep}{os.environ['PATH']}")  # ninja too
     monkeypatch.setenv("DS_ACCELERATOR", "cpu")  # DeepSpeed's CPU backend on a CUDA machine too
     monkeypatch.setattr(training.trainer, "train", lambda *_a, **_k: tmp_path / "run")
     args = ["--config", SMOKE, "--output_dir", str(tmp_path / "run")]
@@ -133,3 +134,46 @@ def test_a_harness_launch_announces_no_build(tmp_path):
     probe = "import os; from training.build_locks import launch_build_note; print(launch_build_note(os.environ, False))"
     done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "None\n", done.stdout + done.stderr
+
+
+def _tool_dir(folder: Path, *names: str) -> str:
+    """A PATH folder holding executables ``names`` (stand-ins: nothing runs them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (folder / name).write_text("#!/bin/sh\nexit 0\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+@LINUX
+def test_a_compiler_command_with_arguments_is_a_compiler(tmp_path):
+    """``CXX="ccache g++"`` (torch writes it into the build file as it is, and the shell runs it) was looked up as one
+    program named "ccache g++": not found, so the launch said nothing while the op was built."""
+    import shlex
+
+    from training.build_locks import launch_build_note
+
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "PATH": _tool_dir(tmp_path / "bin", "ninja", "ccache")}
+    for cxx in (f"ccache {shlex.quote(sys.executable)}", f"{shlex.quote(sys.executable)} -O2"):
+        note = launch_build_note({**env, "CXX": cxx}, cuda=False)
+        assert note is not None and "will build its shared-memory op" in note, (cxx, note)
+    assert launch_build_note({**env, "CXX": "no-such-compiler -O2"}, cuda=False) is None
+    assert launch_build_note({**env, "CXX": '"unbalanced'}, cuda=False) is None  # not a command: as no compiler
+
+
+@LINUX
+def test_without_ninja_the_note_says_the_build_will_fail(tmp_path):
+    """torch's extension builds need ninja: without it on the PATH the note said "will build" and DeepSpeed then
+    failed at process-group start ("due to ninja not being installed"). It says ninja is missing instead."""
+    from training.build_locks import launch_build_note
+
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "CXX": sys.executable, "PATH": _tool_dir(tmp_path / "bin")}
+    note = launch_build_note(env, cuda=False)
+    assert note is not None and "will build" not in note, note
+    assert "ninja" in note and "not on the PATH" in note and "pip install ninja" in note and SHM_OP in note, note
+    with_ninja = {**env, "PATH": _tool_dir(tmp_path / "bin", "ninja")}
+    assert "will build its shared-memory op" in (launch_build_note(with_ninja, cuda=False) or "")
+    import deepspeed  # a kept build from this DeepSpeed: nothing is built, ninja or not
+
+    _built(tmp_path / "ext", Path(os.path.dirname(deepspeed.__file__)))
+    assert launch_build_note(env, cuda=False) is None

@@ -19,7 +19,9 @@ again whenever the launch's DeepSpeed is at another path than the one the kept b
 checkout's ``.venv``, or the same one reached through a link): torch writes the build file with the absolute
 source paths, so its compile commands change and ninja rebuilds. `shm_build_note` says so beforehand where the
 files prove it: no built op in the folder, or a build file naming another DeepSpeed's sources. A build it cannot
-foresee (a kept build whose sources or compiler changed since) goes unannounced.
+foresee (a kept build whose sources or compiler changed since) goes unannounced. ``CXX`` may be a command with
+arguments (``ccache g++``): its first word is the compiler looked for. Where a build comes and ninja is not on the
+PATH, the note says that instead: torch builds through ninja, so DeepSpeed fails there.
 """
 
 from __future__ import annotations
@@ -118,17 +120,42 @@ def shm_build_note(root: Path, deepspeed_dir: Path) -> str | None:
 def launch_build_note(environ: Mapping[str, str], cuda: bool) -> str | None:
     """`shm_build_note` for a launch with ``environ`` (read at the CLI edge) and CUDA available or not: only where
     DeepSpeed's CPU backend builds the op: its CPU accelerator (no CUDA, or ``DS_ACCELERATOR=cpu``), Linux (the
-    op's only platform), a C++ compiler on the PATH (``CXX``, else ``c++``, as torch builds), DeepSpeed found."""
+    op's only platform), a C++ compiler on the PATH (``CXX``, else ``c++``, as torch builds; a command with
+    arguments, ``ccache g++``, by its first word: the shell runs it from torch's build file), DeepSpeed found.
+    Where a build comes and ninja is not on the PATH (torch builds through it), `ninja_missing_note` instead."""
     accelerator = environ.get("DS_ACCELERATOR")
     if accelerator not in (None, "cpu") or (cuda and accelerator is None) or sys.platform != "linux":
         return None
-    if shutil.which(environ.get("CXX", "c++"), path=environ.get("PATH")) is None:
+    if not _program_found(environ.get("CXX", "c++"), environ.get("PATH")):
         return None
     spec = importlib.util.find_spec("deepspeed")  # its path, without importing it
     if spec is None or spec.origin is None:
         return None
     # as DeepSpeed's op builder names its sources: os.path.abspath drops a sys.path entry's "..", keeps links
-    return shm_build_note(extensions_root(environ), Path(os.path.abspath(spec.origin)).parent)
+    root = extensions_root(environ)
+    note = shm_build_note(root, Path(os.path.abspath(spec.origin)).parent)
+    if note is not None and shutil.which("ninja", path=environ.get("PATH")) is None:
+        return ninja_missing_note(root)
+    return note
+
+
+def ninja_missing_note(root: Path) -> str:
+    """What to tell a launch whose DeepSpeed must build `SHM_OP` in ``root`` without ninja on the PATH: the build
+    fails at process-group start (the note said it "will build", and DeepSpeed's RuntimeError followed)."""
+    return (f"warning: DeepSpeed has to build its shared-memory op ({SHM_OP}) in {root / SHM_OP} when the process "
+            "group starts, and ninja, which torch builds extensions with, is not on the PATH: DeepSpeed will fail "
+            f"there (\"Unable to JIT load the {SHM_OP} op due to ninja not being installed\"). Install it in this "
+            "environment (pip install ninja) or put it on the PATH")
+
+
+def _program_found(command: str, path: str | None) -> bool:
+    """Whether the program of shell command ``command`` (its first word) is on ``path`` (None: the process's PATH);
+    False for no command, or text the shell would not split (an unbalanced quote)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return bool(words) and shutil.which(words[0], path=path) is not None
 
 
 def _age(seconds: float) -> str:
