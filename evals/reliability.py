@@ -108,6 +108,17 @@ class RewardEvalOutcome:
     """This run's command (`evals.eval_runs.finish_command`; None without a manifest), which the notes name."""
 
 
+def _refuse_folders(out: Path) -> None:
+    """ManifestError naming a file of DIR the run writes that is a folder: the run scored every row, then its
+    write of the tables ended in an IsADirectoryError traceback."""
+    from evals.eval_runs import STARTED
+
+    for name in ("results.jsonl", STARTED, "table.md", "table.csv", "summary.json"):
+        if (out / name).is_dir():
+            raise ManifestError(f"{out / name} is a folder, where `raa eval reward` writes a file: move or delete it, "
+                                "or write to another --out")
+
+
 async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out_dir: str | Path,
                           scorer: PresetScorer, judge: RewardJudge, *, concurrency: int = 16,
                           retry_ineligible: bool = False, judge_name: str = "judge",
@@ -127,6 +138,7 @@ async def run_reward_eval(clips: Sequence[EvalClip], presets: Sequence[str], out
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
+    _refuse_folders(out)
     try:
         lock = lock_output(results_path)
     except OutputBusy:

@@ -1,0 +1,20 @@
+"""`raa eval reward -o DIR` where a file it writes is a folder (DIR/summary.json a folder: a copy gone wrong, a
+hand-made layout) scored every row and then ended in an IsADirectoryError traceback when it wrote the tables; it is
+refused before anything is scored, naming the file (exit 2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_eval_cli import env, eval_cli, runner  # noqa: F401 - the fixture
+
+
+@pytest.mark.parametrize("name", ["summary.json", "table.md", "started.json"])
+def test_a_folder_where_the_run_writes_a_file_is_refused_before_scoring(env, name):  # noqa: F811
+    root, model = env
+    (root / "ev" / name).mkdir(parents=True)
+    result = runner.invoke(eval_cli.eval_app, ["reward", "-m", "m.jsonl", "-o", "ev", "--presets", "direct"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert f"error: ev/{name} is a folder, where `raa eval reward` writes a file" in result.output, result.output
+    assert not (root / "ev" / "results.jsonl").exists() and model.calls == []
