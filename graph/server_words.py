@@ -62,14 +62,24 @@ def quoted_words(exc: BaseException, limit: int) -> str:
 def clause_joined(words: str, clause: str) -> str:
     """`words` (a quote, `quoted_words`) and `clause` as clean sentences: "WORDS; CLAUSE", the words' own closing full
     stop, colon, semicolon or comma dropped ("Connection error.; the ..." read as two), not the "..." of words cut
-    short, which went with it and left the cut words reading as whole; after words that close with "!" or "?",
-    which dropped would change what the server said ("Budget has been exceeded!", "Did you mean to use
-    v1/completions?"), a new sentence, "WORDS! CLAUSE" (its first word capitalised where it is all lower case): they
-    read "!;" and "?;". No words (an error raised without a message, or only a stop): the clause alone, not "; CLAUSE"."""
-    words = words.rstrip()
-    if words.endswith(("!", "?")):
+    short, which went with it and left the cut words reading as whole (kept before a final stop too: "cut...," read
+    "cut; ..."); after words that close with "!" or "?", which dropped would change what the server said ("Budget has
+    been exceeded!", "Did you mean to use v1/completions?"), a new sentence, "WORDS! CLAUSE" (its first word
+    capitalised where it is all lower case): they read "!;" and "?;". The full-width stops of a Chinese or Japanese
+    provider's words ("。", "！", "？", "：", "；", "，") alike: they read "！; CLAUSE". No words (an error raised without
+    a message, or only a stop): the clause alone, not "; CLAUSE"."""
+    words = words.rstrip(_CLAUSE_STOPS).rstrip()  # a stop after an ellipsis or a "!": "cut...," "exceeded!,"
+    if words.endswith(_SENTENCE_ENDS):
         first = clause.split(" ", 1)[0]
         return f"{words} {clause[:1].upper() + clause[1:] if first.islower() else clause}"
     if not words.endswith("..."):
-        words = words.rstrip(".:;,").rstrip()
+        words = words.rstrip("." + _FULL_STOP + _CLAUSE_STOPS).rstrip()
     return f"{words}; {clause}" if words else clause
+
+
+_SENTENCE_ENDS = ("!", "?", "\uff01", "\uff1f")
+"""The marks that end words as a sentence `clause_joined` keeps ("!", "?" and their full-width forms)."""
+_FULL_STOP = "\u3002"
+"""The ideographic full stop "。", dropped as "." is (`clause_joined`)."""
+_CLAUSE_STOPS = ":;,\uff1a\uff1b\uff0c"
+"""The colon, semicolon and comma, with their full-width forms, that `clause_joined` drops before its clause."""

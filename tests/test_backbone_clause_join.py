@@ -35,3 +35,18 @@ def test_a_404_question_and_its_fix_read_as_two_sentences() -> None:
 def test_no_words_to_quote_leave_the_clause_alone(words: str) -> None:
     """An error without words (a chat model's error raised with no message, or only a stop) read "; HTTP 401: ..."."""
     assert clause_joined(words, "HTTP 401: fix it") == "HTTP 401: fix it"
+
+
+@pytest.mark.parametrize(("words", "joined"), [
+    ("余额不足！", "余额不足！ HTTP 402: fix it"),
+    ("模型不存在？", "模型不存在？ HTTP 402: fix it"),
+    ("余额不足。", "余额不足; HTTP 402: fix it")])
+def test_full_width_sentence_ends_are_read_as_their_ascii_kin(words: str, joined: str) -> None:
+    """A Chinese provider's words (DashScope's, Moonshot's) end in "！", "。" or "？": they read "！; HTTP ..."."""
+    assert clause_joined(words, "HTTP 402: fix it") == joined
+
+
+@pytest.mark.parametrize("words", ["cut short...,", "cut short...;", "cut short... :"])
+def test_an_ellipsis_before_a_final_stop_is_kept(words: str) -> None:
+    """Words ending in "...," lost the ellipsis with the comma, reading as whole words: "cut short; ..."."""
+    assert clause_joined(words, "HTTP 402: fix it") == "cut short...; HTTP 402: fix it"
