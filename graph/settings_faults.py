@@ -71,7 +71,8 @@ def no_credit(exc: BaseException) -> bool:
     "Insufficient Balance", api-docs.deepseek.com/quick_start/error_codes; OpenRouter's, Mistral's), or OpenAI's
     `insufficient_quota` ("You exceeded your current quota, please check your plan and billing details.", a 429) as
     its code or type, or in its words under another status or code (`_NO_QUOTA`), a LiteLLM proxy's spent budget
-    (`_SPENT_BUDGET`, or in its words: `_budget_words`), Anthropic's spent balance (`_NO_BALANCE`), or those words in
+    (`_SPENT_BUDGET`, or in its words: `_budget_words`), Anthropic's spent balance (`_NO_BALANCE`), an OpenRouter key
+    over its own credit limit (`_KEY_LIMIT`, a 403 read in a 4xx only), or those words in
     another chat model's `ModelError` (no status, code or type to read): no wait tops the account up, so not retried
     (a 429 was, as a rate limit, then "transport"; a 402 or 400 was "refused", the model's answer about every clip),
     and "settings" (`settings_problem`)."""
@@ -80,7 +81,8 @@ def no_credit(exc: BaseException) -> bool:
         return True
     answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
     words = server_words(exc).lower()
-    return answered and (_NO_QUOTA in words or _NO_BALANCE in words or _budget_words(exc, words))
+    return answered and (_NO_QUOTA in words or _NO_BALANCE in words or _budget_words(exc, words) or
+                         (rejected_request(exc) and _KEY_LIMIT.search(words) is not None))
 
 
 def _budget_words(exc: BaseException, words: str) -> bool:
@@ -100,6 +102,19 @@ SPEND >= LIMIT" (litellm/router_strategy/budget_limiter.py; its docs, docs/my-we
 provider_budget_routing.md; "provider openai: ...", "tag='...', ..." alike; those docs' "crossed budget for provider:"
 too, which was advised as the key's). No key's budget: it was advised as the API key's account, whose key is not what
 to change."""
+_KEY_LIMIT = re.compile(r"\bkey limit exceeded\b|openrouter\.ai/settings/keys and create a key with a higher")
+"""OpenRouter's words for an API key over its own credit limit (a limit set per key, total or daily, weekly,
+monthly, apart from the account's credits): a 403, "Key limit exceeded (total limit). Manage it using
+https://openrouter.ai/settings/keys" (as its users quote it: MCPJam/inspector#1287; earlier "Key limit exceeded.
+Manage it using https://openrouter.ai/keys", RooCodeInc/Roo-Code#515), which the generic 403 advice sent to check a
+key that may not use the model; and its 402 for a request that limit cannot cover ("... To increase, visit
+https://openrouter.ai/settings/keys and create a key with a higher monthly limit", anomalyco/opencode#12219), which
+was advised as the account's credit."""
+_AFFORD_MAX_TOKENS = "requires more credits, or fewer max_tokens"
+"""OpenRouter's 402 for a request whose completion token cap (the model's own maximum where none is sent) the credit
+left cannot cover: "This request requires more credits, or fewer max_tokens. You requested up to N tokens, but can
+only afford M. ..." (as its users quote it: Gitlawb/openclaude#1125, QwenLM/qwen-code#73): a lower cap may pass
+with the same credit, which the advice "top it up" did not name."""
 _END_USER_BUDGET = re.compile(r"\bend user(?:=[^\s,]+ over budget|: [^\s,]+, exceeded budget for model=)")
 """A LiteLLM proxy's end user (the `user` a request names, counted across API keys) over its budget, which the proxy
 answers as a 401 `auth_error` ("ExceededBudget: End User=... over budget. Spend=..., Budget=...", its budget docs,
@@ -111,7 +126,9 @@ litellm/proxy/hooks/model_max_budget_limiter.py), which was advised as the API k
 def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
     """What to change for an answer that no credit is left (`no_credit`), naming the settings `names`: the budget a
     LiteLLM proxy's admin set for a model's deployment, a provider or a tag (`_ROUTER_BUDGET`) or for an end user
-    (`_END_USER_BUDGET`), else the API key's account (its balance, quota or budget)."""
+    (`_END_USER_BUDGET`), an OpenRouter key's own credit limit (`_KEY_LIMIT`), else the API key's account (its
+    balance, quota or budget); a lower completion token cap too, where the server says one would pass
+    (`_AFFORD_MAX_TOKENS`)."""
     prefix = f"HTTP {exc.status_code}: " if isinstance(exc, openai.APIStatusError) else ""
     words = server_words(exc).lower()
     if (router := _ROUTER_BUDGET.search(words)) is not None:
@@ -126,6 +143,16 @@ def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
         return (f"{prefix}the LiteLLM proxy's budget for the end user it names is spent, no credit left (the proxy "
                 f"admin's setting, counted across API keys: {names.api_key} is not the cause): wait for it to reset "
                 "(its budget_duration), or have the admin raise it")
+    cap = f"lower {names.max_tokens} (the completion token cap the credit is held for)" \
+        if names.max_tokens and _AFFORD_MAX_TOKENS in words else ""
+    if _KEY_LIMIT.search(words):
+        return (f"{prefix}the API key's own credit limit is spent (OpenRouter's limit set per key, apart from the "
+                "account's credits; a daily, weekly or monthly one resets): raise or remove it at "
+                f"https://openrouter.ai/settings/keys, or set {names.api_key} to a key with credit left"
+                + (f", or {cap}" if cap else ""))
+    if cap:
+        return (f"{prefix}the API key's account has too little credit for the request's completion token cap: {cap}, "
+                f"or add credit to the account of {names.api_key} (OpenRouter: https://openrouter.ai/settings/credits)")
     return (f"{prefix}the API key's account has no credit left (its balance, quota or budget): top it up, or check "
             f"{names.api_key}")
 

@@ -1,0 +1,54 @@
+"""What a fault advises for a provider's own credit and structured-output answers (graph/settings_faults.py,
+graph/setup_rejections.py), through the real ChatOpenAI path against a local OpenAI-compatible server, in the
+providers' words as their users quote them:
+- OpenRouter's 403 for an API key over its own credit limit ("Key limit exceeded (total limit). Manage it using
+  https://openrouter.ai/settings/keys", MCPJam/inspector#1287; "Key limit exceeded. Manage it using
+  https://openrouter.ai/keys", RooCodeInc/Roo-Code#515): the generic 403 advice (a key that may not use the model);
+- OpenRouter's 402 for a completion token cap the credit left cannot cover ("This request requires more credits, or
+  fewer max_tokens. You requested up to 32000 tokens, but can only afford 27342. ...", Gitlawb/openclaude#1125;
+  "... To increase, visit https://openrouter.ai/settings/keys and create a key with a higher monthly limit",
+  anomalyco/opencode#12219): advised as no credit, naming no max_tokens."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_gateway_budget_and_caps import _call
+
+OPENROUTER_KEY_LIMIT = [
+    {"error": {"message": "Key limit exceeded (total limit). Manage it using https://openrouter.ai/settings/keys",
+               "code": 403}},
+    {"error": {"message": "Key limit exceeded. Manage it using https://openrouter.ai/keys", "code": 403}}]
+
+
+@pytest.mark.parametrize("body", OPENROUTER_KEY_LIMIT, ids=["total_limit", "earlier"])
+def test_openrouter_s_key_limit_is_the_key_s_credit_limit_not_retried(body: dict) -> None:
+    fault, sent = _call(403, body)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "may not use this endpoint or model" not in fault.message, fault.message
+    assert "credit limit" in fault.message and "openrouter.ai/settings/keys" in fault.message, fault.message
+    assert "RAA_API_KEY" in fault.message, fault.message
+
+
+OPENROUTER_AFFORD = {"error": {"message": "This request requires more credits, or fewer max_tokens. You requested up "
+                                          "to 32000 tokens, but can only afford 27342. To increase, visit "
+                                          "https://openrouter.ai/settings/credits and upgrade to a paid account",
+                               "code": 402, "metadata": {"provider_name": None}}, "user_id": "user_3D0"}
+OPENROUTER_AFFORD_KEY = {"error": {"message": "This request requires more credits, or fewer max_tokens. You "
+                                              "requested up to 32000 tokens, but can only afford 0. To increase, "
+                                              "visit https://openrouter.ai/settings/keys and create a key with a "
+                                              "higher monthly limit", "code": 402}}
+
+
+def test_openrouter_s_402_for_max_tokens_names_the_max_tokens_setting_and_credit() -> None:
+    fault, sent = _call(402, OPENROUTER_AFFORD)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "lower RAA_MAX_TOKENS" in fault.message and "credit" in fault.message, fault.message
+
+
+def test_openrouter_s_402_under_a_key_limit_names_the_key_s_limit_and_max_tokens() -> None:
+    fault, sent = _call(402, OPENROUTER_AFFORD_KEY)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "credit limit" in fault.message and "openrouter.ai/settings/keys" in fault.message, fault.message
+    assert "RAA_MAX_TOKENS" in fault.message, fault.message
+
