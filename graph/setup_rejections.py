@@ -10,7 +10,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
 - "structured": `response_format` (json_schema or json_object) the server or model does not serve: OpenAI's
   "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model", DeepSeek's "This
   response_format type is unavailable now" (earlier "response_format.type `json_schema` is unavailable now": it serves
-  json_object only; not "temporarily unavailable" nor "service unavailable", which a retry may pass), a guided-decoding
+  json_object only; not "temporarily unavailable" nor "service unavailable", which a retry may pass) and, for
+  json_object, "deepseek-reasoner does not support Json Output." (a thinking model: `_deepseek_json_fix`), a guided-decoding
   backend that cannot compile the schema ("features not supported by xgrammar": the stage schemas are fixed, so every
   clip's request fails alike), a request model without it (pydantic's "Input should be 'text' or 'json_object'" at
   `response_format.type`), LM Studio's "'response_format.type' must be 'json_schema' or 'text'" (no json_object), older
@@ -179,7 +180,8 @@ _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_objec
                          rf"[^\n]{{0,80}}?(?:{_NOT_TAKEN}|not valid|invalid value|only supported|"
                          r"(?<!temporarily )(?<!service )unavailable|"
                          rf"input should be|must be)|unsupported parameter: '?response_format|{_DOES_NOT} "
-                         r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
+                         r"support (?:response_format|json_schema|json schema|structured output|json mode|guided|"
+                         r"json output)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"
                      r"missing data required for image input|"
                      r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content| modality)?s? (?:is |are )?"
@@ -215,6 +217,9 @@ _DEEPSEEK_NO_SCHEMA = re.compile(r"this response_format type is unavailable now|
                                  r"unavailable now")
 """DeepSeek's words for a json_schema `response_format`, which its API does not serve (json_object only; module
 docstring), for its V4 models too (as their users quote it: presenton/presenton#676)."""
+_DEEPSEEK_NO_JSON = re.compile(r"deepseek[\w.-]* does not support json output")
+"""DeepSeek's 400 for json_object to a thinking model, which takes no forced tool call either (`_NO_FORCED_CALL`):
+"deepseek-reasoner does not support Json Output." (as its users quote it: gomate-community/TrustRAG#140)."""
 _NO_TEMPERATURE = "unsupported parameter: 'temperature'"
 """OpenAI's words (code `unsupported_parameter`) for a model that takes no temperature at all (`_TEMPERATURE`)."""
 _TEMPERATURE = re.compile(r"unsupported value: 'temperature' does not support|" + re.escape(_NO_TEMPERATURE))
@@ -297,8 +302,19 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if method != "json_mode" and _SCHEMA_COMPILER.search(server_words(exc).lower()):
         return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
                 f"{names.method}=json_mode (which sends no schema)")
+    if method == "json_mode" and (_DEEPSEEK_NO_JSON.search(text := server_words(exc).lower())
+                                  or _DEEPSEEK_NO_SCHEMA.search(text)):
+        return _deepseek_json_fix(names)
     return (f"the server does not serve structured output as {kind} for this model: set "
             f"{names.method}={_working_methods(exc, method)}")
+
+
+def _deepseek_json_fix(names: EndpointNames) -> str:
+    """What to change when DeepSeek refuses json_mode's json_object (`_DEEPSEEK_NO_JSON`, `_DEEPSEEK_NO_SCHEMA`): no
+    method serves that model, so a model that does not think. It named "function_calling or json_schema"."""
+    return ("the model gives no JSON output (response_format json_object; DeepSeek's API serves no json_schema, and "
+            f"its thinking models take no forced tool call): set {names.model} to a DeepSeek model that does not think "
+            f"(deepseek-chat), with {names.method}=json_mode or function_calling")
 
 
 def _working_methods(exc: BaseException, method: str | None) -> str:

@@ -7,7 +7,10 @@ providers' words as their users quote them:
 - OpenRouter's 402 for a completion token cap the credit left cannot cover ("This request requires more credits, or
   fewer max_tokens. You requested up to 32000 tokens, but can only afford 27342. ...", Gitlawb/openclaude#1125;
   "... To increase, visit https://openrouter.ai/settings/keys and create a key with a higher monthly limit",
-  anomalyco/opencode#12219): advised as no credit, naming no max_tokens."""
+  anomalyco/opencode#12219): advised as no credit, naming no max_tokens;
+- DeepSeek's refusal of a json_object `response_format` ("deepseek-reasoner does not support Json Output.",
+  gomate-community/TrustRAG#140; its generic "This response_format type is unavailable now"): named json_schema,
+  which DeepSeek's API never serves."""
 
 from __future__ import annotations
 
@@ -52,3 +55,21 @@ def test_openrouter_s_402_under_a_key_limit_names_the_key_s_limit_and_max_tokens
     assert "credit limit" in fault.message and "openrouter.ai/settings/keys" in fault.message, fault.message
     assert "RAA_MAX_TOKENS" in fault.message, fault.message
 
+
+DEEPSEEK_NO_JSON_OUTPUT = [
+    {"error": {"message": "deepseek-reasoner does not support Json Output.", "type": "invalid_request_error",
+               "param": None, "code": "invalid_request_error"}},
+    {"error": {"message": "This response_format type is unavailable now", "type": "invalid_request_error",
+               "param": None, "code": "invalid_request_error"}}]
+
+
+@pytest.mark.parametrize("body", DEEPSEEK_NO_JSON_OUTPUT, ids=["reasoner", "unavailable"])
+def test_deepseek_s_json_object_refusal_names_no_json_schema(body: dict) -> None:
+    """Its API serves no json_schema, and a thinking model (the one that gives no JSON output) takes no forced tool
+    call either: what works is a DeepSeek model that does not think, with json_mode or function_calling."""
+    fault, sent = _call(400, body, replies=1, method="json_mode")
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "set RAA_MODEL to a DeepSeek model that does not think" in fault.message, fault.message
+    fix = fault.message.split("RAA_STRUCTURED_METHOD=", 1)[1]
+    assert fix.startswith("json_mode or function_calling"), fault.message
+    assert "=json_schema" not in fault.message and "or json_schema" not in fault.message, fault.message
