@@ -19,7 +19,10 @@ Decisions where the issues were silent:
   and then blamed on a server that was not up.
 - An API key that is not printable ASCII cannot travel in a header: a problem naming `{env}_API_KEY`
   (httpx raised UnicodeEncodeError, a traceback from `raa doctor` and the pre-run check).
-- 401 / 403 means the key was rejected; a 200 whose model list lacks `RAA_MODEL` means a wrong name
+- 401 / 403 means the key was rejected, but where its words say no credit is left (a LiteLLM proxy answers a spent
+  budget, an end user's included, with a 401; OpenRouter a key over its own credit limit with a 403): then that,
+  read and advised as a model call's answer is (`graph.settings_faults.no_credit`), where it named a rejected key;
+  a 200 whose model list lacks `RAA_MODEL` means a wrong name
   (the message lists what is served); "NAME:latest" in the list serves "NAME" (Ollama's default tag; any
   other tag does not: with only "llava:13b" pulled, Ollama answers a request for "llava" "not found").
 - A 200 web page (an HTML content type, or a body that starts with markup) means the URL is not an
@@ -132,6 +135,8 @@ def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
         return ServerCheck("problem", f"the {role} endpoint {base_url} did not answer within {wait_s:g} s "
                                       f"({type(exc).__name__}: {exc}); is the server up ({env}_BASE_URL)?")
     if resp.status_code in (401, 403):
+        if (spent := _spent_credit(resp, env)) is not None:
+            return ServerCheck("problem", f"the {role} endpoint {base_url} answered GET /models: {spent}")
         return ServerCheck("problem", f"the {role} endpoint {base_url} rejected the API key "
                                       f"(HTTP {resp.status_code}; {env}_API_KEY)")
     cannot = f"cannot confirm this is an OpenAI-compatible server serving {model!r}"
@@ -154,6 +159,29 @@ def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
         return ServerCheck("problem", f"model {model!r} is not served at {base_url} (served: {shown or 'none'}); "
                                       f"set {env}_MODEL to one of them")
     return ServerCheck("verified")
+
+
+def _spent_credit(resp: httpx.Response, env: str) -> str | None:
+    """The server's words and what to change when a 401 or 403 of `GET /models` says no credit is left, read as a
+    model call's answer is (`graph.settings_faults.no_credit`, its fix naming the budget spent), else None."""
+    import openai
+
+    from graph.server_words import clause_joined, quoted_words
+    from graph.settings_faults import no_credit, settings_problem
+    from graph.transport import EndpointNames
+
+    try:
+        body: Any = resp.json()
+    except ValueError:
+        body = resp.text
+    error = body.get("error", body) if isinstance(body, dict) else body  # as the openai SDK reads an error body
+    said = error.get("message") if isinstance(error, dict) else None
+    exc = openai.APIStatusError(said if isinstance(said, str) else f"Error code: {resp.status_code}",
+                                response=resp, body=error)
+    if not no_credit(exc):
+        return None
+    fix = settings_problem(exc, EndpointNames(f"{env}_BASE_URL", f"{env}_MODEL", api_key=f"{env}_API_KEY"))
+    return clause_joined(quoted_words(exc, 300), fix or "")
 
 
 def _v1_root(base_url: str, headers: dict[str, str], timeout_s: float) -> str | None:

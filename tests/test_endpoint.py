@@ -76,6 +76,21 @@ def test_rejected_key(server):
     assert "rejected the API key (HTTP 401; RAA_API_KEY)" in check_endpoint(_settings(server), 5)
 
 
+@pytest.mark.parametrize("status, message", [
+    (401, "Authentication Error, ExceededBudget: End User=ishaan3 over budget. Spend=0.000887, Budget=0.0001"),
+    (401, "Authentication Error, Budget has been exceeded! Current cost: 10.51, Max budget: 10.0"),
+    (403, "Key limit exceeded (total limit). Manage it using https://openrouter.ai/settings/keys")])
+def test_a_spent_budget_at_models_is_reported_as_the_budget_not_a_rejected_key(server, status, message):
+    """A LiteLLM proxy answers a spent budget as a 401 `auth_error` (docs/my-website/docs/proxy/users.md), OpenRouter
+    a key over its credit limit as a 403: the key is accepted, its credit is what to change."""
+    _Models.status = status
+    _Models.body = {"error": {"message": message, "type": "auth_error", "param": "None", "code": status}}
+    problem = check_endpoint(_settings(server), 5)
+    assert problem is not None and "rejected the API key" not in problem, problem
+    assert f"HTTP {status}" in problem and ("no credit" in problem or "credit limit" in problem), problem
+    assert "RAA_API_KEY" in problem, problem
+
+
 @pytest.mark.parametrize("status, body", [(404, {"error": "no such route"}), (404, b"<html>not found</html>"),
                                           (200, {"models": ["x"]}), (200, b"plain text")])
 def test_answers_that_cannot_tell_pass(server, status, body):
