@@ -62,8 +62,8 @@ def quoted_words(exc: BaseException, limit: int) -> str:
 def clause_joined(words: str, clause: str) -> str:
     """`words` (a quote, `quoted_words`) and `clause` as clean sentences: "WORDS; CLAUSE", the words' own closing full
     stop, colon, semicolon or comma dropped ("Connection error.; the ..." read as two), not the "..." of words cut
-    short, which went with it and left the cut words reading as whole (kept before a final stop too: "cut...," read
-    "cut; ..."); after words that close with "!" or "?", which dropped would change what the server said ("Budget has
+    short, which went with it and left the cut words reading as whole (kept before a final stop too, where "cut...,"
+    read "cut; ..."); after words that close with "!" or "?", which dropped would change what the server said ("Budget has
     been exceeded!", "Did you mean to use v1/completions?"), a new sentence, "WORDS! CLAUSE" (its first word
     capitalised where it is all lower case): they read "!;" and "?;". The full-width stops of a Chinese or Japanese
     provider's words ("。", "！", "？", "：", "；", "，") alike: they read "！; CLAUSE". No words (an error raised without

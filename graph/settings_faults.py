@@ -72,7 +72,7 @@ def no_credit(exc: BaseException) -> bool:
     `insufficient_quota` ("You exceeded your current quota, please check your plan and billing details.", a 429) as
     its code or type, or in its words under another status or code (`_NO_QUOTA`), a LiteLLM proxy's spent budget
     (`_SPENT_BUDGET`, or in its words: `_budget_words`), Anthropic's spent balance (`_NO_BALANCE`), an OpenRouter key
-    over its own credit limit (`_KEY_LIMIT`, a 403 read in a 4xx only), or those words in
+    over its own credit limit (`_KEY_LIMIT`: its 403 or 402, read in a 4xx only), or those words in
     another chat model's `ModelError` (no status, code or type to read): no wait tops the account up, so not retried
     (a 429 was, as a rate limit, then "transport"; a 402 or 400 was "refused", the model's answer about every clip),
     and "settings" (`settings_problem`)."""
