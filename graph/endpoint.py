@@ -164,6 +164,7 @@ def probe_server(base_url: str, model: str, api_key: str | None, *, wait_s: floa
 def _spent_credit(resp: httpx.Response, env: str) -> str | None:
     """The server's words and what to change when a 401 or 403 of `GET /models` says no credit is left, read as a
     model call's answer is (`graph.settings_faults.no_credit`, its fix naming the budget spent), else None."""
+    import httpx2  # the openai SDK's own httpx (openai >= 3), whose responses its errors hold
     import openai
 
     from graph.server_words import clause_joined, quoted_words
@@ -176,8 +177,10 @@ def _spent_credit(resp: httpx.Response, env: str) -> str | None:
         body = resp.text
     error = body.get("error", body) if isinstance(body, dict) else body  # as the openai SDK reads an error body
     said = error.get("message") if isinstance(error, dict) else None
+    answer = httpx2.Response(resp.status_code, headers={"content-type": resp.headers.get("content-type", "")},
+                             content=resp.content, request=httpx2.Request("GET", str(resp.url)))
     exc = openai.APIStatusError(said if isinstance(said, str) else f"Error code: {resp.status_code}",
-                                response=resp, body=error)
+                                response=answer, body=error)
     if not no_credit(exc):
         return None
     fix = settings_problem(exc, EndpointNames(f"{env}_BASE_URL", f"{env}_MODEL", api_key=f"{env}_API_KEY"))
