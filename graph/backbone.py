@@ -102,6 +102,7 @@ from graph.cache import StageCache, encode_output, lookup, store
 from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text, shaped
 from graph.flights import FlightFailed
+from graph.model_request import requested, stage_identity
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
 from graph.server_words import clause_joined, quoted_words
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
@@ -158,7 +159,7 @@ class Backbone:
         self.model_name = model_name or type(model).__name__
         self.retry_wait = retry_wait
         self.draw = draw
-        self.temperature = temperature  # what `model` samples at (set on the model itself): for the stage keys
+        self.temperature = temperature  # what `model` samples at when not known from it (`temperature`)
         self.endpoint = endpoint  # the base URL of who answers, for the stage keys (graph.cache_keys.endpoint_identity)
         self.setting_names = setting_names  # the settings its faults tell to check (the judge's: RAA_JUDGE_*)
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
@@ -174,17 +175,15 @@ class Backbone:
         self._model = shaped(model)
 
     @property
-    def max_tokens(self) -> int | None:
-        """The completion-token limit set on the model (`max_tokens`, RAA_MAX_TOKENS for the ChatOpenAI built from
-        settings), when it is a ChatOpenAI; None for another chat model (not known here) or none set (the server's).
-        A run records it (`graph.context.backbone_settings`) for the resume guard; it is in no stage-cache key."""
-        return self.model.max_tokens if isinstance(self.model, ChatOpenAI) else None
+    def temperature(self) -> float | None:
+        """What the model samples at, for the stage keys and the resume guard: an OpenAI-family model's own
+        (`graph.model_request.requested`; None: none sent, the server's default), else the one given."""
+        request = requested(self.model)
+        return self._temperature if request is None else request.temperature
 
-    @property
-    def served_model(self) -> str | None:
-        """The model a ChatOpenAI asks its endpoint for (its `model_name`; `model_name` here is the class name of an
-        injected one, "ChatOpenAI"); None for another chat model. For the resume guard only (as `max_tokens`)."""
-        return self.model.model_name if isinstance(self.model, ChatOpenAI) else None
+    @temperature.setter
+    def temperature(self, temperature: float) -> None:
+        self._temperature = temperature
 
     def for_draw(self, draw: int) -> Backbone:
         """This backbone for runs of another draw (`graph.config.AgentConfig.draw`): the same model, cache
@@ -195,18 +194,19 @@ class Backbone:
 
     def key_of(self, stage: str, messages: list[BaseMessage], *, method: str, params: dict | None = None,
                schema: type[BaseModel] | None = None, tools: list[dict] | None = None) -> str:
-        """The stage-cache key of a call (`graph.cache_keys.stage_key`): this backbone's model name and endpoint, and
-        its draw and temperature in the params when not 0 (keys at the defaults are those from before either)."""
-        extra = {k: v for k, v in (("draw", self.draw), ("temperature", self.temperature)) if v}
-        return stage_key(model_name=self.model_name, endpoint=self.endpoint, method=method, stage=stage,
-                         messages=messages, params={**(params or {}), **extra} if extra else params,
-                         schema=schema, tools=tools)
+        """The stage-cache key of a call (`graph.cache_keys.stage_key`): who answers it and how it samples
+        (`graph.model_request.stage_identity`: this backbone's model name, endpoint, draw and temperature, or what an
+        OpenAI-family model asks for)."""
+        name, endpoint, extra = stage_identity(self.model, model_name=self.model_name, endpoint=self.endpoint,
+                                               temperature=self.temperature, draw=self.draw)
+        return stage_key(model_name=name, endpoint=endpoint, method=method, stage=stage, messages=messages,
+                         params={**(params or {}), **extra} if extra else params, schema=schema, tools=tools)
 
     @classmethod
     def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
                       cache: StageCache | None = None, setting_names: EndpointNames = BACKBONE_NAMES) -> Backbone:
-        """Backbone from settings; `model` overrides the default ChatOpenAI (the cache key still uses
-        `settings.model` as the model name when it is set, and `settings.base_url` as the endpoint);
+        """Backbone from settings; `model` overrides the default ChatOpenAI (the cache key uses `settings.model` as
+        the model name and `settings.base_url` as the endpoint, unless `model` asks for others: `key_of`);
         `setting_names`: those its caller reads, named in its faults (`raa eval world-model`'s)."""
         chat = model if model is not None else default_chat_model(settings)
         return cls(chat, method=settings.method, schema_retries=settings.schema_retries,

@@ -2,7 +2,8 @@
 
 A key (`graph.cache_keys.stage_key`) is the sha256 of a canonical JSON rendering of (endpoint, model name, structured-output method, stage
 name, rendered messages with every image data URL replaced by the sha256 of that URL, stage parameters,
-schema name + JSON schema, bound tool schemas). The value is the validated output as a JSON string.
+schema name + JSON schema, bound tool schemas). The value is the validated output as a JSON string. Who answers and
+how it samples come from the backbone (`Backbone.key_of`, `graph.model_request.stage_identity`).
 
 Decisions where the issue was silent:
 - The endpoint (RAA_BASE_URL, `graph.cache_keys.endpoint_identity`: one URL written two ways is one endpoint) is part of
@@ -17,12 +18,23 @@ Decisions where the issue was silent:
   (`raa prune --cache`). A backbone without an endpoint (an injected chat model, which gets an in-memory
   cache of its own) keeps the keys from before the endpoint was keyed; a cache file written before it
   misses once per stage input.
+- An OpenAI-family chat model (langchain-openai's BaseChatOpenAI: ChatOpenAI, AzureChatOpenAI, ChatDeepSeek) is
+  keyed by what it asks for (`graph.model_request.requested`): the model it names (Azure's deployment) and its own
+  base URL, in place of the backbone's model name and endpoint. An injected one was keyed by its class name,
+  "ChatOpenAI", without its address: two of them of different served models sharing a cache file (`backbone=`, or
+  `Backbone.from_settings(model=...)` under settings of another name) shared entries, and the second model's run
+  took the first one's outputs, a reward from the wrong model. The agent built from settings asks for the
+  settings' model at their base URL, so its keys are unchanged; an injected model of the same settings shares them.
 - The stage name is part of the key (two stages never share an output even with equal messages).
 - The sampling temperature is part of the stage parameters when it is not 0 (`Backbone.temperature`, from
-  RAA_TEMPERATURE), so answers sampled at one temperature are never served for another; a run of
+  RAA_TEMPERATURE; an OpenAI-family model's own, None when it sends none and the server's default applies), so
+  answers sampled at one temperature are never served for another; a run of
   `AgentConfig.draw` k != 0 adds `draw: k` (`Backbone.for_draw`), so repeated draws of one clip sample
   anew. At temperature 0 and draw 0 the keys are those of runs from before either was keyed. A repeat of
-  one (temperature, draw) is served from the cache: draws are how to sample again.
+  one (temperature, draw) is served from the cache: draws are how to sample again. The other request parameters an
+  OpenAI-family model sends (top_p, seed, penalties, stop sequences, reasoning effort, extra_body, model_kwargs)
+  are a `request` parameter when it sends any (none from settings): an injected model set to top_p 0.5 was served
+  the answers of one at the server's defaults.
 - A stored output keeps a non-finite number (a model's JSON may hold Infinity) as written (`encode_output`).
 - Only validated outputs are stored; faults and invalid replies are never cached. A stored entry that no
   longer decodes (a structured output that fails a validator added since it was written, or the checks of a
@@ -34,12 +46,13 @@ Decisions where the issue was silent:
   timeout, an I/O error) is a miss too (`lookup`, logged): the model is asked, exactly as without a cache,
   so no output is invented, where the read error used to make the run a fault (ineligible) while a failed
   write was already tolerated. Opening a file that is no cache, or cannot be opened, still stops at once.
-- The output cap (`RAA_MAX_TOKENS`) is not part of the key: it does not change what the model samples,
-  only where a reply is cut off, and a cut reply is never stored: a structured one fails validation, and a
-  tool-round reply the server marks cut (finish_reason "length", such as a free-text inspect answer that
-  would pass every check) is returned but not cached (graph/tool_rounds.py). A stored output is
-  therefore one the model finished under any cap at least as large as its length; keying the cap would
-  only force identical outputs to be recomputed.
+- The output cap (`RAA_MAX_TOKENS`, an OpenAI-family model's `max_tokens`) is a stage parameter when set. A cut
+  reply is never stored (a structured one fails validation; a tool-round reply the server marks cut, finish_reason
+  "length", is returned but not cached: graph/tool_rounds.py), but the cap still decides the stored output: a
+  structured reply cut at 512 is re-asked for a shorter answer, which is stored, and an answer of 1000 tokens stored
+  under a cap of 4096 was served to a run at 512, which could never have received it. The price: a cache file
+  written with RAA_MAX_TOKENS set before the cap was keyed misses once per stage input (without it, the keys are
+  unchanged).
 - `StageCache` serialises its SQLite access with one `threading.Lock` (a connection opened with
   `check_same_thread=False`), which makes it safe from threads and from many asyncio tasks. The nodes
   use `aget` / `aput`: on SQLite they run in a worker thread of the "io" lane, because a file read or

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from numbers import Integral, Real
+from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from graph.config import ResolvedConfig, run_settings
@@ -269,22 +269,21 @@ class RunContext:
 
 def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     """The settings of who answers a run's calls, and of what it is shown, that shape its answers: the model's name
-    (the stage keys' `model_name`, an injected model's class name) and the model a ChatOpenAI asks for
-    (`Backbone.served_model`: two OpenAI models injected were one "ChatOpenAI"), the structured-output method, the
-    sampling temperature, the completion-token limit (`Backbone.max_tokens`: a run started at 512 and resumed at 4096
-    mixed answers cut at two limits), and the images' long side and JPEG quality.
+    (the backbone's `model_name`, an injected model's class name) and the model an OpenAI-family model asks for
+    (`graph.model_request.requested`: two OpenAI models injected were one "ChatOpenAI"), the structured-output method,
+    the sampling temperature (`Backbone.temperature`), the completion-token limit (a run started at 512 and resumed at
+    4096 mixed answers cut at two limits), and the images' long side and JPEG quality.
     Not the transport's (timeouts, retries, re-asks) nor the endpoint's address (the same model may be served from
     another host after a restart): with those changed the same judge answers, so a run may be resumed under them.
-    The temperature is recorded as a Python float, the token limit as a Python int: a NumPy scalar (a sweep over
-    `np.linspace`; a limit assigned to a ChatOpenAI after it was built, which pydantic does not check) is no value the
-    trace checkpointer writes, and the run's quality step raised."""
-    temperature, max_tokens = backbone.temperature, backbone.max_tokens
-    if isinstance(temperature, Real) and not isinstance(temperature, bool):
-        temperature = float(temperature)
-    if isinstance(max_tokens, Integral) and not isinstance(max_tokens, bool):
-        max_tokens = int(max_tokens)
-    return {"model": backbone.model_name, "served_model": backbone.served_model, "method": backbone.method,
-            "temperature": temperature, "max_tokens": max_tokens, "image_long_side": frames.long_side,
+    The temperature is recorded as a Python float, the token limit as a Python int (`graph.model_request.number`): a
+    NumPy scalar (a sweep over `np.linspace`; a limit assigned to a ChatOpenAI after it was built, which pydantic does
+    not check) is no value the trace checkpointer writes, and the run's quality step raised."""
+    from graph.model_request import number, requested
+
+    request = requested(backbone.model)
+    return {"model": backbone.model_name, "served_model": None if request is None else request.served_model,
+            "method": backbone.method, "temperature": number(backbone.temperature, Real, float),
+            "max_tokens": None if request is None else request.max_tokens, "image_long_side": frames.long_side,
             "jpeg_quality": frames.quality}
 
 

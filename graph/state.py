@@ -182,8 +182,8 @@ class AgentState(TypedDict, total=False):
     """Names of the agent's extra evidence tools (`tools.extra`; empty without), in order, which wire its extra node
     (and order their reports in reflect's prompt)."""
     backbone: dict[str, Any]
-    """The backbone settings that shape the run's answers (`graph.context.backbone_settings`: model, the model a
-    ChatOpenAI asks for, structured-output method, temperature, completion-token limit, the images' long side and
+    """The backbone settings that shape the run's answers (`graph.context.backbone_settings`: model, the model an
+    OpenAI-family model asks for, structured-output method, temperature, completion-token limit, the images' long side and
     JPEG quality); a resume under others is refused."""
     meta: dict[str, Any]
     """Video metadata: frames, fps, width, height (upright), duration, rotation (display quarter turns)."""

@@ -1,7 +1,7 @@
 """An injected chat model (`build_reward_agent(model=...)`) is named by its class in the backbone settings and the
 stage-cache keys ("ChatOpenAI"): two OpenAI models injected passed the resume guard as one judge, a run started with
-one answered on by the other. A run records the model a ChatOpenAI asks its endpoint for (`served_model`) for the
-guard only: the stage keys keep the class name, and a checkpoint recorded before it still resumes."""
+one answered on by the other. A run records the model an OpenAI-family model asks its endpoint for (`served_model`),
+which keys its stage outputs too, and a checkpoint recorded before it still resumes."""
 
 from __future__ import annotations
 
@@ -37,14 +37,17 @@ def _agent(saver, name: str):
                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
 
 
-def test_the_served_model_is_recorded_and_the_stage_keys_keep_the_class_name():
+def test_the_served_model_is_recorded_and_keys_the_stage_outputs():
     backbone = Backbone(_chat("gpt-a"))
     recorded = backbone_settings(backbone, FrameStore())
     assert recorded["model"] == "ChatOpenAI" and recorded["served_model"] == "gpt-a"
     messages = [HumanMessage(content="hello")]
+    # keyed by what it asks for (tests/test_stage_key_served_model.py): the model and address it names, and no
+    # temperature sent (the server's default)
     assert backbone.key_of("assess", messages, method="json_schema") == \
-        stage_key(model_name="ChatOpenAI", endpoint=None, method="json_schema", stage="assess", messages=messages)
-    assert backbone.key_of("assess", messages, method="json_schema") == \
+        stage_key(model_name="gpt-a", endpoint=URL, method="json_schema", stage="assess", messages=messages,
+                  params={"temperature": None})
+    assert backbone.key_of("assess", messages, method="json_schema") != \
         Backbone(_chat("gpt-b")).key_of("assess", messages, method="json_schema")
     assert backbone_settings(Backbone(ScriptedChatModel({})), FrameStore())["served_model"] is None
 
@@ -70,3 +73,19 @@ def test_a_run_recorded_before_its_served_model_still_resumes():
                 "jpeg_quality": 85}
     values = {**run_settings(cfg, backbone=backbone), "steps": [{"node": "assess"}]}
     assert resume_refusal("old", values, run_settings(cfg, backbone={**backbone, "served_model": "gpt-b"})) is None
+
+
+def test_other_openai_family_models_record_their_served_model_and_token_limit():
+    """AzureChatOpenAI and ChatDeepSeek subclass langchain-openai's BaseChatOpenAI, not ChatOpenAI: both were recorded
+    as None. Azure asks for its deployment (its `model` names the weights for tracing only)."""
+    from langchain_openai import AzureChatOpenAI
+    from langchain_openai.chat_models.base import BaseChatOpenAI
+
+    azure = AzureChatOpenAI(azure_deployment="dep-a", azure_endpoint="https://r.openai.azure.com",
+                            api_version="2024-10-21", api_key="k", max_completion_tokens=64)
+    recorded = backbone_settings(Backbone(azure), FrameStore())
+    assert (recorded["served_model"], recorded["max_tokens"]) == ("dep-a", 64)
+    deepseek_like = BaseChatOpenAI(model="deepseek-chat", api_key="k", base_url=URL, max_tokens=128)
+    recorded = backbone_settings(Backbone(deepseek_like), FrameStore())
+    assert (recorded["served_model"], recorded["max_tokens"]) == ("deepseek-chat", 128)
+

@@ -1,0 +1,88 @@
+"""What an OpenAI-family chat model asks its endpoint for: the served model, the address, and the request parameters
+that shape its answers (`requested`). The backbone keys its stage outputs by them (`stage_identity`, graph/cache.py)
+and a run records the served model and the completion limit for the resume guard (`graph.context.backbone_settings`).
+
+The family is langchain-openai's `BaseChatOpenAI`: `ChatOpenAI`, `AzureChatOpenAI`, and other providers' subclasses
+(langchain-deepseek's `ChatDeepSeek`). The fields live there, so reading them from `ChatOpenAI` alone recorded None for
+the others. Another chat model's request is not known here (None): its stage keys name it as the backbone does.
+
+Decisions where the issue was silent:
+- The served model is the `model_name` the request names; Azure's deployment when it has one (Azure routes a request
+  by its deployment, and its `model` is for tracing only). None when neither is set.
+- The address is the model's own base URL (`base_url`, Azure's `azure_endpoint`): where its requests go, which may not
+  be the settings' `RAA_BASE_URL` it was injected with. A model with none set (ChatOpenAI's default address, or a
+  subclass that keeps its address in a field of its own, as ChatDeepSeek's `api_base`) gives None, and the backbone's
+  endpoint is keyed, as before.
+- The parameters are those langchain-openai sends with every request (`BaseChatOpenAI._default_params`: sampling,
+  penalties, seed, stop sequences, `reasoning_effort`, `extra_body`, `model_kwargs`...), less the model, streaming
+  (how the reply is delivered, not what it says), the temperature and the completion limit, which are kept apart.
+  More than shapes an answer may be there (`store`, `service_tier`): such an entry only costs a miss, never a wrong
+  output. Timeouts, retries, headers and the API key are not request parameters and stay out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_openai import AzureChatOpenAI
+from langchain_openai.chat_models.base import BaseChatOpenAI
+
+_KEPT_APART = frozenset({"model", "stream", "temperature", "max_tokens", "max_completion_tokens"})
+
+
+@dataclass(frozen=True)
+class Requested:
+    """What an OpenAI-family chat model asks for (module docstring)."""
+
+    served_model: str | None
+    endpoint: str | None
+    temperature: float | None
+    """None: none sent, the server's default."""
+    max_tokens: int | None
+    """The completion-token limit; None: the server's."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The other request parameters it sends."""
+
+
+def requested(model: BaseChatModel) -> Requested | None:
+    """What `model` asks its endpoint for, when it is an OpenAI-family chat model; None for another."""
+    if not isinstance(model, BaseChatOpenAI):
+        return None
+    served, endpoint = model.model_name, model.openai_api_base
+    if isinstance(model, AzureChatOpenAI):
+        served, endpoint = model.deployment_name or served, model.azure_endpoint or endpoint
+    params = {k: v for k, v in model._default_params.items() if k not in _KEPT_APART}
+    return Requested(served, endpoint, number(model.temperature, Real, float), number(model.max_tokens, Integral, int),
+                     params)
+
+
+def number(value: Any, kind: type, as_type: type) -> Any:
+    """`value` as a plain `as_type` when it is a number of `kind` (not a bool): a NumPy scalar (a limit assigned to a
+    ChatOpenAI after it was built, which pydantic does not check) is no value the trace checkpointer writes, and keyed
+    as text it would be another key than the same limit's."""
+    return as_type(value) if isinstance(value, kind) and not isinstance(value, bool) else value
+
+
+def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | None, temperature: float | None,
+                   draw: int) -> tuple[str, str | None, dict[str, Any]]:
+    """(model name, endpoint, parameters) of the stage keys of a backbone that calls `model`, named `model_name` at
+    `endpoint` and sampling at `temperature`, at draw `draw`. The draw and a temperature are parameters when not 0, so
+    the keys at the defaults are those from before either was keyed. An OpenAI-family model is keyed by what it asks
+    for (`requested`): its served model, its own address (the backbone's when it has none), its own temperature (None,
+    the server's default, is no 0), its completion limit when set, and its other request parameters when any. The
+    agent built from settings asks for what the settings name, at their address and temperature, without other
+    parameters: its keys are those from before its request was read; another chat model's are too."""
+    extra: dict[str, Any] = {"draw": draw} if draw else {}
+    request = requested(model)
+    if request is None:
+        return model_name, endpoint, {**extra, **({"temperature": temperature} if temperature else {})}
+    if request.temperature != 0:
+        extra["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        extra["max_tokens"] = request.max_tokens
+    if request.params:
+        extra["request"] = request.params
+    return request.served_model or model_name, request.endpoint or endpoint, extra
