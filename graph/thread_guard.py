@@ -28,14 +28,16 @@ Decisions where the issue was silent:
   record naming "a": their names are compared, in order, as the extra node records their reports in the tools' order
   and reflect lists them so: a run started with tools [a, b] and resumed with [b, a] before its extra step showed
   reflect "b"'s report first under a record naming [a, b]).
-  The backbone settings (`graph.context.backbone_settings`: model name, the model a ChatOpenAI asks for, structured-
-  output method, temperature, the completion-token limit, the images' long side and JPEG quality) decide who answers
-  and what it is shown: a run started with model A and resumed by an agent of model B scored one reward from two
+  The backbone settings (`graph.context.backbone_settings`: model name, the model an OpenAI-family model asks for,
+  structured-output method, temperature, the completion-token limit, the images' long side and JPEG quality) decide
+  who answers and what it is shown: a run started with model A and resumed by an agent of model B scored one reward from two
   models' answers, and nothing said so (two OpenAI models injected shared the name "ChatOpenAI"); one started at
   max_tokens 512 and resumed at 4096 mixed answers cut at two limits. Timeouts, retries and the endpoint's address
   are the transport's and may differ.
   The switches, caps and backbone settings are compared one by one, and the refusal names each that differs
-  ("switch audit True (agent False)"), not the whole dicts.
+  ("switch audit True (agent False)"), not the whole dicts; the served model only where it says more than the model's
+  name (an injected model, named by its class): an agent built from settings asks for the model it is named by, and
+  one of another RAA_MODEL was refused naming both.
   The stages left ran under the other config's switches, caps and gate: a `full` run resumed by an `audit_no_gate`
   agent skipped the final check and scored a clip whose failure `full` establishes, and its result carried the other
   preset's label beside a trace of the first one's stages. A checkpoint with no recorded config (before the quality
@@ -148,8 +150,9 @@ def resume_refusal(thread_id: Any, values: dict[str, Any],
     diffs = [f"{k} {recorded[k]!r} (agent {settings[k]!r})" for k in checked if recorded[k] != settings[k]]
     # the switches, caps and backbone settings both versions know, each by name (one added since, or removed, says
     # nothing: a switch added since was no module of the run's version), and the draw
-    for kind, name in (("switches", "switch "), ("caps", ""), ("backbone", "")):
+    for kind, name in (("switches", "switch "), ("caps", "")):
         diffs += _named_diffs(values.get(kind), settings.get(kind) or {}, name)
+    diffs += _backbone_diffs(values.get("backbone"), settings.get("backbone") or {})
     # but a switch this version no longer has, on in the run, was a module the stages left cannot run
     diffs += [f"switch {k} {v!r} (agent has no such switch)" for k, v in _dict(values.get("switches")).items()
               if v and k not in (settings.get("switches") or {})]
@@ -171,6 +174,15 @@ def _named_diffs(recorded: Any, agent: dict[str, Any], prefix: str) -> list[str]
     """"{prefix}{name} {recorded} (agent {agent's})" for each setting of the `recorded` dict (None for a run that did
     not record it) that the `agent`'s settings hold with another value."""
     return [f"{prefix}{k} {v!r} (agent {agent[k]!r})" for k, v in _dict(recorded).items() if k in agent and v != agent[k]]
+
+
+def _backbone_diffs(recorded: Any, agent: dict[str, Any]) -> list[str]:
+    """`_named_diffs` of the backbone settings, without the served model where the run's and the agent's each name the
+    model they ask for (agents built from settings): its difference is the model's, said once."""
+    recorded = _dict(recorded)
+    if recorded.get("served_model") == recorded.get("model") and agent.get("served_model") == agent.get("model"):
+        recorded = {k: v for k, v in recorded.items() if k != "served_model"}
+    return _named_diffs(recorded, agent, "")
 
 
 def _dict(recorded: Any) -> dict[str, Any]:

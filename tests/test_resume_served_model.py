@@ -89,3 +89,21 @@ def test_other_openai_family_models_record_their_served_model_and_token_limit():
     recorded = backbone_settings(Backbone(deepseek_like), FrameStore())
     assert (recorded["served_model"], recorded["max_tokens"]) == ("deepseek-chat", 128)
 
+
+def test_a_settings_agent_of_another_model_is_refused_naming_the_model_once():
+    """The agent built from settings asks for the model it is named by: its served model says nothing more."""
+    cfg = AgentConfig(preset="full").resolved()
+    backbone = {"model": "qwen-a", "served_model": "qwen-a", "method": "json_schema", "temperature": 0.0,
+                "max_tokens": None, "image_long_side": 512, "jpeg_quality": 85}
+    values = {**run_settings(cfg, backbone=backbone), "steps": [{"node": "assess"}]}
+    refused = resume_refusal("t", values, run_settings(cfg, backbone={**backbone, "model": "qwen-b",
+                                                                      "served_model": "qwen-b"}))
+    assert refused is not None and "model 'qwen-a' (agent 'qwen-b')" in str(refused)
+    assert "served_model" not in str(refused)
+    # a name that does not say what is asked for (an injected model, or one injected with settings of another name)
+    for agent in ({**backbone, "served_model": "qwen-b"}, {**backbone, "model": "qwen-b"}):
+        refused = resume_refusal("t", values, run_settings(cfg, backbone=agent))
+        assert refused is not None and str(refused).count("qwen-b") == 1, str(refused)
+    refused = resume_refusal("t", values, run_settings(cfg, backbone={**backbone, "model": "m", "served_model": "x"}))
+    assert refused is not None and "model 'qwen-a' (agent 'm')" in str(refused)
+    assert "served_model 'qwen-a' (agent 'x')" in str(refused)
