@@ -197,8 +197,9 @@ class Backbone:
         """The stage-cache key of a call (`graph.cache_keys.stage_key`): who answers it and how it samples
         (`graph.model_request.stage_identity`: this backbone's model name, endpoint, draw and temperature, or what an
         OpenAI-family model asks for)."""
+        # the temperature given: stage_identity reads an OpenAI-family model's own (as `temperature` would, again)
         name, endpoint, extra = stage_identity(self.model, model_name=self.model_name, endpoint=self.endpoint,
-                                               temperature=self.temperature, draw=self.draw)
+                                               temperature=self._temperature, draw=self.draw)
         return stage_key(model_name=name, endpoint=endpoint, method=method, stage=stage, messages=messages,
                          params={**(params or {}), **extra} if extra else params, schema=schema, tools=tools)
 

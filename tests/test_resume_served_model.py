@@ -107,3 +107,12 @@ def test_a_settings_agent_of_another_model_is_refused_naming_the_model_once():
     refused = resume_refusal("t", values, run_settings(cfg, backbone={**backbone, "model": "m", "served_model": "x"}))
     assert refused is not None and "model 'qwen-a' (agent 'm')" in str(refused)
     assert "served_model 'qwen-a' (agent 'x')" in str(refused)
+
+
+def test_an_openai_family_model_records_the_temperature_it_samples_at():
+    """The backbone's temperature (RAA_TEMPERATURE, 0 by default) is not what an injected ChatOpenAI sends: its own
+    is (none: the server's default), and a run records that one."""
+    assert backbone_settings(Backbone(ChatOpenAI(model="m", api_key="k", base_url=URL, temperature=0.7)),
+                             FrameStore())["temperature"] == 0.7
+    assert backbone_settings(Backbone(_chat("gpt-a")), FrameStore())["temperature"] is None
+    assert backbone_settings(Backbone(ScriptedChatModel({}), temperature=0.3), FrameStore())["temperature"] == 0.3
