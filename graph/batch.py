@@ -13,6 +13,9 @@ Decisions where the issue was silent:
   manifest can share one output file (each row says its `draw`). A torn last line (crash mid-write) is
   cut off before the next append (`tools.jsonl.mend_tail`) and its item re-run; left in place, its item
   was missing from `raa eval compare` / `draws` (which skip and name damaged lines).
+- A row keyed by a clip path that has moved since (its folder moved, a symlink left at the old name: its recorded
+  "path" leads to the item's clip now, with the item's instruction, preset and draw) is re-keyed to the item's key,
+  not scored again (`graph.batch_moved`); it scored every clip again and kept the old rows beside the new ones.
 - `--retry-ineligible` first removes the rows of this run's items whose ineligibility another run could
   fix, and every run removes the rows of bad manifest lines before writing them again: which rows go is
   `graph.batch_resume`'s.

@@ -79,6 +79,7 @@ def score_batch_command(
         write_bad_lines,
         write_repeats,
     )
+    from graph.batch_moved import moved_lines, moved_rows, moved_warning
     from graph.batch_procs import BatchError, run_batch_processes
     from graph.batch_repeat_rows import keeping, others_copies, stale_repeats
     from graph.batch_resume import (
@@ -155,6 +156,8 @@ def score_batch_command(
             output = read_output(out)
         if problem := other_scorer(output, scorer_of(settings)):  # before --retry-ineligible rewrites the file
             _fail(problem)
+        moved = moved_rows(output, items, preset, draw)  # rows of clips moved, a link left: re-keyed (in memory)
+        output = moved.output
         goes = stale_repeats(output, manifest, items, stale_rows(manifest, items, preset, draw,
                                                                  retry_ineligible=retry_ineligible,
                                                                  scorer=scorer_of(settings)))
@@ -167,8 +170,11 @@ def score_batch_command(
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {to_score} to score"
                    + (f", {copies} to take an earlier line's result" if copies else "")
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
-        if warning := edited_rows(output, items, preset, draw, goes):
-            typer.echo(f"warning: {warning}", err=True)
+        left = {row["key"] for row in moved.left}  # named by moved_warning, not again as edited
+        for warning in (edited_rows(output, items, preset, draw, lambda row: goes(row) or row.get("key") in left),
+                        moved_warning(moved, out)):
+            if warning:
+                typer.echo(f"warning: {warning}", err=True)
         said = say_fixable(output)  # the rows a plain resume skips, or the flag leaves
         # the preset's tool models, loaded in the process that scores (worker processes load their own), only
         # when a clip is to be scored, and before any row goes: a tool that cannot load leaves the output alone
@@ -180,12 +186,12 @@ def score_batch_command(
         stage.preparing = True  # from here a Ctrl-C may find the torn last line cut or the rows that go removed
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
-            retried = drop_rows(output, keeping(goes, others), current_fields(items))  # the rows of `output`: a torn
+            retried = drop_rows(output, keeping(goes, others), current_fields(items), rewrite=moved.rekeyed > 0)  # the rows of `output`: a torn
             # last line the writer cut goes here too; the rows kept take their manifest line's fields as it is now;
             # other manifests' copies of a row scored again stay until their new copies replace them (drop_replaced)
         except OutputWriteError as exc:
             _fail(str(exc), exc)
-        for line in updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
+        for line in moved_lines(moved, out) + updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
             typer.echo(line, err=True)
         if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
             typer.echo(f"{bad} bad manifest line(s): their rows written again", err=True)

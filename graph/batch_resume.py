@@ -168,13 +168,14 @@ def _clip_of(row: dict[str, Any]) -> Any:
 
 
 def drop_rows(output: Output, goes: Callable[[Any], str | None],
-              fresh: Callable[[Any], dict[str, Any] | None] = lambda row: None) -> dict[str, int]:
+              fresh: Callable[[Any], dict[str, Any] | None] = lambda row: None, *, rewrite: bool = False) -> dict[str, int]:
     """Rewrite the output file as `output` read it (under the batch's lock, so as it still is) without the rows
     that `goes` (`stale_rows`) and with the rows that stay as `fresh` makes them (`current_fields`: None keeps a
     row as it is); returns how many went to be scored again ("retry": ineligible, "changed": a quality zero of a
     clip changed since) and how many stayed with new fields ("updated"). Lines that are not JSON (torn writes) go
     too. The file is replaced in one rename (an interruption leaves the old file or the new one), and only when a
-    line goes or changes (as `tools.jsonl.keep_rows`, without reading the file again). OutputWriteError when it
+    line goes or changes (as `tools.jsonl.keep_rows`, without reading the file again), or when `rewrite` (`output`
+    holds rows re-keyed in memory, `graph.batch_moved.moved_rows`). OutputWriteError when it
     cannot be written (the file is left as it was)."""
     retried = {"retry": 0, "changed": 0, "updated": 0}
     kept = []
@@ -187,7 +188,7 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None],
                 retried["updated"] += 1
                 line = strict_dumps(new)
             kept.append(line)
-    if len(kept) < len(output.lines) or retried["updated"]:
+    if len(kept) < len(output.lines) or retried["updated"] or rewrite:
         try:
             write_text_atomic(output.path, "".join(line + "\n" for line in kept))
         except OSError as exc:  # the rename did not happen: the old file stands

@@ -1,0 +1,111 @@
+"""Rows of a `raa score-batch` output whose clip was moved since, a symlink left at its old name (`graph.batch`
+describes rows and keys; `graph.batch_resume` the other rows a resume touches).
+
+A row's key is of its clip's resolved path (`graph.batch_manifest.item_key`), so moving the clips' folder and leaving
+a symlink at its old name changed every key: the resume found none of its rows, scored every clip again and kept the
+old rows beside the new ones (4 rows became 8), and the only warning (`graph.batch_resume.edited_rows`) named the rows
+with other manifest fields, again at every run.
+
+Decisions:
+- A row counts as the row of an item of this run (`moved_rows`: re-keyed to the item's key, nothing scored again) when
+  its recorded "path" leads to the file the item's path resolves to now (`graph.batch_manifest.path_identities`) and
+  its "instruction", "preset" and "draw" are the item's (draw 0: also a row without one). Its result stands, whatever
+  it is (`--retry-ineligible` then judges it as any row of the item). Never a row of another clip, instruction, preset
+  or draw, nor a bad manifest line's row or a row of a line repeating another ("repeat_of": those follow their
+  line's row, `graph.batch_repeat_rows`; a copy of a row re-keyed has its "repeat_of" re-keyed with it). The output is
+  rewritten with the new keys by `graph.batch_resume.drop_rows`, so the next run finds them as they are.
+- A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
+  the batch scores (`moved_warning`): the item already has a row under its key (a duplicate left by a run before
+  moved rows were recognised: which of the two results to keep only the researcher knows), or another row of older
+  key took the item (of two old names, the row found last is taken, as the last row of a key counts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from graph.batch_manifest import is_bad_line_row, path_identities
+from graph.batch_output import Output
+from tools.jsonl import strict_dumps
+
+
+@dataclass
+class Moved:
+    """What `moved_rows` found: the output with the rows taken re-keyed (in `values` and `lines`), how many rows were
+    re-keyed, and the rows that match an item but were not taken (`moved_warning`)."""
+
+    output: Output
+    rekeyed: int = 0
+    left: list[dict[str, Any]] = field(default_factory=list)
+
+
+def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: int) -> Moved:
+    """The rows of `output` that are rows of `items` (at `preset` and `draw`) under the key of a clip path that has
+    moved since (module docstring), re-keyed to their item's key in a copy of `output` (the file is not touched)."""
+    wanted = {(it["resolved"], it["instruction"]): it["key"] for it in items
+              if it["error"] is None and it.get("repeat_of") is None}
+    keys = {it["key"] for it in items}
+    held = {row["key"] for row in output.values if isinstance(row, dict) and isinstance(row.get("key"), str)}
+    identity = path_identities()
+    found: dict[str, list[str]] = {}  # per item key: the old keys of the rows that match it, in file order
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    for row in output.values:
+        if not _candidate(row, keys, preset, draw):
+            continue
+        key = wanted.get((identity(row["path"]), row["instruction"]))
+        if key is not None:
+            found.setdefault(key, []).append(row["key"])
+            rows_of.setdefault(row["key"], []).append(row)
+    new_key: dict[str, str] = {}
+    left: list[dict[str, Any]] = []
+    for key, olds in found.items():
+        taken = None if key in held else olds[-1]
+        if taken is not None:
+            new_key[taken] = key
+        left += [row for old in dict.fromkeys(olds) if old != taken for row in rows_of[old]]
+    if not new_key:
+        return Moved(output, 0, left)
+    values, lines, rekeyed = list(output.values), list(output.lines), 0
+    for i, row in enumerate(values):
+        if not isinstance(row, dict):
+            continue
+        if row.get("key") in new_key and row.get("repeat_of") is None:
+            values[i] = {**row, "key": new_key[row["key"]]}
+            rekeyed += 1
+        elif row.get("repeat_of") in new_key:
+            values[i] = {**row, "repeat_of": new_key[row["repeat_of"]]}
+        else:
+            continue
+        lines[i] = strict_dumps(values[i])
+    return Moved(replace(output, values=values, lines=lines), rekeyed, left)
+
+
+def _candidate(row: Any, keys: set[str], preset: str, draw: int) -> bool:
+    """Whether `row` may be a moved row of an item of this run: a clip's own row (not a bad line's, nor a repeat's)
+    of `preset` and `draw` under a key no item has."""
+    recorded = row.get("draw", 0) if isinstance(row, dict) else None
+    return (isinstance(row, dict) and isinstance(row.get("key"), str) and row["key"] not in keys
+            and row.get("repeat_of") is None and row.get("preset") == preset
+            and type(recorded) is int and recorded == draw
+            and isinstance(row.get("path"), str) and isinstance(row.get("instruction"), str)
+            and not is_bad_line_row(row))
+
+
+def moved_warning(moved: Moved, out: Any) -> str | None:
+    """The one warning naming the rows `moved_rows` matched to an item but did not take; None when there are none."""
+    if not moved.left:
+        return None
+    first = moved.left[0]
+    return (f"{len(moved.left)} row(s) already in {out} name a clip of this manifest by a path that leads to it now "
+            f"(a folder moved, a link left at its old name?), with a line's instruction, preset and draw, beside that "
+            f"line's own row (first: line {first.get('line')}, {first.get('path')!r}): the same clip scored twice, "
+            "neither scored again nor removed; delete the one you do not want (`raa eval compare` finds such a clip "
+            "twice)")
+
+
+def moved_lines(moved: Moved, out: Any) -> list[str]:
+    """What a resume says of the rows `moved_rows` re-keyed."""
+    return ([f"{moved.rekeyed} row(s) already in {out} name their clip by a path that now leads to it elsewhere (a "
+             "folder moved, a link left at its old name): taken as its rows, not scored again"]
+            if moved.rekeyed else [])
