@@ -14,6 +14,10 @@ Decisions:
   or draw, nor a bad manifest line's row or a row of a line repeating another ("repeat_of": those follow their
   line's row, `graph.batch_repeat_rows`; a copy of a row re-keyed has its "repeat_of" re-keyed with it). The output is
   rewritten with the new keys by `graph.batch_resume.drop_rows`, so the next run finds them as they are.
+- A manifest moved with the clips (in their folder) and run by its old name: its bad lines' rows, keyed by the
+  manifest's resolved path, are known by its old one too (`graph.batch_manifest.bad_line_keys`: the name as given),
+  so they are written again, not kept beside the new ones; its repeat rows are known by the manifest they record
+  (`graph.batch_repeat_rows.recorded_manifest`).
 - A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
   the batch scores (`moved_warning`): the item already has a row under its key (a duplicate left by a run before
   moved rows were recognised: which of the two results to keep only the researcher knows), or another row of older

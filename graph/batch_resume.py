@@ -51,11 +51,11 @@ from typing import Any
 from graph.batch import (
     NOT_JSON,
     Output,
-    bad_line_key,
     clip_stamp,
     is_bad_line_row,
     scored_by_other,
 )
+from graph.batch_manifest import bad_line_keys
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
@@ -85,11 +85,11 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
         return found[path]
 
     now: dict[str, dict[str, int] | None] = {}
-    bad_keys: dict[str, str] = {}  # per line number: its bad line's key, worked out once (a resolve and a digest)
+    bad_keys: dict[str, set[str]] = {}  # per line number: its bad line's keys, worked out once (a resolve, digests)
 
-    def bad_key(line: int) -> str:
+    def bad_key(line: int) -> set[str]:
         if (shown := repr(line)) not in bad_keys:  # as written: a hand-edited `true` is not line 1
-            bad_keys[shown] = bad_line_key(manifest, line, preset, draw)
+            bad_keys[shown] = bad_line_keys(manifest, line, preset, draw)
         return bad_keys[shown]
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
@@ -102,7 +102,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     def goes(row: Any) -> str | None:
         if not isinstance(row, dict):
             return None
-        if is_bad_line_row(row) and row.get("key") == bad_key(row["line"]):
+        if is_bad_line_row(row) and row.get("key") in bad_key(row["line"]):
             return "bad line"
         result, path = row.get("result"), retry.get(row.get("key"))  # the name the rerun reads the clip by
         if (path is not None and isinstance(result, dict)

@@ -143,3 +143,22 @@ def test_of_two_old_rows_of_one_clip_the_last_is_taken_and_the_other_named(tmp_p
     assert moved.rekeyed == 0 and not moved.left and moved.output.values == others
     true_draw = moved_rows(_output(tmp_path, [row("old1", draw=True)]), [{**item, "key": "k1"}], "full", 1)
     assert true_draw.rekeyed == 0  # a hand-edited `true` is no draw 1
+
+
+def test_a_manifest_moved_with_its_clips_keeps_one_row_per_line_bad_lines_too(monkeypatch, tmp_path):
+    """The manifest in the moved folder too, run by its old name: its bad line's row (keyed by the manifest's
+    resolved path) is replaced, not kept beside a new one."""
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "clips").mkdir()
+    square_clips(tmp_path / "clips", 2)
+    manifest = tmp_path / "clips" / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(2))
+                        + "{not json\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    assert len(_rows(out)) == 3
+    _move(tmp_path)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "0 to score" in res.output and "warning" not in res.output, res.output
+    assert len(_rows(out)) == 3
