@@ -228,9 +228,13 @@ def score_batch_command(
             _stopped(writer, out, writer.failed, interrupted=True)
         finally:  # however the batch ended: the copies written again replace the old ones (one row per key)
             ended, cut_short = _drop_replaced(output, others)  # read once at the end (None: not, or unreadable)
-        if _closing_lines_cut(writer, out):  # every row is written: said in place of the lines a Ctrl-C cut
+        try:
+            cut = _closing_lines_cut(writer, out)
+        except KeyboardInterrupt:  # as they ended, before the check below: as one in them (a traceback, nothing said)
+            cut = True
+        if cut:  # every row is written: said in place of the lines a Ctrl-C cut
             typer.echo(f"interrupted as the batch ended: every row of this run is in {out} (the closing lines above "
-                       "are cut short)", err=True)
+                       "may be cut short)", err=True)
             raise typer.Exit(130)
         if cut_short:  # a Ctrl-C as the old copies went (said by _drop_replaced), after the closing lines
             raise typer.Exit(130)
@@ -289,8 +293,10 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool
     warning line (the old copies stay beside the new ones, the last of each key counting, until the next run of either
     manifest removes them), and so is a Ctrl-C there (the file is rewritten in one rename: no row lost; whether the
     rename happened is told by the file's stamp); then the caller says the closing lines and exits 130 (it ended with a
-    traceback, the rows written and their cost unsaid)."""
+    traceback, the rows written and their cost unsaid). A Ctrl-C again while that is said is held until it is, then taken
+    as the first (`graph.batch_output.ctrl_c_held`; it escaped as a bare KeyboardInterrupt)."""
     from graph.batch import file_stamp, read_output
+    from graph.batch_output import ctrl_c_held
     from graph.batch_repeat_rows import drop_replaced
 
     if not others:
@@ -304,16 +310,17 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool
                    f"({type(exc).__name__}: {exc}): the next run removes them", err=True)
         return now, False
     except KeyboardInterrupt:  # the file as `now` read it, or the rewrite renamed over it (no other writer: locked)
-        try:
-            removed: bool | None = now is not None and file_stamp(now.path) != now.stamp
-        except OSError:  # cannot be told
-            removed = None
-        held = ("they were removed (one row per key)" if removed else
-                "they stay beside the new ones (the last of each key counts); the next run removes them"
-                if removed is False else "they were removed, or stay beside the new ones (the last of each key "
-                "counts) until the next run removes them")
-        typer.echo(f"interrupted while removing from {output.path} the old rows of other manifests replaced by new "
-                   f"copies: {held}", err=True)
+        with contextlib.suppress(KeyboardInterrupt), ctrl_c_held():  # a Ctrl-C again: held till said, taken as this
+            try:
+                removed: bool | None = now is not None and file_stamp(now.path) != now.stamp
+            except OSError:  # cannot be told
+                removed = None
+            held = ("they were removed (one row per key)" if removed else
+                    "they stay beside the new ones (the last of each key counts); the next run removes them"
+                    if removed is False else "they were removed, or stay beside the new ones (the last of each key "
+                    "counts) until the next run removes them")
+            typer.echo(f"interrupted while removing from {output.path} the old rows of other manifests replaced by "
+                       f"new copies: {held}", err=True)
         return None, True
 
 

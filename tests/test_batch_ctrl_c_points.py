@@ -227,3 +227,64 @@ def test_two_ctrl_cs_while_a_row_is_held_in_an_in_process_batch_stop_it_as_befor
         asyncio.run(main())
     assert taken == [0], taken
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_second_ctrl_c_as_an_interrupted_removal_of_old_copies_is_told_ends_as_the_first(monkeypatch, tmp_path,
+                                                                                           ctrl_c_raises):
+    """A Ctrl-C as other manifests' old copies went, and another while `_drop_replaced` told whether the rewrite
+    happened (its `file_stamp`): the second escaped as a bare KeyboardInterrupt, the closing lines unsaid. Now it is
+    held until that line is said, then taken as the first: closing lines, exit 130."""
+    from graph import batch, batch_repeat_rows
+    from tests.cli_agent_helpers import _scripted
+    from tests.test_batch_manifest_lines import _rows
+    from tests.test_batch_repeat_rows_shared import first_row_deleted
+
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    out, a, b = first_row_deleted(tmp_path)
+    real_stamp, first = batch.file_stamp, []
+
+    def ctrl_c(path, text):  # noqa: ANN001, ANN202
+        first.append(path)
+        raise KeyboardInterrupt
+
+    def stamp_pressed_again(path):  # noqa: ANN001, ANN202 - the stamp the interrupt branch takes: pressed again
+        if first:
+            signal.raise_signal(signal.SIGINT)
+        return real_stamp(path)
+
+    monkeypatch.setattr(batch_repeat_rows, "write_text_atomic", ctrl_c)
+    monkeypatch.setattr(batch, "file_stamp", stamp_pressed_again)
+    from graph.cli import app
+    from tests.cli_agent_helpers import runner
+
+    res = runner.invoke(app, ["score-batch", str(a), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 130 and not isinstance(res.exception, KeyboardInterrupt), res.output
+    said = " ".join(res.stderr.split())
+    assert "interrupted while removing" in said and said.index("scored=") > said.index("interrupted while"), said
+    assert sorted(r["manifest"]["id"] for r in _rows(out)) == ["a1", "a2", "b2", "b2"], _rows(out)  # none lost
+
+
+def test_a_ctrl_c_as_the_closing_lines_end_says_every_row_is_written(monkeypatch, tmp_path, ctrl_c_raises):
+    """A Ctrl-C once the closing lines were said, before the check after them: a bare KeyboardInterrupt. Now said as
+    one in them: every row is in the output, exit 130."""
+    from graph import batch_command
+    from graph.cli import app
+    from tests.cli_agent_helpers import _scripted, runner
+    from tests.graph_scripts import square_batch
+
+    _scripted(monkeypatch, tmp_path)
+    manifest, out = square_batch(tmp_path, 2, name="m.jsonl"), tmp_path / "o.jsonl"
+    real = batch_command._closing_lines_cut
+
+    def then_ctrl_c(writer, path):  # noqa: ANN001, ANN202
+        cut = real(writer, path)
+        signal.raise_signal(signal.SIGINT)
+        return cut
+
+    monkeypatch.setattr(batch_command, "_closing_lines_cut", then_ctrl_c)
+    res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 130 and not isinstance(res.exception, KeyboardInterrupt), res.output
+    said = " ".join(res.stderr.split())
+    assert "scored=2" in said and f"interrupted as the batch ended: every row of this run is in {out}" in said, said
+    assert len(out.read_text().splitlines()) == 2
