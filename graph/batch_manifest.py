@@ -99,13 +99,11 @@ def bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str
     return item_key(f"<{manifest.resolve()} line {number}>", "", preset, draw)
 
 
-def bad_line_keys(manifest: Path, number: int, preset: str, draw: int = 0) -> set[str]:
-    """The keys a row of bad manifest line `number` may hold: `bad_line_key`, and the key of the manifest's name as
-    given (absolute, symlinks not followed): the name it resolved to when a run before its folder was moved, a symlink
-    left at the old name (`graph.batch_moved`), wrote the row; not recognised, that row stayed beside the new one."""
-    given = Path(os.path.abspath(manifest))
-    return {bad_line_key(manifest, number, preset, draw),
-            item_key(f"<{given} line {number}>", "", preset, draw)}
+def given_bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str:
+    """`bad_line_key` of the manifest's name as given (absolute, symlinks not followed), not resolved: the name it
+    resolved to when a run before its folder was moved, a symlink left at the old name (`graph.batch_moved`), wrote
+    the row; not recognised as this manifest's (`graph.batch_resume.stale_rows`), that row stayed beside the new one."""
+    return item_key(f"<{os.path.abspath(manifest)} line {number}>", "", preset, draw)
 
 
 def _lines(manifest: Path) -> list[tuple[int, bytes]]:

@@ -51,11 +51,12 @@ from typing import Any
 from graph.batch import (
     NOT_JSON,
     Output,
+    bad_line_key,
     clip_stamp,
     is_bad_line_row,
     scored_by_other,
 )
-from graph.batch_manifest import bad_line_keys
+from graph.batch_manifest import given_bad_line_key
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
@@ -89,7 +90,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
 
     def bad_key(line: int) -> set[str]:
         if (shown := repr(line)) not in bad_keys:  # as written: a hand-edited `true` is not line 1
-            bad_keys[shown] = bad_line_keys(manifest, line, preset, draw)
+            bad_keys[shown] = {bad_line_key(manifest, line, preset, draw),  # and of the name it was run by: a
+                               given_bad_line_key(manifest, line, preset, draw)}  # manifest moved, a link left
         return bad_keys[shown]
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
