@@ -170,7 +170,7 @@ def score_batch_command(
         typer.echo(f"{n} item{'' if n == 1 else 's'}, {len(items) - len(todo)} already in {out}, {to_score} to score"
                    + (f", {copies} to take an earlier line's result" if copies else "")
                    + (f", {bad} bad manifest line(s)" if bad else ""), err=True)
-        left = {row["key"] for row in moved.left}  # named by moved_warning, not again as edited
+        left = {row["key"] for row in moved.left + moved.changed}  # named by moved_warning, not again as edited
         for warning in (edited_rows(output, items, preset, draw, lambda row: goes(row) or row.get("key") in left),
                         moved_warning(moved, out)):
             if warning:

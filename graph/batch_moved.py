@@ -15,13 +15,17 @@ Decisions:
   line's row, `graph.batch_repeat_rows`; a copy of a row re-keyed has its "repeat_of" re-keyed with it). The output is
   rewritten with the new keys by `graph.batch_resume.drop_rows`, so the next run finds them as they are.
 - A manifest moved with the clips (in their folder) and run by its old name: its bad lines' rows, keyed by the
-  manifest's resolved path, are known by its old one too (`graph.batch_manifest.bad_line_keys`: the name as given),
+  manifest's resolved path, are known by its old one too (`graph.batch_manifest.given_bad_line_key`: the name as given),
   so they are written again, not kept beside the new ones; its repeat rows are known by the manifest they record
   (`graph.batch_repeat_rows.recorded_manifest`).
+- And only a row of that very file: the clip's size and modification time now are the ones its run recorded ("clip",
+  `graph.batch.clip_stamp`: a folder moved keeps them; a link left to another folder holding other clips under the
+  same names does not), or the row records none and holds no reward (ineligible: nothing of the clip is taken).
 - A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
   the batch scores (`moved_warning`): the item already has a row under its key (a duplicate left by a run before
-  moved rows were recognised: which of the two results to keep only the researcher knows), or another row of older
-  key took the item (of two old names, the row found last is taken, as the last row of a key counts).
+  moved rows were recognised: which of the two results to keep only the researcher knows), another row of older
+  key took the item (of two old names, the row found last is taken, as the last row of a key counts), or its clip's
+  recorded stamp is not the clip's now (its clip is scored again).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from graph.batch import clip_stamp
 from graph.batch_manifest import is_bad_line_row, path_identities
 from graph.batch_output import Output
 from tools.jsonl import strict_dumps
@@ -37,28 +42,39 @@ from tools.jsonl import strict_dumps
 @dataclass
 class Moved:
     """What `moved_rows` found: the output with the rows taken re-keyed (in `values` and `lines`), how many rows were
-    re-keyed, and the rows that match an item but were not taken (`moved_warning`)."""
+    re-keyed, and the rows that match an item but were not taken (`moved_warning`): `left` beside the item's row or
+    another taken for it, `changed` of a clip unlike the one their run recorded."""
 
     output: Output
     rekeyed: int = 0
     left: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[dict[str, Any]] = field(default_factory=list)
 
 
 def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: int) -> Moved:
     """The rows of `output` that are rows of `items` (at `preset` and `draw`) under the key of a clip path that has
     moved since (module docstring), re-keyed to their item's key in a copy of `output` (the file is not touched)."""
-    wanted = {(it["resolved"], it["instruction"]): it["key"] for it in items
-              if it["error"] is None and it.get("repeat_of") is None}
+    sources = [it for it in items if it["error"] is None and it.get("repeat_of") is None]
+    wanted = {(it["resolved"], it["instruction"]): it["key"] for it in sources}
+    paths = {it["key"]: it["path"] for it in sources}
+    stamps: dict[str, dict[str, int] | None] = {}  # per item key: its clip's `clip_stamp` now, looked up once
     keys = {it["key"] for it in items}
     held = {row["key"] for row in output.values if isinstance(row, dict) and isinstance(row.get("key"), str)}
     identity = path_identities()
     found: dict[str, list[str]] = {}  # per item key: the old keys of the rows that match it, in file order
     rows_of: dict[str, list[dict[str, Any]]] = {}
+    changed: list[dict[str, Any]] = []
     for row in output.values:
         if not _candidate(row, keys, preset, draw):
             continue
         key = wanted.get((identity(row["path"]), row["instruction"]))
-        if key is not None:
+        if key is None:
+            continue
+        if key not in stamps:
+            stamps[key] = clip_stamp(paths[key])
+        if not _same_clip(row, stamps[key]):
+            changed.append(row)
+        else:
             found.setdefault(key, []).append(row["key"])
             rows_of.setdefault(row["key"], []).append(row)
     new_key: dict[str, str] = {}
@@ -69,7 +85,7 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
             new_key[taken] = key
         left += [row for old in dict.fromkeys(olds) if old != taken for row in rows_of[old]]
     if not new_key:
-        return Moved(output, 0, left)
+        return Moved(output, 0, left, changed)
     values, lines, rekeyed = list(output.values), list(output.lines), 0
     for i, row in enumerate(values):
         if not isinstance(row, dict):
@@ -82,7 +98,18 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
         else:
             continue
         lines[i] = strict_dumps(values[i])
-    return Moved(replace(output, values=values, lines=lines), rekeyed, left)
+    return Moved(replace(output, values=values, lines=lines), rekeyed, left, changed)
+
+
+def _same_clip(row: dict[str, Any], now: dict[str, int] | None) -> bool:
+    """Whether a moved row may be taken for the clip its path leads to now (of stamp `now`, `graph.batch.clip_stamp`):
+    the size and modification time its run recorded ("clip") are the clip's (a folder moved keeps them; a link left
+    to another folder of clips under the same names does not), or it records none and holds no reward (an ineligible
+    row: nothing of the clip is taken)."""
+    recorded, result = row.get("clip"), row.get("result")
+    if isinstance(recorded, dict):
+        return now is not None and recorded == now
+    return isinstance(result, dict) and result.get("status") == "ineligible"
 
 
 def _candidate(row: Any, keys: set[str], preset: str, draw: int) -> bool:
@@ -98,14 +125,22 @@ def _candidate(row: Any, keys: set[str], preset: str, draw: int) -> bool:
 
 def moved_warning(moved: Moved, out: Any) -> str | None:
     """The one warning naming the rows `moved_rows` matched to an item but did not take; None when there are none."""
-    if not moved.left:
+    parts = []
+    if moved.left:
+        first = moved.left[0]
+        parts.append(f"{len(moved.left)} row(s) beside the line's own row, or another taken for it (first: line "
+                     f"{first.get('line')}, {first.get('path')!r}): the same clip scored twice; delete the one you do "
+                     "not want (`raa eval compare` finds such a clip twice)")
+    if moved.changed:
+        first = moved.changed[0]
+        parts.append(f"{len(moved.changed)} row(s) whose run recorded another size or modification time of the clip, "
+                     f"or none (first: line {first.get('line')}, {first.get('path')!r}): maybe another file under that "
+                     "name, so the clip is scored again; delete such a row once you know it is stale")
+    if not parts:
         return None
-    first = moved.left[0]
-    return (f"{len(moved.left)} row(s) already in {out} name a clip of this manifest by a path that leads to it now "
-            f"(a folder moved, a link left at its old name?), with a line's instruction, preset and draw, beside that "
-            f"line's own row (first: line {first.get('line')}, {first.get('path')!r}): the same clip scored twice, "
-            "neither scored again nor removed; delete the one you do not want (`raa eval compare` finds such a clip "
-            "twice)")
+    return (f"rows already in {out} name a clip of this manifest by a path that leads to it now (a folder moved, a "
+            "link left at its old name?), with a line's instruction, preset and draw, but are not taken as its row "
+            "(neither removed): " + "; ".join(parts))
 
 
 def moved_lines(moved: Moved, out: Any) -> list[str]:

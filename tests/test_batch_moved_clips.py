@@ -117,7 +117,7 @@ def _output(tmp_path, rows: list[dict]):
 
 
 def test_of_two_old_rows_of_one_clip_the_last_is_taken_and_the_other_named(tmp_path):
-    from graph.batch import item_key
+    from graph.batch import clip_stamp, item_key
     from graph.batch_moved import moved_rows, moved_warning
 
     (tmp_path / "new").mkdir()
@@ -125,12 +125,14 @@ def test_of_two_old_rows_of_one_clip_the_last_is_taken_and_the_other_named(tmp_p
     clip.write_bytes(b"x")
     for old in ("old1", "old2"):
         (tmp_path / old).symlink_to(tmp_path / "new", target_is_directory=True)
-    item = {"key": item_key(str(clip), TASK, "full"), "resolved": str(clip), "instruction": TASK, "error": None}
+    item = {"key": item_key(str(clip), TASK, "full"), "path": str(clip), "resolved": str(clip), "instruction": TASK,
+            "error": None}
 
     def row(folder: str, **over) -> dict:
         path = str(tmp_path / folder / "a.mp4")
         return {"key": item_key(path, TASK, "full"), "path": path, "instruction": TASK, "preset": "full",
-                "draw": 0, "result": {"status": "scored", "reward": float(len(folder))}, **over}
+                "draw": 0, "clip": clip_stamp(str(clip)), "result": {"status": "scored", "reward": float(len(folder))},
+                **over}
 
     rows = [row("old1"), row("old2")]
     moved = moved_rows(_output(tmp_path, rows), [item], "full", 0)
@@ -143,6 +145,12 @@ def test_of_two_old_rows_of_one_clip_the_last_is_taken_and_the_other_named(tmp_p
     assert moved.rekeyed == 0 and not moved.left and moved.output.values == others
     true_draw = moved_rows(_output(tmp_path, [row("old1", draw=True)]), [{**item, "key": "k1"}], "full", 1)
     assert true_draw.rekeyed == 0  # a hand-edited `true` is no draw 1
+    stamp = clip_stamp(str(clip)) or {}
+    unlike = [row("old1", clip={**stamp, "size": stamp["size"] + 1}), row("old2", clip=None)]  # another file; none
+    moved = moved_rows(_output(tmp_path, unlike), [item], "full", 0)
+    assert moved.rekeyed == 0 and moved.changed == unlike and "2 row(s) whose run" in (moved_warning(moved, "o") or "")
+    unstamped = row("old1", clip=None, result={"status": "ineligible", "reward": None})  # nothing of the clip taken
+    assert moved_rows(_output(tmp_path, [unstamped]), [item], "full", 0).rekeyed == 1
 
 
 def test_a_manifest_moved_with_its_clips_keeps_one_row_per_line_bad_lines_too(monkeypatch, tmp_path):
@@ -162,3 +170,21 @@ def test_a_manifest_moved_with_its_clips_keeps_one_row_per_line_bad_lines_too(mo
     res = runner.invoke(app, args)
     assert res.exit_code == 0 and "0 to score" in res.output and "warning" not in res.output, res.output
     assert len(_rows(out)) == 3
+
+
+def test_a_link_left_to_other_clips_under_the_same_names_takes_no_row(monkeypatch, tmp_path):
+    """The old folder's name made a link to another folder whose clips have the same names but are other files: their
+    rows are not taken (the size or modification time their runs recorded is not the clip's), each clip is scored
+    again, and the old rows are named once."""
+    manifest, out, args = _setup(monkeypatch, tmp_path, 2)
+    assert runner.invoke(app, args).exit_code == 0
+    (tmp_path / "clips").rename(tmp_path / "v1")
+    (tmp_path / "v2").mkdir()
+    square_clips(tmp_path / "v2", 3)
+    (tmp_path / "v2" / "c0.mp4").replace(tmp_path / "v2" / "c1.mp4")  # another video under c1's name
+    (tmp_path / "v2" / "c2.mp4").replace(tmp_path / "v2" / "c0.mp4")
+    (tmp_path / "clips").symlink_to(tmp_path / "v2", target_is_directory=True)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 to score" in res.output, res.output
+    assert res.output.count("warning") == 1 and "2 row(s) whose run" in res.output, res.output
+    assert len(_rows(out)) == 4
