@@ -186,12 +186,14 @@ def score_batch_command(
         stage.preparing = True  # from here a Ctrl-C may find the torn last line cut or the rows that go removed
         try:  # the output cannot be prepared or rewritten (disk full, a read-only file): one error line
             writer = RowWriter(out, scorer=scorer_of(settings))  # first: its failure leaves the file as it was
-            retried = drop_rows(output, keeping(goes, others), current_fields(items), rewrite=moved.rekeyed > 0)  # the rows of `output`: a torn
-            # last line the writer cut goes here too; the rows kept take their manifest line's fields as it is now;
-            # other manifests' copies of a row scored again stay until their new copies replace them (drop_replaced)
+            retried = drop_rows(output, keeping(goes, others), current_fields(items), rewrite=moved.rekeyed > 0)
+            # the rows of `output` (re-keyed ones with their new keys): a torn last line the writer cut goes here too;
+            # the rows kept take their manifest line's fields as it is now; other manifests' copies of a row scored
+            # again stay until their new copies replace them (drop_replaced)
         except OutputWriteError as exc:
             _fail(str(exc), exc)
-        for line in moved_lines(moved, out) + updated_lines(retried, out) + (removed_lines(retried, out) if retry_ineligible else []):
+        for line in (moved_lines(moved, out) + updated_lines(retried, out)
+                     + (removed_lines(retried, out) if retry_ineligible else [])):
             typer.echo(line, err=True)
         if bad:  # said once the checks passed: a batch that stopped at them (exit 2) wrote nothing
             typer.echo(f"{bad} bad manifest line(s): their rows written again", err=True)
@@ -293,8 +295,8 @@ def _drop_replaced(output: Any, others: list[dict[str, Any]]) -> tuple[Any, bool
     warning line (the old copies stay beside the new ones, the last of each key counting, until the next run of either
     manifest removes them), and so is a Ctrl-C there (the file is rewritten in one rename: no row lost; whether the
     rename happened is told by the file's stamp); then the caller says the closing lines and exits 130 (it ended with a
-    traceback, the rows written and their cost unsaid). A Ctrl-C again while that is said is held until it is, then taken
-    as the first (`graph.batch_output.ctrl_c_held`; it escaped as a bare KeyboardInterrupt)."""
+    traceback, the rows written and their cost unsaid). A Ctrl-C again while that is said is held until it is, then
+    taken as the first (`graph.batch_output.ctrl_c_held`; it escaped as a bare KeyboardInterrupt)."""
     from graph.batch import file_stamp, read_output
     from graph.batch_output import ctrl_c_held
     from graph.batch_repeat_rows import drop_replaced

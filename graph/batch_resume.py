@@ -170,7 +170,8 @@ def _clip_of(row: dict[str, Any]) -> Any:
 
 
 def drop_rows(output: Output, goes: Callable[[Any], str | None],
-              fresh: Callable[[Any], dict[str, Any] | None] = lambda row: None, *, rewrite: bool = False) -> dict[str, int]:
+              fresh: Callable[[Any], dict[str, Any] | None] = lambda row: None, *,
+              rewrite: bool = False) -> dict[str, int]:
     """Rewrite the output file as `output` read it (under the batch's lock, so as it still is) without the rows
     that `goes` (`stale_rows`) and with the rows that stay as `fresh` makes them (`current_fields`: None keeps a
     row as it is); returns how many went to be scored again ("retry": ineligible, "changed": a quality zero of a
