@@ -18,6 +18,11 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 # No test may reach the Hugging Face hub: a model id that is not a local path fails at once instead of
 # retrying DNS lookups for a minute.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# One thread for torch's CPU ops in the pytest process and every process it starts (as `harness_env` gives its
+# launches), unless the caller chose: the tests' models are tiny, and two OpenMP threads per op only add
+# synchronisation; on a loaded 2-core machine they spun (the tiny VAE's calibration, five decodes: ~11 s of CPU on
+# two threads, ~0.4 s on one). Set before anything imports torch (it reads this at its first parallel op).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Every Python process a test starts (torchrun, its ranks, `python -m training.train`) runs
 # tests/harness_site/sitecustomize.py: DeepSpeed builds no shared-memory op in the machine's extensions
 # folder, and SIGUSR2 dumps the stacks (tests/launches.py: `harness_env`, `run_to_end`).
