@@ -162,12 +162,13 @@ def test_a_compiler_command_with_arguments_is_a_compiler(tmp_path):
 
 
 @LINUX
-def test_without_ninja_the_note_says_the_build_will_fail(tmp_path):
+def test_without_ninja_the_note_says_the_build_will_fail(tmp_path, monkeypatch):
     """torch's extension builds need ninja: without it on the PATH the note said "will build" and DeepSpeed then
     failed at process-group start ("due to ninja not being installed"). It says ninja is missing instead."""
     from training.build_locks import launch_build_note
 
     env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "CXX": sys.executable, "PATH": _tool_dir(tmp_path / "bin")}
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))  # no ninja beside it either
     note = launch_build_note(env, cuda=False)
     assert note is not None and "will build" not in note, note
     assert "ninja" in note and "not on the PATH" in note and "pip install ninja" in note and SHM_OP in note, note
@@ -177,3 +178,19 @@ def test_without_ninja_the_note_says_the_build_will_fail(tmp_path):
 
     _built(tmp_path / "ext", Path(os.path.dirname(deepspeed.__file__)))
     assert launch_build_note(env, cuda=False) is None
+
+
+@LINUX
+def test_ninja_beside_python_but_not_on_the_path_is_named(tmp_path, monkeypatch):
+    """DeepSpeed installs the ``ninja`` package, so a venv has ``.venv/bin/ninja``; a launch as the README writes it
+    (``.venv/bin/torchrun ...``, the venv not activated) has no ninja on the PATH, and torch runs ``ninja`` from the
+    PATH only. The note said "pip install ninja", which answers "already satisfied": it names the folder to put on
+    the PATH instead."""
+    from training.build_locks import launch_build_note
+
+    venv_bin = Path(_tool_dir(tmp_path / "venv" / "bin", "ninja"))
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "CXX": "sh", "PATH": _tool_dir(tmp_path / "bin", "sh")}
+    note = launch_build_note(env, cuda=False)
+    assert note is not None and "will build" not in note and "pip install ninja" not in note, note
+    assert f"{venv_bin / 'ninja'}" in note and f"PATH={venv_bin}:" in note, note

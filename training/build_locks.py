@@ -135,17 +135,24 @@ def launch_build_note(environ: Mapping[str, str], cuda: bool) -> str | None:
     root = extensions_root(environ)
     note = shm_build_note(root, Path(os.path.abspath(spec.origin)).parent)
     if note is not None and shutil.which("ninja", path=environ.get("PATH")) is None:
-        return ninja_missing_note(root)
+        return ninja_missing_note(root, shutil.which("ninja", path=os.path.dirname(sys.executable)))
     return note
 
 
-def ninja_missing_note(root: Path) -> str:
+def ninja_missing_note(root: Path, beside_python: str | None = None) -> str:
     """What to tell a launch whose DeepSpeed must build `SHM_OP` in ``root`` without ninja on the PATH: the build
-    fails at process-group start (the note said it "will build", and DeepSpeed's RuntimeError followed)."""
+    fails at process-group start (the note said it "will build", and DeepSpeed's RuntimeError followed).
+    ``beside_python``: the ninja in the Python's own folder (DeepSpeed installs the ``ninja`` package, so a venv has
+    one), unused by torch, which runs ``ninja`` from the PATH: a venv not activated (``.venv/bin/torchrun ...``)."""
+    if beside_python is None:
+        fix = "Install it in this environment (pip install ninja) or put it on the PATH"
+    else:
+        folder = os.path.dirname(beside_python)
+        fix = (f"This environment's ninja, {beside_python}, is not on the PATH: activate the environment, or launch "
+               f"with PATH={folder}:$PATH")
     return (f"warning: DeepSpeed has to build its shared-memory op ({SHM_OP}) in {root / SHM_OP} when the process "
             "group starts, and ninja, which torch builds extensions with, is not on the PATH: DeepSpeed will fail "
-            f"there (\"Unable to JIT load the {SHM_OP} op due to ninja not being installed\"). Install it in this "
-            "environment (pip install ninja) or put it on the PATH")
+            f"there (\"Unable to JIT load the {SHM_OP} op due to ninja not being installed\"). {fix}")
 
 
 def _program_found(command: str, path: str | None) -> bool:
