@@ -226,3 +226,14 @@ def test_a_metrics_log_that_cannot_be_read_is_named_not_taken_for_no_rows(tmp_pa
         check_output_dir(cfg)
     check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), "--overwrite_output_dir"]))
     check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), "--resume"]))
+
+
+def test_checkpoints_beside_an_unreadable_metrics_log_are_what_the_refusal_names(tmp_path):
+    """An earlier run's checkpoints and a metrics.jsonl that is not UTF-8: the refusal named only the log and offered
+    --overwrite_output_dir (which deletes the checkpoints) or another output_dir, not --resume. The checkpoints'
+    refusal does not depend on the log (it names no other output), which is not read there."""
+    _earlier_run(tmp_path)
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"iteration": 10, "note": "caf\xe9"}\n')
+    cfg = load_config(SMOKE, ["--output_dir", str(tmp_path)])
+    with pytest.raises(ConfigError, match=r"already holds an earlier run's checkpoints \(2 checkpoints.*--resume"):
+        check_output_dir(cfg)

@@ -218,11 +218,13 @@ def output_dir_problem(cfg: TrainConfig) -> str | None:
         return problem
     if cfg.resume or cfg.overwrite_output_dir:  # `refusal` is None: the earlier outputs are not read
         return None
+    if tags := earlier_checkpoints(out_dir):  # its refusal names no other output: the metrics log is not read
+        return refusal(cfg, tags)
     try:
         outputs = earlier_outputs(out_dir)
     except ConfigError as exc:  # a metrics log that cannot be read (`metrics_rows`)
         return str(exc)
-    return refusal(cfg, earlier_checkpoints(out_dir), outputs)
+    return refusal(cfg, [], outputs)
 
 
 def check_output_dir(cfg: TrainConfig) -> None:
