@@ -102,14 +102,17 @@ SPEND >= LIMIT" (litellm/router_strategy/budget_limiter.py; its docs, docs/my-we
 provider_budget_routing.md; "provider openai: ...", "tag='...', ..." alike; those docs' "crossed budget for provider:"
 too, which was advised as the key's). No key's budget: it was advised as the API key's account, whose key is not what
 to change."""
-_KEY_LIMIT = re.compile(r"\bkey limit exceeded\b|openrouter\.ai/settings/keys and create a key with a higher")
+_KEY_LIMIT = re.compile(r"\bkey limit exceeded\b[^\n]{0,40}?https://openrouter\.ai/|"
+                        r"openrouter\.ai/settings/keys and create a key with a higher")
 """OpenRouter's words for an API key over its own credit limit (a limit set per key, total or daily, weekly,
 monthly, apart from the account's credits): a 403, "Key limit exceeded (total limit). Manage it using
 https://openrouter.ai/settings/keys" (as its users quote it: MCPJam/inspector#1287; earlier "Key limit exceeded.
 Manage it using https://openrouter.ai/keys", RooCodeInc/Roo-Code#515), which the generic 403 advice sent to check a
 key that may not use the model; and its 402 for a request that limit cannot cover ("... To increase, visit
 https://openrouter.ai/settings/keys and create a key with a higher monthly limit", anomalyco/opencode#12219), which
-was advised as the account's credit."""
+was advised as the account's credit. Read with the OpenRouter page its words name: "API key limit exceeded
+(60/minute)." is another server's throttle (Django REST framework's `Throttled`, a 429), which a wait passes and whose
+fix is no OpenRouter page (it was "settings" at the first try, never retried)."""
 _AFFORD_MAX_TOKENS = "requires more credits, or fewer max_tokens"
 """OpenRouter's 402 for a request whose completion token cap (the model's own maximum where none is sent) the credit
 left cannot cover: "This request requires more credits, or fewer max_tokens. You requested up to N tokens, but can

@@ -21,10 +21,12 @@ from tests.test_gateway_budget_and_caps import _call
 OPENROUTER_KEY_LIMIT = [
     {"error": {"message": "Key limit exceeded (total limit). Manage it using https://openrouter.ai/settings/keys",
                "code": 403}},
-    {"error": {"message": "Key limit exceeded. Manage it using https://openrouter.ai/keys", "code": 403}}]
+    {"error": {"message": "Key limit exceeded. Manage it using https://openrouter.ai/keys", "code": 403}},
+    {"error": {"message": "Key limit exceeded (monthly limit). Manage it using https://openrouter.ai/settings/keys",
+               "code": 403}}]  # gptme/gptme#1449
 
 
-@pytest.mark.parametrize("body", OPENROUTER_KEY_LIMIT, ids=["total_limit", "earlier"])
+@pytest.mark.parametrize("body", OPENROUTER_KEY_LIMIT, ids=["total_limit", "earlier", "monthly_limit"])
 def test_openrouter_s_key_limit_is_the_key_s_credit_limit_not_retried(body: dict) -> None:
     fault, sent = _call(403, body)
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
@@ -73,3 +75,20 @@ def test_deepseek_s_json_object_refusal_names_no_json_schema(body: dict) -> None
     fix = fault.message.split("RAA_STRUCTURED_METHOD=", 1)[1]
     assert fix.startswith("json_mode or function_calling"), fault.message
     assert "=json_schema" not in fault.message and "or json_schema" not in fault.message, fault.message
+
+
+def test_another_server_s_per_key_rate_limit_is_still_retried() -> None:
+    """A gateway's throttle in its own words, "API key limit exceeded (60/minute)." (Django REST framework's
+    `Throttled`, a 429 a self-hosted proxy may send), is a rate limit a wait passes: `_KEY_LIMIT` read any "key limit
+    exceeded" as OpenRouter's spent credit limit, so it was "settings" at the first try, never retried."""
+    limit = {"detail": "API key limit exceeded (60/minute)."}
+    fault, sent = _call(429, limit, replies=1)
+    assert fault is None and sent == 2, fault
+
+
+def test_another_server_s_key_limit_is_not_advised_as_openrouter_s() -> None:
+    """A 403 in another server's words that names no OpenRouter key page keeps the generic 403 advice: the fix
+    `_KEY_LIMIT` gave sends the user to https://openrouter.ai/settings/keys, a site they may not use."""
+    fault, sent = _call(403, {"error": {"message": "API key limit exceeded for this project", "code": 403}})
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "openrouter.ai" not in fault.message, fault.message
