@@ -68,7 +68,7 @@ def clause_joined(words: str, clause: str) -> str:
     capitalised where it is all lower case): they read "!;" and "?;". The full-width stops of a Chinese or Japanese
     provider's words ("。", "！", "？", "：", "；", "，") alike: they read "！; CLAUSE". No words (an error raised without
     a message, or only a stop): the clause alone, not "; CLAUSE"."""
-    words = words.rstrip(_CLAUSE_STOPS).rstrip()  # a stop after an ellipsis or a "!": "cut...," "exceeded!,"
+    words = _TRAILING_STOPS.sub("", words)  # a stop after an ellipsis or a "!": "cut...," "exceeded!, "
     if words.endswith(_SENTENCE_ENDS):
         first = clause.split(" ", 1)[0]
         return f"{words} {clause[:1].upper() + clause[1:] if first.islower() else clause}"
@@ -83,3 +83,6 @@ _FULL_STOP = "\u3002"
 """The ideographic full stop "。", dropped as "." is (`clause_joined`)."""
 _CLAUSE_STOPS = ":;,\uff1a\uff1b\uff0c"
 """The colon, semicolon and comma, with their full-width forms, that `clause_joined` drops before its clause."""
+_TRAILING_STOPS = re.compile(rf"[\s{_CLAUSE_STOPS}]+$")
+"""Those stops and the spaces around them at the end of words, in any order (`clause_joined`): stripped stops first,
+then spaces, "cut..., " kept its comma, and then lost its ellipsis with it ("cut; ...")."""

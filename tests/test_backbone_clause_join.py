@@ -50,3 +50,13 @@ def test_full_width_sentence_ends_are_read_as_their_ascii_kin(words: str, joined
 def test_an_ellipsis_before_a_final_stop_is_kept(words: str) -> None:
     """Words ending in "...," lost the ellipsis with the comma, reading as whole words: "cut short; ..."."""
     assert clause_joined(words, "HTTP 402: fix it") == "cut short...; HTTP 402: fix it"
+
+
+@pytest.mark.parametrize(("words", "joined"), [
+    ("cut short..., ", "cut short...; HTTP 402: fix it"),
+    ("Budget has been exceeded!, ", "Budget has been exceeded! HTTP 402: fix it"),
+    ("余额不足！， ", "余额不足！ HTTP 402: fix it")])
+def test_a_final_stop_before_trailing_space_is_read_as_without_it(words: str, joined: str) -> None:
+    """The stop after an ellipsis or a "!" was looked for before the trailing space was dropped: "cut..., " lost its
+    ellipsis ("cut; ...") and "exceeded!, " read "!;"."""
+    assert clause_joined(words, "HTTP 402: fix it") == joined
