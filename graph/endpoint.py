@@ -171,10 +171,7 @@ def _spent_credit(resp: httpx.Response, env: str) -> str | None:
     from graph.settings_faults import no_credit, settings_problem
     from graph.transport import EndpointNames
 
-    try:
-        body: Any = resp.json()
-    except ValueError:
-        body = resp.text
+    body = _json_body(resp, resp.text)
     error = body.get("error", body) if isinstance(body, dict) else body  # as the openai SDK reads an error body
     said = error.get("message") if isinstance(error, dict) else None
     answer = httpx2.Response(resp.status_code, headers={"content-type": resp.headers.get("content-type", "")},
@@ -214,11 +211,17 @@ def _web_page(resp: httpx.Response) -> bool:
 
 def _model_ids(resp: httpx.Response) -> list[str] | None:
     """The ids of an OpenAI model list, or None when the body is not one."""
-    try:
-        body: Any = resp.json()
-    except ValueError:
-        return None
+    body = _json_body(resp, None)
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         return None
     return [str(m["id"]) for m in data if isinstance(m, dict) and "id" in m]
+
+
+def _json_body(resp: httpx.Response, otherwise: Any) -> Any:
+    """The JSON body of `resp`, else `otherwise`: not JSON (ValueError), or nested deeper than the parser goes
+    (RecursionError, which raised out of `probe_server`, a traceback from `raa doctor` and the pre-run check)."""
+    try:
+        return resp.json()
+    except (ValueError, RecursionError):
+        return otherwise

@@ -91,6 +91,27 @@ def test_a_spent_budget_at_models_is_reported_as_the_budget_not_a_rejected_key(s
     assert "RAA_API_KEY" in problem, problem
 
 
+@pytest.mark.parametrize("status, body", [
+    (401, {"error": {"message": "Incorrect API key provided: sk-test.", "type": "invalid_request_error",
+                     "param": None, "code": "invalid_api_key"}}),
+    (401, b"<html><head><title>401 Authorization Required</title></head><body>nginx</body></html>"),
+    (403, b"forbidden " * 200_000), (403, b"[1, 2]"), (401, b""), (401, b"\xff\xfe{")])
+def test_an_ordinary_rejection_at_models_still_names_the_key(server, status, body):
+    """A 401 / 403 whose words name no spent credit (OpenAI's bad key, a proxy's page, a body of megabytes, not a
+    JSON object, empty, undecodable) is still the key's: `_spent_credit` reads its body first."""
+    _Models.status, _Models.body = status, body
+    assert f"rejected the API key (HTTP {status}; RAA_API_KEY)" in check_endpoint(_settings(server), 5)
+
+
+@pytest.mark.parametrize("status", [401, 200])
+def test_json_nested_deeper_than_the_parser_goes_is_no_traceback(server, status):
+    """`probe_server` never raises: a body nested past the JSON parser's depth raised RecursionError, not the
+    ValueError its body readers caught (a traceback from `raa doctor` and the pre-run check)."""
+    _Models.status, _Models.body = status, b"[" * 200_000
+    problem = check_endpoint(_settings(server), 5)
+    assert (problem is not None and "rejected the API key" in problem) if status == 401 else problem is None, problem
+
+
 @pytest.mark.parametrize("status, body", [(404, {"error": "no such route"}), (404, b"<html>not found</html>"),
                                           (200, {"models": ["x"]}), (200, b"plain text")])
 def test_answers_that_cannot_tell_pass(server, status, body):
