@@ -66,9 +66,10 @@ def number(value: Any, kind: type, as_type: type) -> Any:
     return as_type(value) if isinstance(value, kind) and not isinstance(value, bool) else value
 
 
-def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | None, temperature: float | None,
+def stage_identity(request: Requested | None, *, model_name: str, endpoint: str | None, temperature: float | None,
                    draw: int) -> tuple[str, str | None, dict[str, Any]]:
-    """(model name, endpoint, parameters) of the stage keys of a backbone that calls `model`, named `model_name` at
+    """(model name, endpoint, parameters) of the stage keys of a backbone whose model asks for `request`
+    (`Backbone.request`; None: not an OpenAI-family model), named `model_name` at
     `endpoint` and sampling at `temperature`, at draw `draw`. The draw and a temperature are parameters when not 0, so
     the keys at the defaults are those from before either was keyed. An OpenAI-family model is keyed by what it asks
     for (`requested`): its served model, its own address (the backbone's when it has none), its own temperature (None,
@@ -76,7 +77,6 @@ def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | Non
     agent built from settings asks for what the settings name, at their address and temperature, without other
     parameters: its keys are those from before its request was read; another chat model's are too."""
     extra: dict[str, Any] = {"draw": draw} if draw else {}
-    request = requested(model)
     if request is None:
         return model_name, endpoint, {**extra, **({"temperature": temperature} if temperature else {})}
     if request.temperature != 0:

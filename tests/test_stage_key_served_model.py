@@ -16,6 +16,8 @@ from langchain_openai.chat_models.base import BaseChatOpenAI
 from graph.backbone import Backbone, Usage
 from graph.cache import StageCache
 from graph.cache_keys import stage_key
+from graph.context import backbone_settings
+from graph.frame_store import FrameStore
 from graph.settings import BackboneSettings
 from graph.testing import ScriptedChatModel
 from tests.openai_stub import OpenAIStub, json_reply
@@ -122,3 +124,23 @@ def test_other_openai_family_models_are_keyed_by_what_they_ask_for() -> None:
         return BaseChatOpenAI(model=served, api_key="k", base_url="http://h/v1")
 
     assert _key(Backbone(base("deepseek-chat"))) != _key(Backbone(base("deepseek-reasoner")))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_a_settings_agent_whose_temperature_langchain_drops_keeps_its_keys_and_record(temperature: float) -> None:
+    """langchain-openai sends no temperature for a gpt-5 model (it takes only its default): the model built from
+    settings naming one has none set, whatever RAA_TEMPERATURE says. Its stage keys and the temperature its runs
+    record were the settings' (no `temperature` in the key at 0, 0.0 recorded): read from the model instead, its
+    cache file missed on every stage input and a checkpoint it wrote was refused on resume ("temperature 0.0
+    (agent None)"), with the same settings."""
+    url = "https://api.openai.com/v1"
+    settings = BackboneSettings(base_url=url, model="gpt-5-mini", api_key="k", temperature=temperature)
+    agent = Backbone.from_settings(settings)
+    assert agent.model.temperature is None  # what langchain-openai makes of it (the premise)
+    assert _key(agent) == stage_key(model_name="gpt-5-mini", endpoint=url, method="json_schema", stage="judge",
+                                    messages=MSGS, params={"temperature": temperature} if temperature else None,
+                                    schema=Verdict)
+    assert backbone_settings(agent, FrameStore())["temperature"] == temperature
+    # a model injected with these settings is keyed by what it sends (none: the server's default)
+    injected = ChatOpenAI(model="gpt-5-mini", api_key="k", base_url=url, temperature=temperature)
+    assert backbone_settings(Backbone.from_settings(settings, model=injected), FrameStore())["temperature"] is None
