@@ -82,7 +82,6 @@ import copy
 import json
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -103,7 +102,7 @@ from graph.cache import StageCache, encode_output, lookup, store
 from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text, shaped
 from graph.flights import FlightFailed
-from graph.model_request import Requested, requested, stage_identity
+from graph.model_request import requested, stage_identity
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
 from graph.server_words import clause_joined, quoted_words
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
@@ -137,7 +136,7 @@ def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
         raise SettingsError(settings.describe_missing())
     return ShapedChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=SecretStr(settings.api_key),
                             timeout=settings.timeout_s, max_retries=0, temperature=settings.temperature,
-                            max_completion_tokens=settings.max_tokens)
+                            asked_temperature=settings.temperature, max_completion_tokens=settings.max_tokens)
 
 
 class Backbone:
@@ -163,7 +162,6 @@ class Backbone:
         self.temperature = temperature  # what `model` samples at when not known from it (`temperature`)
         self.endpoint = endpoint  # the base URL of who answers, for the stage keys (graph.cache_keys.endpoint_identity)
         self.setting_names = setting_names  # the settings its faults tell to check (the judge's: RAA_JUDGE_*)
-        self._built: BaseChatModel | None = None  # the model `from_settings` built (`request`)
         self._runnables: dict[tuple[type[BaseModel], str, int], Runnable] = {}
 
     @property
@@ -176,19 +174,11 @@ class Backbone:
     def model(self, model: BaseChatModel) -> None:
         self._model = shaped(model)
 
-    def request(self) -> Requested | None:
-        """What the model asks for (`graph.model_request.requested`); the one `from_settings` built, the settings'
-        temperature also where langchain-openai sends none (gpt-5): its cache keys and records stay those it had."""
-        request = requested(self.model)
-        if request is None or self.model is not self._built:
-            return request
-        return replace(request, temperature=self._temperature)
-
     @property
     def temperature(self) -> float | None:
         """What the model samples at, for the stage keys and the resume guard: an OpenAI-family model's own
-        (`request`; None: none sent, the server's default), else the one given."""
-        request = self.request()
+        (`graph.model_request.requested`; None: none sent, the server's default), else the one given."""
+        request = requested(self.model)
         return self._temperature if request is None else request.temperature
 
     @temperature.setter
@@ -207,7 +197,8 @@ class Backbone:
         """The stage-cache key of a call (`graph.cache_keys.stage_key`): who answers it and how it samples
         (`graph.model_request.stage_identity`: this backbone's model name, endpoint, draw and temperature, or what an
         OpenAI-family model asks for)."""
-        name, endpoint, extra = stage_identity(self.request(), model_name=self.model_name, endpoint=self.endpoint,
+        # the temperature given: stage_identity reads an OpenAI-family model's own (as `temperature` would, again)
+        name, endpoint, extra = stage_identity(self.model, model_name=self.model_name, endpoint=self.endpoint,
                                                temperature=self._temperature, draw=self.draw)
         return stage_key(model_name=name, endpoint=endpoint, method=method, stage=stage, messages=messages,
                          params={**(params or {}), **extra} if extra else params, schema=schema, tools=tools)
@@ -219,12 +210,10 @@ class Backbone:
         the model name and `settings.base_url` as the endpoint, unless `model` asks for others: `key_of`);
         `setting_names`: those its caller reads, named in its faults (`raa eval world-model`'s)."""
         chat = model if model is not None else default_chat_model(settings)
-        backbone = cls(chat, method=settings.method, schema_retries=settings.schema_retries,
-                       max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
-                       model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url,
-                       setting_names=setting_names)
-        backbone._built = backbone.model if model is None else None
-        return backbone
+        return cls(chat, method=settings.method, schema_retries=settings.schema_retries,
+                   max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
+                   model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url,
+                   setting_names=setting_names)
 
     # -- one model invocation with transport retries ---------------------------------------------
     async def invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage,

@@ -55,7 +55,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from graph.usage import http_response_types
 
@@ -181,6 +181,10 @@ class ShapedChatOpenAI(ChatOpenAI):
     whole completions: it does not stream unless told to (`disable_streaming`)."""
 
     disable_streaming: bool | Literal["tool_calling"] = True
+    asked_temperature: float | None = Field(default=None, exclude=True)
+    """The temperature `graph.backbone.default_chat_model` asked for (RAA_TEMPERATURE), sent or not: langchain-openai
+    sends none for a gpt-5 model (it takes only its default), and the stage keys and the temperature a run records
+    (`graph.model_request.requested`) are the settings' there, as they were before the request was read."""
 
     def _create_chat_result(self, response: dict | openai.BaseModel,
                             generation_info: dict | None = None) -> ChatResult:

@@ -270,7 +270,7 @@ class RunContext:
 def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     """The settings of who answers a run's calls, and of what it is shown, that shape its answers: the model's name
     (the backbone's `model_name`, an injected model's class name) and the model an OpenAI-family model asks for
-    (`Backbone.request`: two OpenAI models injected were one "ChatOpenAI"), the structured-output method,
+    (`graph.model_request.requested`: two OpenAI models injected were one "ChatOpenAI"), the structured-output method,
     the sampling temperature (`Backbone.temperature`), the completion-token limit (a run started at 512 and resumed at
     4096 mixed answers cut at two limits), and the images' long side and JPEG quality.
     Not the transport's (timeouts, retries, re-asks) nor the endpoint's address (the same model may be served from
@@ -278,9 +278,9 @@ def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     The temperature is recorded as a Python float, the token limit as a Python int (`graph.model_request.number`): a
     NumPy scalar (a sweep over `np.linspace`; a limit assigned to a ChatOpenAI after it was built, which pydantic does
     not check) is no value the trace checkpointer writes, and the run's quality step raised."""
-    from graph.model_request import number
+    from graph.model_request import number, requested
 
-    request = backbone.request()
+    request = requested(backbone.model)
     return {"model": backbone.model_name, "served_model": None if request is None else request.served_model,
             "method": backbone.method, "temperature": number(backbone.temperature, Real, float),
             "max_tokens": None if request is None else request.max_tokens, "image_long_side": frames.long_side,

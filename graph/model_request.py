@@ -13,6 +13,8 @@ Decisions where the issue was silent:
   be the settings' `RAA_BASE_URL` it was injected with. A model with none set (ChatOpenAI's default address, or a
   subclass that keeps its address in a field of its own, as ChatDeepSeek's `api_base`) gives None, and the backbone's
   endpoint is keyed, as before.
+- The temperature is the one the model sends; the one built from settings (`ShapedChatOpenAI.asked_temperature`) gives
+  RAA_TEMPERATURE where langchain-openai sends none (a gpt-5 model), so that agent's keys and records are unchanged.
 - The parameters are those langchain-openai sends with every request (`BaseChatOpenAI._default_params`: sampling,
   penalties, seed, stop sequences, `reasoning_effort`, `extra_body`, `model_kwargs`...), less the model, streaming
   (how the reply is delivered, not what it says), the temperature and the completion limit, which are kept apart.
@@ -29,6 +31,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_openai import AzureChatOpenAI
 from langchain_openai.chat_models.base import BaseChatOpenAI
+
+from graph.completion_shape import ShapedChatOpenAI
 
 _KEPT_APART = frozenset({"model", "stream", "temperature", "max_tokens", "max_completion_tokens"})
 
@@ -55,8 +59,10 @@ def requested(model: BaseChatModel) -> Requested | None:
     if isinstance(model, AzureChatOpenAI):
         served, endpoint = model.deployment_name or served, model.azure_endpoint or endpoint
     params = {k: v for k, v in model._default_params.items() if k not in _KEPT_APART}
-    return Requested(served, endpoint, number(model.temperature, Real, float), number(model.max_tokens, Integral, int),
-                     params)
+    temperature = model.temperature
+    if temperature is None and isinstance(model, ShapedChatOpenAI):  # the settings' where langchain sends none
+        temperature = model.asked_temperature
+    return Requested(served, endpoint, number(temperature, Real, float), number(model.max_tokens, Integral, int), params)
 
 
 def number(value: Any, kind: type, as_type: type) -> Any:
@@ -66,10 +72,9 @@ def number(value: Any, kind: type, as_type: type) -> Any:
     return as_type(value) if isinstance(value, kind) and not isinstance(value, bool) else value
 
 
-def stage_identity(request: Requested | None, *, model_name: str, endpoint: str | None, temperature: float | None,
+def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | None, temperature: float | None,
                    draw: int) -> tuple[str, str | None, dict[str, Any]]:
-    """(model name, endpoint, parameters) of the stage keys of a backbone whose model asks for `request`
-    (`Backbone.request`; None: not an OpenAI-family model), named `model_name` at
+    """(model name, endpoint, parameters) of the stage keys of a backbone that calls `model`, named `model_name` at
     `endpoint` and sampling at `temperature`, at draw `draw`. The draw and a temperature are parameters when not 0, so
     the keys at the defaults are those from before either was keyed. An OpenAI-family model is keyed by what it asks
     for (`requested`): its served model, its own address (the backbone's when it has none), its own temperature (None,
@@ -77,6 +82,7 @@ def stage_identity(request: Requested | None, *, model_name: str, endpoint: str 
     agent built from settings asks for what the settings name, at their address and temperature, without other
     parameters: its keys are those from before its request was read; another chat model's are too."""
     extra: dict[str, Any] = {"draw": draw} if draw else {}
+    request = requested(model)
     if request is None:
         return model_name, endpoint, {**extra, **({"temperature": temperature} if temperature else {})}
     if request.temperature != 0:

@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_openai import AzureChatOpenAI, ChatOpenAI
 from langchain_openai.chat_models.base import BaseChatOpenAI
 
-from graph.backbone import Backbone, Usage
+from graph.backbone import Backbone, Usage, default_chat_model
 from graph.cache import StageCache
 from graph.cache_keys import stage_key
 from graph.context import backbone_settings
@@ -127,7 +127,9 @@ def test_other_openai_family_models_are_keyed_by_what_they_ask_for() -> None:
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7])
-def test_a_settings_agent_whose_temperature_langchain_drops_keeps_its_keys_and_record(temperature: float) -> None:
+@pytest.mark.parametrize("how", ["from_settings", "builder"])
+def test_a_settings_agent_whose_temperature_langchain_drops_keeps_its_keys_and_record(temperature: float,
+                                                                                      how: str) -> None:
     """langchain-openai sends no temperature for a gpt-5 model (it takes only its default): the model built from
     settings naming one has none set, whatever RAA_TEMPERATURE says. Its stage keys and the temperature its runs
     record were the settings' (no `temperature` in the key at 0, 0.0 recorded): read from the model instead, its
@@ -135,7 +137,8 @@ def test_a_settings_agent_whose_temperature_langchain_drops_keeps_its_keys_and_r
     (agent None)"), with the same settings."""
     url = "https://api.openai.com/v1"
     settings = BackboneSettings(base_url=url, model="gpt-5-mini", api_key="k", temperature=temperature)
-    agent = Backbone.from_settings(settings)
+    # build_reward_agent and a batch worker build the chat model first (`default_chat_model`), then the backbone
+    agent = Backbone.from_settings(settings, model=default_chat_model(settings) if how == "builder" else None)
     assert agent.model.temperature is None  # what langchain-openai makes of it (the premise)
     assert _key(agent) == stage_key(model_name="gpt-5-mini", endpoint=url, method="json_schema", stage="judge",
                                     messages=MSGS, params={"temperature": temperature} if temperature else None,
