@@ -17,7 +17,8 @@ Decisions where the issue was silent:
   RAA_TEMPERATURE where langchain-openai sends none (a gpt-5 model), so that agent's keys and records are unchanged.
 - The parameters are those langchain-openai sends with every request (`BaseChatOpenAI._default_params`: sampling,
   penalties, seed, stop sequences, `reasoning_effort`, `extra_body`, `model_kwargs`...), less the model, streaming
-  (how the reply is delivered, not what it says), the temperature and the completion limit, which are kept apart.
+  (how the reply is delivered, not what it says), the temperature and the completion limit (as sent:
+  `max_completion_tokens`, else `max_tokens`), which are kept apart.
   More than shapes an answer may be there (`store`, `service_tier`): such an entry only costs a miss, never a wrong
   output. Timeouts, retries, headers and the API key are not request parameters and stay out.
 """
@@ -34,7 +35,7 @@ from langchain_openai.chat_models.base import BaseChatOpenAI
 
 from graph.completion_shape import ShapedChatOpenAI
 
-_KEPT_APART = frozenset({"model", "stream", "temperature", "max_tokens", "max_completion_tokens"})
+_KEPT_APART = frozenset({"model", "stream", "temperature"})
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,13 @@ def requested(model: BaseChatModel) -> Requested | None:
     if isinstance(model, AzureChatOpenAI):
         served, endpoint = model.deployment_name or served, model.azure_endpoint or endpoint
     params = {k: v for k, v in model._default_params.items() if k not in _KEPT_APART}
+    # the limit as sent: ChatOpenAI and Azure send their `max_tokens` as max_completion_tokens, and a BaseChatOpenAI
+    # given max_completion_tokens (no field of its: `model_kwargs`) sends it so, its `max_tokens` None
+    limit = params.pop("max_completion_tokens" if "max_completion_tokens" in params else "max_tokens", None)
     temperature = model.temperature
     if temperature is None and isinstance(model, ShapedChatOpenAI):  # the settings' where langchain sends none
         temperature = model.asked_temperature
-    return Requested(served, endpoint, number(temperature, Real, float), number(model.max_tokens, Integral, int), params)
+    return Requested(served, endpoint, number(temperature, Real, float), number(limit, Integral, int), params)
 
 
 def number(value: Any, kind: type, as_type: type) -> Any:

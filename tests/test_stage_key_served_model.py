@@ -147,3 +147,20 @@ def test_a_settings_agent_whose_temperature_langchain_drops_keeps_its_keys_and_r
     # a model injected with these settings is keyed by what it sends (none: the server's default)
     injected = ChatOpenAI(model="gpt-5-mini", api_key="k", base_url=url, temperature=temperature)
     assert backbone_settings(Backbone.from_settings(settings, model=injected), FrameStore())["temperature"] is None
+
+
+def test_a_limit_given_to_a_base_chat_openai_as_max_completion_tokens_is_keyed_and_recorded() -> None:
+    """BaseChatOpenAI (ChatDeepSeek's base) has no `max_completion_tokens` field (ChatOpenAI and Azure alias it to
+    `max_tokens`): given so, langchain-openai moves it to `model_kwargs` and sends it as written. It was dropped as a
+    limit kept apart while the limit was read from the `max_tokens` field (None): models capped at 64 and at 4096
+    shared their entries (the 4096 run's long answer served to the 64 one) and recorded no limit for the guard."""
+    def base(limit: int | None) -> BaseChatOpenAI:
+        if limit is None:
+            return BaseChatOpenAI(model="deepseek-chat", api_key="k", base_url="http://h/v1")
+        with pytest.warns(UserWarning):  # langchain-openai's "transferred to model_kwargs"
+            return BaseChatOpenAI(model="deepseek-chat", api_key="k", base_url="http://h/v1",
+                                  max_completion_tokens=limit)
+
+    assert _key(Backbone(base(64))) != _key(Backbone(base(4096)))
+    assert _key(Backbone(base(64))) != _key(Backbone(base(None)))
+    assert backbone_settings(Backbone(base(64)), FrameStore())["max_tokens"] == 64
