@@ -27,8 +27,9 @@ Decisions where the issue was silent:
   settings' model at their base URL, so its keys are unchanged; an injected model of the same settings shares them.
 - The stage name is part of the key (two stages never share an output even with equal messages).
 - The sampling temperature is part of the stage parameters when it is not 0 (`Backbone.temperature`, from
-  RAA_TEMPERATURE; an OpenAI-family model's own, None when it sends none and the server's default applies), so
-  answers sampled at one temperature are never served for another; a run of
+  RAA_TEMPERATURE; an OpenAI-family model's own, None when it sends none and the server's default applies, but
+  RAA_TEMPERATURE for the one built from settings, whose temperature langchain-openai drops for a gpt-5 model:
+  `ShapedChatOpenAI.asked_temperature`), so answers sampled at one temperature are never served for another; a run of
   `AgentConfig.draw` k != 0 adds `draw: k` (`Backbone.for_draw`), so repeated draws of one clip sample
   anew. At temperature 0 and draw 0 the keys are those of runs from before either was keyed. A repeat of
   one (temperature, draw) is served from the cache: draws are how to sample again. The other request parameters an
