@@ -20,7 +20,9 @@ Decisions:
   (`graph.batch_repeat_rows.recorded_manifest`).
 - And only a row of that very file: the clip's size and modification time now are the ones its run recorded ("clip",
   `graph.batch.clip_stamp`: a folder moved keeps them; a link left to another folder holding other clips under the
-  same names does not), or the row records none and holds no reward (ineligible: nothing of the clip is taken).
+  same names does not), or the row records none and holds no reward (ineligible: nothing of the clip is taken) for a
+  fault not of the clip (a clip "not found" records none: a link made since at its name to the clips is no move, and
+  its clips are scored, as before).
 - A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
   the batch scores (`moved_warning`): the item already has a row under its key (a duplicate left by a run before
   moved rows were recognised: which of the two results to keep only the researcher knows), another row of older
@@ -36,6 +38,7 @@ from typing import Any
 from graph.batch import clip_stamp
 from graph.batch_manifest import is_bad_line_row, path_identities
 from graph.batch_output import Output
+from graph.batch_retry import recorded_faults
 from tools.jsonl import strict_dumps
 
 
@@ -105,11 +108,14 @@ def _same_clip(row: dict[str, Any], now: dict[str, int] | None) -> bool:
     """Whether a moved row may be taken for the clip its path leads to now (of stamp `now`, `graph.batch.clip_stamp`):
     the size and modification time its run recorded ("clip") are the clip's (a folder moved keeps them; a link left
     to another folder of clips under the same names does not), or it records none and holds no reward (an ineligible
-    row: nothing of the clip is taken)."""
+    row: nothing of the clip is taken) and no fault of the clip (kind "video": a clip not found or unreadable at its
+    run, as one that was not there yet records no size, says nothing of the file its path leads to now; taken, a
+    link made since to the clips left them "not found" under their new key, unscored)."""
     recorded, result = row.get("clip"), row.get("result")
     if isinstance(recorded, dict):
         return now is not None and recorded == now
-    return isinstance(result, dict) and result.get("status") == "ineligible"
+    return (isinstance(result, dict) and result.get("status") == "ineligible"
+            and not any(fault.kind == "video" for fault in recorded_faults(result)))
 
 
 def _candidate(row: Any, keys: set[str], preset: str, draw: int) -> bool:

@@ -1,0 +1,34 @@
+"""Review of the moved-rows resume (`graph.batch_moved`): cases its first tests left out."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from graph.cli import app
+from tests.graph_scripts import square_clips
+from tests.test_batch_moved_clips import TASK, _rows
+from tests.test_cli_agent import _scripted
+
+runner = CliRunner()
+
+
+def test_a_clip_not_found_until_a_link_was_made_is_scored_not_taken_as_not_found(monkeypatch, tmp_path):
+    """The manifest named clips/ before it existed (each row "video not found", no size recorded: no file); a link
+    made at that name to the clips since: the clips are scored, as before moved rows were recognised, not left "not
+    found" under their new key."""
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "store").mkdir()
+    square_clips(tmp_path / "store", 2)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"clips/c{i}.mp4", "instruction": TASK}) + "\n"
+                                for i in range(2)))
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    assert runner.invoke(app, args).exit_code == 0
+    assert all(r["result"]["status"] == "ineligible" and "clip" not in r for r in _rows(out))
+    (tmp_path / "clips").symlink_to(tmp_path / "store", target_is_directory=True)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 to score" in res.output, res.output
+
