@@ -59,6 +59,8 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
     moved since (module docstring), re-keyed to their item's key in a copy of `output` (the file is not touched)."""
     sources = [it for it in items if it["error"] is None and it.get("repeat_of") is None]
     wanted = {(it["resolved"], it["instruction"]): it["key"] for it in sources}
+    asked = {it["instruction"] for it in sources}  # a row of no such instruction is looked at no further: its path
+    # is not resolved (another manifest's rows sharing the output: a readlink each, at every resume)
     paths = {it["key"]: it["path"] for it in sources}
     stamps: dict[str, dict[str, int] | None] = {}  # per item key: its clip's `clip_stamp` now, looked up once
     keys = {it["key"] for it in items}
@@ -68,7 +70,7 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
     rows_of: dict[str, list[dict[str, Any]]] = {}
     changed: list[dict[str, Any]] = []
     for row in output.values:
-        if not _candidate(row, keys, preset, draw):
+        if not _candidate(row, keys, preset, draw) or row["instruction"] not in asked:
             continue
         key = wanted.get((identity(row["path"]), row["instruction"]))
         if key is None:

@@ -32,3 +32,28 @@ def test_a_clip_not_found_until_a_link_was_made_is_scored_not_taken_as_not_found
     res = runner.invoke(app, args)
     assert res.exit_code == 0 and "2 to score" in res.output, res.output
 
+
+def test_rows_of_other_manifests_are_not_resolved_on_a_resume(monkeypatch, tmp_path):
+    """An output shared with another manifest (other instructions): the moved-row search resolves none of the other
+    manifest's row paths (one readlink per row, every resume, on a slow mount), since no item could match them."""
+    from graph import batch_moved
+    from graph.batch import item_key
+    from tests.test_batch_moved_clips import _output
+
+    asked: list[str] = []
+
+    def counting():
+        def identity(path):
+            asked.append(path)
+            return str(path)
+        return identity
+
+    monkeypatch.setattr(batch_moved, "path_identities", counting)
+    clip = str(tmp_path / "a.mp4")
+    item = {"key": item_key(clip, TASK, "full"), "path": clip, "resolved": clip, "instruction": TASK, "error": None}
+    others = [{"key": item_key(str(tmp_path / f"b{i}.mp4"), f"task {i}", "full"), "path": str(tmp_path / f"b{i}.mp4"),
+               "instruction": f"task {i}", "preset": "full", "draw": 0, "result": {"status": "scored"}}
+              for i in range(5)]
+    moved = batch_moved.moved_rows(_output(tmp_path, others), [item], "full", 0)
+    assert moved.rekeyed == 0 and moved.output.values == others
+    assert asked == []
