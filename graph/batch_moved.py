@@ -20,8 +20,9 @@ Decisions:
   (`graph.batch_repeat_rows.recorded_manifest`).
 - And only a row of that very file: the clip's size and modification time now are the ones its run recorded ("clip",
   `graph.batch.clip_stamp`: a folder moved keeps them; a link left to another folder holding other clips under the
-  same names does not), or the row records none and holds no reward (ineligible: nothing of the clip is taken) for a
-  fault not of the clip (a clip "not found" records none: a link made since at its name to the clips is no move, and
+  same names does not; of the rows under one old key, only those are re-keyed: one recording another file then, last
+  under that key, counted for the item), or the row records none and holds no reward (ineligible: nothing of the
+  clip is taken) for a fault not of the clip (a clip "not found" records none: a link made since at its name to the clips is no move, and
   its clips are scored, as before).
 - A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
   the batch scores (`moved_warning`): the item already has a row under its key (a duplicate left by a run before
@@ -83,11 +84,13 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
             found.setdefault(key, []).append(row["key"])
             rows_of.setdefault(row["key"], []).append(row)
     new_key: dict[str, str] = {}
+    vetted: set[int] = set()  # the rows re-keyed: those found of the very clip, not every row under a taken old key
     left: list[dict[str, Any]] = []
     for key, olds in found.items():
         taken = None if key in held else olds[-1]
         if taken is not None:
             new_key[taken] = key
+            vetted.update(id(row) for row in rows_of[taken])
         left += [row for old in dict.fromkeys(olds) if old != taken for row in rows_of[old]]
     if not new_key:
         return Moved(output, 0, left, changed)
@@ -95,7 +98,7 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
     for i, row in enumerate(values):
         if not isinstance(row, dict):
             continue
-        if row.get("key") in new_key and row.get("repeat_of") is None:
+        if id(row) in vetted:  # a row under the old key of another file then ("changed") stays under it, named
             values[i] = {**row, "key": new_key[row["key"]]}
             rekeyed += 1
         elif row.get("repeat_of") in new_key:
