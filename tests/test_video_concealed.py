@@ -198,18 +198,23 @@ def test_settling_a_read_decodes_no_packet_past_its_frames(concealed, monkeypatc
     assert len([size for size in fed if size]) == needed
 
 
-def eight_frame_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Decode with 8 frame threads (not the machine's count: 2 threads hold too few frames back; the small test clips
-    decode without threads otherwise): an error comes back packets late."""
+def frame_threaded_reads(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """Every read's decoder runs ``count`` frame threads, the clip opened as a large one is ("AUTO")."""
     monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
     opened = video_reader.video_stream
 
-    def eight_threads(*args):  # noqa: ANN002, ANN202
+    def threaded(*args):  # noqa: ANN002, ANN202
         stream = opened(*args)
-        stream.codec_context.thread_count = 8
+        stream.codec_context.thread_count = count
         return stream
 
-    monkeypatch.setattr(video_reader, "video_stream", eight_threads)
+    monkeypatch.setattr(video_reader, "video_stream", threaded)
+
+
+def eight_frame_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decode with 8 frame threads (not the machine's count: 2 threads hold too few frames back; the small test clips
+    decode without threads otherwise): an error comes back packets late."""
+    frame_threaded_reads(monkeypatch, 8)
 
 
 def test_a_settle_with_frame_threads_loses_no_flag_to_a_later_failed_packet(monkeypatch, tmp_path):

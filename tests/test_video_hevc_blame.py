@@ -11,9 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.test_video_concealed import _damaged, eight_frame_threads
+from tests.test_video_concealed import _damaged, eight_frame_threads, frame_threaded_reads
 from tests.test_video_hevc_damage import N, _hevc, _plain, _zero_the_tail
-from tools import video_reader, video_scan
 from tools.video import VideoDecodeError, VideoReader
 
 
@@ -89,15 +88,7 @@ def test_iter_frames_fails_frames_put_out_of_order_by_a_failed_packet(tmp_path, 
     it) counted no damage, and iter_frames, which counts the decoder's output, handed it out as frame 1, no error (the
     old 15-tag window failed it by chance). A frame whose timestamp names another frame than its count, once the
     decoder failed a packet, now fails: every frame yielded is the clean clip's."""
-    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
-    opened = video_reader.video_stream
-
-    def threaded(*args):  # noqa: ANN002, ANN202
-        stream = opened(*args)
-        stream.codec_context.thread_count = threads
-        return stream
-
-    monkeypatch.setattr(video_reader, "video_stream", threaded)
+    frame_threaded_reads(monkeypatch, threads)
     clean = _hevc(tmp_path / "c.mp4", ":hash=1")
     bad = _damaged(clean, packet, _zero_the_tail)
     plain = np.stack([f for _, f in sorted(_plain(clean).items())])
@@ -127,22 +118,14 @@ def test_the_blame_lags_only_where_the_decoder_has_frame_threads(codec, lag):
 
 
 @pytest.mark.parametrize("threads", [2, 8])
-def test_a_read_from_the_start_resets_the_decoder_at_the_keyframe_after_a_failed_packet(tmp_path, monkeypatch,
-                                                                                         watchdog, threads):
+def test_a_read_from_the_start_skips_the_damaged_frames_put_out_late_after_a_failed_packet(tmp_path, monkeypatch,
+                                                                                            watchdog, threads):
     """A P-only x265 clip (keyframes 0, 12, 24, 36) whose packet 3 fails its hash, read from the start (no seeks) with
     frame threads: the decoder put the damaged GOP's frames out among the next GOP's (3, 4, 12, 5, 13, ...), and
-    the reads of frames 13-39 failed as out of order after a failed packet (4 of 40 frames read; by seeks 31). The
-    decoder is now reset where the keyframe after a failed packet goes in, as a seek there does: frames 12-39 read
-    as in the clean clip, frames 3-11 still fail, and no read gives a frame unlike the clean clip's."""
-    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
-    opened = video_reader.video_stream
-
-    def threaded(*args):  # noqa: ANN002, ANN202
-        stream = opened(*args)
-        stream.codec_context.thread_count = threads
-        return stream
-
-    monkeypatch.setattr(video_reader, "video_stream", threaded)
+    the reads of frames 13-39 failed as out of order after a failed packet (4 of 40 frames read; by seeks 31). A
+    frame out late that the watch calls damaged is now passed over, never handed out: frames 12-39 read as in the
+    clean clip, frames 3-11 still fail, and no read gives a frame unlike the clean clip's."""
+    frame_threaded_reads(monkeypatch, threads)
     clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
     bad = _damaged(clean, 3, _zero_the_tail)
     plain = np.stack([f for _, f in sorted(_plain(clean).items())])

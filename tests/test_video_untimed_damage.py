@@ -10,8 +10,7 @@ import av
 import numpy as np
 import pytest
 
-from tests.test_video_concealed import _gradient_ids
-from tools import video_reader, video_scan
+from tests.test_video_concealed import _gradient_ids, frame_threaded_reads
 from tools.video import VideoDecodeError, VideoReader
 
 N = 40
@@ -57,18 +56,6 @@ def _damaged(clean: Path, picture: int) -> Path:
     return path
 
 
-def _threads(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
-    monkeypatch.setattr(video_scan, "frame_threads", lambda *_: True)
-    opened = video_reader.video_stream
-
-    def threaded(*args):  # noqa: ANN002, ANN202
-        stream = opened(*args)
-        stream.codec_context.thread_count = threads
-        return stream
-
-    monkeypatch.setattr(video_reader, "video_stream", threaded)
-
-
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray]:
     clean = _raw_hevc(tmp_path_factory.mktemp("raw") / "c.hevc")
@@ -86,7 +73,7 @@ def test_untimed_frames_out_of_order_after_a_failed_packet_are_not_handed_out(cl
     no error. Now every frame handed out is the clean clip's, and the read of the damaged frame fails; frames that
     came out before the failed packet went in still read."""
     clean, plain = clips
-    _threads(monkeypatch, threads)
+    frame_threaded_reads(monkeypatch, threads)
     bad = _damaged(clean, picture)
     with VideoReader(bad) as reader:
         assert reader._order[1] is None  # (the premise: no timestamps, the output counted)

@@ -246,7 +246,8 @@ class VideoReader:
 
     @staticmethod
     def _settled(check: CountCheck[tuple[av.VideoFrame | None, Place]], watch: DamageWatch, misplaced: set[int],
-                 unchecked: dict[int, int] | None = None) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
+                 unchecked: dict[int, int] | None = None,
+                 ) -> Iterator[tuple[int, av.VideoFrame | None, VideoDecodeError | None]]:
         """The frames the count hands out now, each with its error: its damage, or, its index in ``misplaced`` (its
         timestamp names another frame than its count), once the decoder failed a packet or flagged a frame, that: after
         a failed packet HEVC's decoder with frame threads puts frames out of order (frame 2 before frame 1), and a
