@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.encoded_clips import write_rgb_clip
-from tests.test_video_concealed import _damaged, _gradient_ids, _zero_a_fifth
+from tests.test_video_concealed import _damaged, _gradient_ids, _zero_a_fifth, frame_threaded_reads
 from tools.video import VideoDecodeError, VideoReader
 
 
@@ -49,3 +49,31 @@ def test_frames_after_a_failed_av1_packet_fail(tmp_path):
                 except VideoDecodeError:
                     continue
                 assert np.array_equal(frame, plain[i]), (seeks, i)
+
+
+@pytest.mark.skipif("libsvtav1" not in av.codecs_available, reason="no SVT-AV1 encoder")
+@pytest.mark.parametrize("packet", [1, 13])
+def test_a_key_frame_shown_again_after_a_failed_av1_packet_is_no_keyframe(tmp_path, monkeypatch, packet):
+    """Packet 1 (or 13: a temporal unit of hidden frames and the frame after the keyframe) has a fifth of its data
+    zeroed; libdav1d on one thread fails it at once. Packets 2, 4 and 8 (or 14, 16, 20) only show a frame that
+    packet held: its slot still holds the keyframe, and libdav1d shows that again, a key frame, no error. The watch
+    took each for a keyframe, after the damage: single reads gave frames 2, 4 and 8 as the keyframe's picture. A key
+    frame the scan does not know as one (no keyframe packet there) now starts nothing: every frame a read gives is the
+    clean clip's."""
+    frame_threaded_reads(monkeypatch, 1)
+    clean = _av1(tmp_path / "c.mp4")
+    bad = _damaged(clean, packet, _zero_a_fifth)
+    with av.open(str(clean)) as c:
+        plain = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    with VideoReader(bad) as reader:
+        for seeks in (True, False):
+            reader._seeks = seeks
+            failed = []
+            for i in range(len(plain)):
+                try:
+                    frame = reader.read([i])[0]
+                except VideoDecodeError:
+                    failed.append(i)
+                    continue
+                assert np.array_equal(frame, plain[i]), (seeks, i)
+            assert packet in failed and packet + 1 in failed, failed  # (the premise: the damage shows)

@@ -195,10 +195,13 @@ class DamageWatch:
         parsed = not PARSED_TIMESTAMPS.isdisjoint(stream.container.format.name.split(","))
         return cls(name, total, b_referenced=ctx.name not in UNREFERENCED_B or parsed, lead=lead)
 
-    def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False) -> Place:
+    def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False,
+                 keyed: bool = True) -> Place:
         """``frame`` came out of the decoder (frame ``index`` of the clip, where known): its place. ``lost``: one the
         reader discards (decoded before the first keyframe of a decode from a cut), whose flags say nothing of later
-        ones."""
+        ones. Not ``keyed``: the scan knows no keyframe there, and a key frame is none (AV1 shows a frame again by a
+        header alone: after a failed packet that should have replaced it, libdav1d shows the keyframe still in its
+        slot, a key frame, under a later frame's timestamp)."""
         self._count += 1
         tag = frame_tag(frame)
         if tag is None:  # (every packet fed is tagged: a frame without one is no frame the watch can place)
@@ -212,7 +215,7 @@ class DamageWatch:
                 del self._unshown[b]
         if not lost and self._pending:  # the first frame of the decode's count: its keyframe, or it failed
             self._settle_lead(frame.key_frame or frame.pict_type == PictureType.I)
-        if frame.key_frame and not lost:
+        if frame.key_frame and keyed and not lost:
             bisect.insort(self._keys, tag)
             if not self._handed:
                 self._out = {t for t in self._out if t >= tag}

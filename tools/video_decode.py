@@ -39,14 +39,14 @@ after each packet's frames), it feeds no more packets where a flush gives every 
 threads: ``tools.video_feed.flushable``): it flushes the decoder, gives the frames it held and ends."""
 
 
-def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int], last: int,
-           total: int | None) -> None:
+def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int], keyed: frozenset[int],
+           last: int, total: int | None) -> None:
     """Take the decoder's frames until no frame handed out waits on a frame decoded before it (``DamageWatch.check``
     fails one the damage shows in); ``frames`` is settling (``Packets``): it decodes no packet past those fed. With
     frame threads it ends at the end of the stream only (``total`` given, the clip's frames; None: it ends at a
     flush): where the decoder gave not every frame past ``last`` (the last one out before), one that still waits
     fails: PyAV drops an error the decoder gives after a frame in one call (the end's flush), and the frames it held
-    after it, its reference among them, flagged or not (``DamageWatch.end``)."""
+    after it, its reference among them, flagged or not (``DamageWatch.end``). ``keyed``: the scan's keyframes."""
     out: set[int | None] = set()
     while watch.waiting:
         frame = next(frames, None)
@@ -58,7 +58,7 @@ def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[in
             return
         i = mapping.get(frame.pts) if frame.pts is not None else None
         out.add(i)
-        watch.came_out(frame, i)
+        watch.came_out(frame, i, keyed=i is None or not keyed or i in keyed)
         watch.check()
 
 
@@ -96,6 +96,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
     flushing the decoder, which gives the frames it holds back (its reorder delay) and decodes no further packet, or
     with frame threads by decoding on (``Packets``)."""
     pts, keys, lead = index.pts, index.keyframes, index.lead
+    keyed = frozenset(keys)  # (a key frame elsewhere is none: `DamageWatch.came_out`)
     assert pts is not None  # `mapping` is built from them (VideoReader._decode)
     frames: Iterator[av.VideoFrame] | None = None
     watch = DamageWatch.of(name, total, stream)  # (a new one with each `frames`: the tags start again)
@@ -117,7 +118,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
         if frames is None or seek:
             if frames is not None:  # the decoder's frames are gone after a seek: settle the ones handed out
                 settling = True
-                _drain(frames, watch, mapping, last, total if threaded else None)
+                _drain(frames, watch, mapping, keyed, last, total if threaded else None)
                 settling = False
             if seek:
                 if not seek_keyframe(container, stream, pts[k], name, src):
@@ -140,7 +141,8 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     continue  # decoded on lost references (MPEG-4 part 2: gray ones): not that frame
                 lost = False
             # (a frame before the keyframe a seek landed on: its references were before the seek, whatever its flags)
-            place = watch.came_out(frame, i, lost=landed is not None and (i is None or i < landed))
+            place = watch.came_out(frame, i, lost=landed is not None and (i is None or i < landed),
+                                   keyed=i is None or not keyed or i in keyed)
             watch.check()
             if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                 if allow_seek:
@@ -171,7 +173,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 yield i, frame
     if frames is not None:
         settling = True
-        _drain(frames, watch, mapping, last, total if threaded else None)
+        _drain(frames, watch, mapping, keyed, last, total if threaded else None)
 
 
 class FrameDropped(VideoDecodeError):
