@@ -184,6 +184,7 @@ class DamageWatch:
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
         self._count = 0  # frames out
         self._failed: int | None = None  # some packet's decode raised: the lowest tag it may have (`failed_by`)
+        self._failed_key = -1  # the last keyframe out (its tag) when the last failure was told (`_damaged`)
         self._pending: list[tuple[int, str]] = []  # the lead's failures before a keyframe came out (`failed`)
 
     @classmethod
@@ -252,6 +253,12 @@ class DamageWatch:
             self._damaged(tag, error, tag)
 
     def _damaged(self, tag: int, error: str, first: int) -> None:
+        key = self._keys[-1] if self._keys else -1
+        if self._failed is not None and key != self._failed_key:  # a failure in a GOP after one that failed before:
+            # the decoder still holds frames back (the damaged GOP's, put out late), and their errors with them: this
+            # one may be that of any packet since the keyframe whose frame has not come out
+            first = min(first, next((t for t in range(max(key, 0), tag) if t not in self._out), first))
+        self._failed_key = key
         where = f"packet {tag}" if first == tag else f"one of packets {first}-{tag}" if first < tag else \
             f"a discarded packet after packet {tag}"
         self._bad.append((first, tag, f"in {where} of the decode (decode order), which it failed on ({error}): the "
