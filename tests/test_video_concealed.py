@@ -211,6 +211,17 @@ def frame_threaded_reads(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
     monkeypatch.setattr(video_reader, "video_stream", threaded)
 
 
+def failed_reads(reader: VideoReader, want: np.ndarray) -> list[int]:
+    """The frames whose single read (``reader.read([i])``) fails, each other read asserted to be ``want``'s frame."""
+    failed = []
+    for i in range(len(want)):
+        try:
+            assert np.array_equal(reader.read([i])[0], want[i]), i
+        except VideoDecodeError:
+            failed.append(i)
+    return failed
+
+
 def eight_frame_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """Decode with 8 frame threads (not the machine's count: 2 threads hold too few frames back; the small test clips
     decode without threads otherwise): an error comes back packets late."""

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.test_video_concealed import _damaged, eight_frame_threads, frame_threaded_reads
+from tests.test_video_concealed import _damaged, eight_frame_threads, failed_reads, frame_threaded_reads
 from tests.test_video_hevc_damage import N, _hevc, _plain, _zero_the_tail
 from tools.video import VideoDecodeError, VideoReader
 
@@ -131,12 +131,7 @@ def test_a_read_from_the_start_skips_the_damaged_frames_put_out_late_after_a_fai
     plain = np.stack([f for _, f in sorted(_plain(clean).items())])
     with VideoReader(bad) as reader:
         reader._seeks = False
-        failed = []
-        for i in range(N):
-            try:
-                assert np.array_equal(reader.read([i])[0], plain[i]), i
-            except VideoDecodeError:
-                failed.append(i)
+        failed = failed_reads(reader, plain)
         assert failed == list(range(3, 12))
         assert np.array_equal(reader.read(range(12, N)), plain[12:])
 
@@ -154,10 +149,5 @@ def test_a_second_failed_packet_read_from_the_start_fails_its_frame(tmp_path, mo
     plain = np.stack([f for _, f in sorted(_plain(clean).items())])
     with VideoReader(bad) as reader:
         reader._seeks = False
-        failed = []
-        for i in range(N):
-            try:
-                assert np.array_equal(reader.read([i])[0], plain[i]), i
-            except VideoDecodeError:
-                failed.append(i)
+        failed = failed_reads(reader, plain)
         assert {3, 13} <= set(failed), failed
