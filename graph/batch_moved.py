@@ -27,8 +27,10 @@ Decisions:
 - A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
   the batch scores (`moved_warning`): the item already has a row under its key (a duplicate left by a run before
   moved rows were recognised: which of the two results to keep only the researcher knows), another row of older
-  key took the item (of two old names, the row found last is taken, as the last row of a key counts), or its clip's
-  recorded stamp is not the clip's now (its clip is scored again).
+  key took the item (of two old names, the row found last is taken, as the last row of a key counts), rows under its
+  old key lead to another clip of this run too (outputs joined, a link since pointed elsewhere: re-keyed to one item,
+  the other's rows went with them, a reward given to another clip), or its clip's recorded stamp is not the clip's now
+  (its clip is scored again).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from tools.jsonl import strict_dumps
 class Moved:
     """What `moved_rows` found: the output with the rows taken re-keyed (in `values` and `lines`), how many rows were
     re-keyed, and the rows that match an item but were not taken (`moved_warning`): `left` beside the item's row or
-    another taken for it, `changed` of a clip unlike the one their run recorded."""
+    another taken for it (or under an old key whose rows lead to two items), `changed` of a clip unlike the one their run recorded."""
 
     output: Output
     rekeyed: int = 0
@@ -68,7 +70,8 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
     held = {row["key"] for row in output.values if isinstance(row, dict) and isinstance(row.get("key"), str)}
     identity = path_identities()
     found: dict[str, list[str]] = {}  # per item key: the old keys of the rows that match it, in file order
-    rows_of: dict[str, list[dict[str, Any]]] = {}
+    rows_of: dict[tuple[str, str], list[dict[str, Any]]] = {}  # per (old key, item key): its rows that match the item
+    leads: dict[str, set[str]] = {}  # per old key: the items its matching rows lead to now (two: taken for neither)
     changed: list[dict[str, Any]] = []
     for row in output.values:
         if not _candidate(row, keys, preset, draw) or row["instruction"] not in asked:
@@ -82,16 +85,19 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
             changed.append(row)
         else:
             found.setdefault(key, []).append(row["key"])
-            rows_of.setdefault(row["key"], []).append(row)
+            rows_of.setdefault((row["key"], key), []).append(row)
+            leads.setdefault(row["key"], set()).add(key)
     new_key: dict[str, str] = {}
     vetted: set[int] = set()  # the rows re-keyed: those found of the very clip, not every row under a taken old key
     left: list[dict[str, Any]] = []
     for key, olds in found.items():
-        taken = None if key in held else olds[-1]
+        sole = [old for old in olds if len(leads[old]) == 1]  # an old key of rows leading to two clips now
+        # (outputs joined, a link then to one clip now to another): re-keyed to either, the other's rows went with it
+        taken = None if key in held or not sole else sole[-1]
         if taken is not None:
             new_key[taken] = key
-            vetted.update(id(row) for row in rows_of[taken])
-        left += [row for old in dict.fromkeys(olds) if old != taken for row in rows_of[old]]
+            vetted.update(id(row) for row in rows_of[(taken, key)])
+        left += [row for old in dict.fromkeys(olds) if old != taken for row in rows_of[(old, key)]]
     if not new_key:
         return Moved(output, 0, left, changed)
     values, lines, rekeyed = list(output.values), list(output.lines), 0
@@ -139,9 +145,9 @@ def moved_warning(moved: Moved, out: Any) -> str | None:
     parts = []
     if moved.left:
         first = moved.left[0]
-        parts.append(f"{len(moved.left)} row(s) beside the line's own row, or another taken for it (first: line "
-                     f"{first.get('line')}, {first.get('path')!r}): the same clip scored twice; delete the one you do "
-                     "not want (`raa eval compare` finds such a clip twice)")
+        parts.append(f"{len(moved.left)} row(s) beside the line's own row, another taken for it, or under a key of "
+                     f"rows leading to two clips (first: line {first.get('line')}, {first.get('path')!r}): the same "
+                     "clip scored twice; delete the one you do not want (`raa eval compare` finds such a clip twice)")
     if moved.changed:
         first = moved.changed[0]
         parts.append(f"{len(moved.changed)} row(s) whose run recorded another size or modification time of the clip, "
