@@ -22,7 +22,7 @@ Decisions:
   `graph.batch.clip_stamp`: a folder moved keeps them; a link left to another folder holding other clips under the
   same names does not; of the rows under one old key, only those are re-keyed: one recording another file then, last
   under that key, counted for the item), or the row records none and holds no reward (ineligible: nothing of the
-  clip is taken) for a fault not of the clip (a clip "not found" records none: a link made since at its name to the clips is no move, and
+  clip is taken) for a fault not of the clip, the clip there now (a clip "not found" records none: a link made since at its name to the clips is no move, and
   its clips are scored, as before).
 - A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
   the batch scores (`moved_warning`): the item already has a row under its key (a duplicate left by a run before
@@ -121,11 +121,12 @@ def _same_clip(row: dict[str, Any], now: dict[str, int] | None) -> bool:
     to another folder of clips under the same names does not), or it records none and holds no reward (an ineligible
     row: nothing of the clip is taken) and no fault of the clip (kind "video": a clip not found or unreadable at its
     run, as one that was not there yet records no size, says nothing of the file its path leads to now; taken, a
-    link made since to the clips left them "not found" under their new key, unscored)."""
+    link made since to the clips left them "not found" under their new key, unscored). Never for a clip not there
+    now (nothing was moved there: taken, the line kept the old row's fault, not scored "not found" as before)."""
     recorded, result = row.get("clip"), row.get("result")
     if isinstance(recorded, dict):
         return now is not None and recorded == now
-    return (isinstance(result, dict) and result.get("status") == "ineligible"
+    return (now is not None and isinstance(result, dict) and result.get("status") == "ineligible"
             and not any(fault.kind == "video" for fault in recorded_faults(result)))
 
 

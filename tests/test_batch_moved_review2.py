@@ -32,3 +32,63 @@ def test_rows_under_one_old_key_leading_to_two_clips_now_are_never_rekeyed_to_th
     assert len(moved.output.values) == 2
     assert moved.rekeyed == 0 and moved.output.values == [scored, unstamped]  # taken for neither: named, both stay
     assert sorted(map(id, moved.left)) == sorted(map(id, [scored, unstamped]))
+
+
+def test_a_manifest_moved_with_its_clips_repeat_lines_and_two_draws_scores_nothing_and_keeps_every_row(
+        monkeypatch, tmp_path):
+    """Repeat lines (other ids) follow their moved row at each draw, draw 1 rows are not taken for draw 0 or back, and
+    --retry-ineligible finds nothing to do: every row stays, with its result, its copies pointing at their source."""
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from graph.cli import app
+    from tests.graph_scripts import square_clips
+    from tests.test_batch_moved_clips import _rows
+    from tests.test_cli_agent import _scripted
+
+    runner = CliRunner()
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "clips").mkdir()
+    square_clips(tmp_path / "clips", 2)
+    manifest = tmp_path / "clips" / "m.jsonl"
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"path": "c0.mp4", "instruction": TASK, "id": "a"}, {"path": "c1.mp4", "instruction": TASK, "id": "b"},
+        {"path": "c0.mp4", "instruction": TASK, "id": "c"}, {"path": "./c0.mp4", "instruction": TASK, "id": "d"}]))
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
+    for extra in ([], ["--draw", "1"]):
+        res = runner.invoke(app, args + extra)
+        assert res.exit_code == 0, res.output
+    before = _rows(out)
+    (tmp_path / "store").mkdir()
+    shutil.move(str(tmp_path / "clips"), str(tmp_path / "store" / "clips"))
+    (tmp_path / "clips").symlink_to(tmp_path / "store" / "clips", target_is_directory=True)
+    for extra in ([], ["--draw", "1"], [], ["--draw", "1", "--retry-ineligible"]):
+        res = runner.invoke(app, args + extra)
+        assert res.exit_code == 0 and "0 to score" in res.output and "warning" not in res.output, res.output
+    rows = _rows(out)
+    assert len(rows) == len(before), (len(before), [(r["key"], r.get("repeat_of"), r["manifest"]) for r in rows])
+    keys = {r["key"]: r for r in rows}
+    for r in rows:
+        if r.get("repeat_of"):
+            src = keys[r["repeat_of"]]
+            assert src["result"] == r["result"] and src["path"].endswith("c0.mp4") and src.get("draw", 0) == r.get("draw", 0)
+    assert sorted((r["manifest"]["id"], r.get("draw", 0), r["result"].get("reward")) for r in rows) == sorted(
+        (r["manifest"]["id"], r.get("draw", 0), r["result"].get("reward")) for r in before)
+
+
+def test_an_unstamped_row_is_not_taken_for_a_clip_missing_now(tmp_path):
+    """An old ineligible row recording no clip (an endpoint fault) whose path leads, through the link left, to where the
+    item's clip is not (deleted since, never copied): nothing was moved there; the line is scored ("not found", as
+    before moved rows were recognised), not left holding the old row's fault for a clip that is not there."""
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old").symlink_to(tmp_path / "new", target_is_directory=True)
+    clip = tmp_path / "new" / "c0.mp4"  # not there
+    item = {"key": item_key(str(clip), TASK, "full"), "path": str(clip), "resolved": str(clip), "instruction": TASK,
+            "error": None}
+    old = str(tmp_path / "old" / "c0.mp4")
+    row = {"key": item_key(old + "-then", TASK, "full"), "path": old, "instruction": TASK, "preset": "full",
+           "draw": 0, "result": {"status": "ineligible", "reward": None}}
+    assert moved_rows(_output(tmp_path, [row]), [item], "full", 0).rekeyed == 0
