@@ -151,3 +151,27 @@ def test_a_second_failed_packet_read_from_the_start_fails_its_frame(tmp_path, mo
         reader._seeks = False
         failed = failed_reads(reader, plain)
         assert {3, 13} <= set(failed), failed
+
+
+@pytest.mark.xfail(strict=True, reason="open: FFmpeg (libavcodec 62) gives no error for keyframe 12's hash after packet 1"
+                   "'s failed, and the watch takes keyframe 12 for a clean start (found by review revvideo2; at "
+                   "376aad23^ too)")
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_path, monkeypatch, watchdog, threads):
+    """The P-only x265 clip with packets 1 and 12 (the second keyframe) failing their hashes, read from the start (no
+    seeks): FFmpeg gives packet 1's error, but none for keyframe 12, whose frame and those after it up to frame 23 are
+    unlike the clean clip's (read fresh from keyframe 12, by a seek or with packet 12 alone damaged, packet 12 fails).
+    No read may hand out a frame unlike the clean clip's."""
+    frame_threaded_reads(monkeypatch, threads)
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
+    bad = _damaged(_damaged(clean, 1, _zero_the_tail), 12, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        reader._seeks = False
+        failed = []
+        for i in range(N):
+            try:
+                assert np.array_equal(reader.read([i])[0], plain[i]), i
+            except VideoDecodeError:
+                failed.append(i)
+        assert {1, 12} <= set(failed), failed
