@@ -175,3 +175,20 @@ def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_pat
             except VideoDecodeError:
                 failed.append(i)
         assert {1, 12} <= set(failed), failed
+
+
+def test_a_failure_told_at_once_blames_no_keyframe_decoded_before_it(tmp_path, watchdog):
+    """The x265 clip with B-frames (open GOPs) and packets 12 (keyframe 12) and 26 (frame 25) failing their hashes,
+    read from the start on one thread (no seeks): packet 24 (frame 23, a leading picture of keyframe 24, decoded after
+    it) fails too, and its error came out before keyframe 24's frame (held back to be shown after 23). The blame
+    reached back over keyframe 24's packet, whose frame is intact, and its read failed. One thread tells a packet's
+    error as it goes in: the failure is that packet's, and keyframe 24 reads as in the clean clip."""
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
+    bad = _damaged(_damaged(clean, 12, _zero_the_tail), 26, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        reader._seeks = False
+        assert np.array_equal(reader.read([24])[0], plain[24])
+        for i in (12, 23, 25):
+            with pytest.raises(VideoDecodeError):
+                reader.read([i])

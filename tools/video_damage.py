@@ -170,8 +170,9 @@ class DamageWatch:
     ``handed`` records the frame just out, handed out before then, which ``check`` fails once the damage shows
     (``waiting`` while some frame decoded before it has yet to come out)."""
 
-    def __init__(self, name: str, total: int, *, b_referenced: bool = True, lead: int = 0) -> None:
+    def __init__(self, name: str, total: int, *, b_referenced: bool = True, lead: int = 0, late: bool = True) -> None:
         self._name, self._total = name, total
+        self._late = late  # the decoder may tell a packet's error packets late (frame threads: `_damaged`)
         self._lead = lead  # packets from the start whose failure damages nothing handed out (`failed`)
         self._b_referenced = b_referenced  # False: a flagged B-frame damaged itself alone (UNREFERENCED_B)
         self._keys: list[int] = []  # tags of the keyframes out
@@ -194,7 +195,8 @@ class DamageWatch:
         its first ``lead`` frames shown before its first keyframe (``FrameIndex.lead``; `failed`)."""
         ctx = stream.codec_context
         parsed = not PARSED_TIMESTAMPS.isdisjoint(stream.container.format.name.split(","))
-        return cls(name, total, b_referenced=ctx.name not in UNREFERENCED_B or parsed, lead=lead)
+        return cls(name, total, b_referenced=ctx.name not in UNREFERENCED_B or parsed, lead=lead,
+                   late=frame_threaded(ctx) and ctx.thread_count != 1)
 
     def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False,
                  keyed: bool = True) -> Place:
@@ -254,9 +256,10 @@ class DamageWatch:
 
     def _damaged(self, tag: int, error: str, first: int) -> None:
         key = self._keys[-1] if self._keys else -1
-        if self._failed is not None and key != self._failed_key:  # a failure in a GOP after one that failed before:
-            # the decoder still holds frames back (the damaged GOP's, put out late), and their errors with them: this
-            # one may be that of any packet since the keyframe whose frame has not come out
+        if self._late and self._failed is not None and key != self._failed_key:  # a failure in a GOP after one that
+            # failed before: the frame threads still hold frames back (the damaged GOP's, put out late), and their
+            # errors with them: this one may be that of any packet since the keyframe whose frame has not come out (one
+            # thread tells a packet's error as it goes in: the reach would blame a keyframe held back to be shown late)
             first = min(first, next((t for t in range(max(key, 0), tag) if t not in self._out), first))
         self._failed_key = key
         where = f"packet {tag}" if first == tag else f"one of packets {first}-{tag}" if first < tag else \
