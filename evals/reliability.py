@@ -110,10 +110,11 @@ class RewardEvalOutcome:
 
 def _refuse_folders(out: Path) -> None:
     """ManifestError naming a file of DIR the run writes that is a folder: the run scored every row, then its
-    write of the tables ended in an IsADirectoryError traceback."""
+    write of the tables ended in an IsADirectoryError traceback. (results.jsonl: `evals.result_rows.results_lines`
+    refuses it in its own words, before anything is scored.)"""
     from evals.eval_runs import STARTED
 
-    for name in ("results.jsonl", STARTED, "table.md", "table.csv", "summary.json"):
+    for name in (STARTED, "table.md", "table.csv", "summary.json"):
         if (out / name).is_dir():
             raise ManifestError(f"{out / name} is a folder, where `raa eval reward` writes a file: move or delete it, "
                                 "or write to another --out")
