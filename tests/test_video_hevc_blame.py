@@ -153,9 +153,6 @@ def test_a_second_failed_packet_read_from_the_start_fails_its_frame(tmp_path, mo
         assert {3, 13} <= set(failed), failed
 
 
-@pytest.mark.xfail(strict=True, reason="open: FFmpeg (libavcodec 62) gives no error for keyframe 12's hash after packet 1"
-                   "'s failed, and the watch takes keyframe 12 for a clean start (found by review revvideo2; at "
-                   "376aad23^ too)")
 @pytest.mark.parametrize("threads", [1, 4])
 def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_path, monkeypatch, watchdog, threads):
     """The P-only x265 clip with packets 1 and 12 (the second keyframe) failing their hashes, read from the start (no

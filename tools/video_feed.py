@@ -6,15 +6,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import av
+from av.codec.context import CodecContext
 
 from tools.video_damage import (
     DISCARDED,
+    HASH_CHECKED,
     DamageWatch,
     ErrorLag,
     frame_tag,
     frame_threaded,
     tag_discarded,
     tag_packet,
+    watched_decoder,
 )
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
@@ -26,6 +29,18 @@ def flushable(stream: av.video.stream.VideoStream) -> bool:
     it in the same call; the flush's reset then lost the frames after it (a flagged reference among them). (MPEG-1 / 2
     video, whose context says FRAME, runs slice threads: flushable.)"""
     return not frame_threaded(stream.codec_context)
+
+
+def fresh_decoder(ctx: CodecContext) -> CodecContext:
+    """A new, unopened decoder set up as the open ``ctx`` is (its codec, headers, threads, flags, reorder depth) and
+    watched as it is (``watched_decoder``: FFmpeg took the options ``ctx`` was opened with)."""
+    fresh = CodecContext.create(ctx.codec, "r")
+    fresh.extradata = ctx.extradata
+    fresh.width, fresh.height = ctx.width, ctx.height
+    fresh.thread_type, fresh.thread_count = ctx.thread_type, ctx.thread_count
+    fresh.flags, fresh.flags2, fresh.reorder_depth = ctx.flags, ctx.flags2, ctx.reorder_depth
+    watched_decoder(fresh)
+    return fresh
 
 
 def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
@@ -41,16 +56,23 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     Once ``settling`` says so (after a packet's frames), the decoder is fed no more packets where a flush gives
     every frame it holds (``flushable``: not with frame threads): flushed, it gives them, decoded already, and the
     iteration ends (``tools.video_decode.frames_by_pts``: a read that has its frames decodes none past them to
-    settle them)."""
+    settle them).
+    After a failed packet, a decoder in ``HASH_CHECKED`` is replaced by a fresh one at the next keyframe, the frames
+    the old one held given first: FFmpeg's HEVC decoder, once a packet failed, failed no later picture's hash (a
+    damaged keyframe 12 after a failed packet 1 decoded with no error, and its GOP was handed out as good); a flush
+    does not bring its checks back, a new decoder does."""
     fed, ctx = 0, stream.codec_context
     lag = ErrorLag(ctx)
+    renew = False  # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
 
     def decoded(packet: av.Packet | None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
         fails on corrupt data; not the frame of a discarded packet, told to the watch (its flag) and dropped."""
         try:
-            frames = stream.codec_context.decode(packet)
+            frames = ctx.decode(packet)
         except av.error.InvalidDataError as exc:
+            nonlocal renew
+            renew = ctx.name in HASH_CHECKED
             error = f"{type(exc).__name__}: {exc}"
             first, tag = lag.blame(end=packet is None or not packet.size)
             watch.failed(tag, error, first)
@@ -65,23 +87,33 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                 kept.append(frame)
         return kept
 
-    with wrapped(name, "decoding failed (truncated or corrupt data)", src):
-        for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
-            fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
-            if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
-                packet = joined(b"", packet) if packet.is_discard else packet
-                tag_discarded(packet, fed)
-                lag.fed(fed, discarded=True)
-            elif packet.size:  # (not the end-of-stream flush packet)
-                tag_packet(packet, fed, carried)
-                lag.fed(fed)
-                fed += 1
-            for frame in decoded(packet):
-                yield frame, fed
-            # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
-            if packet.size and settling is not None and settling() and flushable(stream):
-                held = decoded(None)
-                # drained, it takes no packet until reset (PyAV 18's `InputContainer.seek` resets every stream's)
-                stream.codec_context.flush_buffers()
-                yield from ((frame, fed) for frame in held)
-                return
+    try:
+        with wrapped(name, "decoding failed (truncated or corrupt data)", src):
+            for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
+                if renew and packet.is_keyframe and packet.size and not discard:
+                    held = decoded(None)  # the old decoder's frames, then a fresh one from this keyframe
+                    ctx.flush_buffers()  # (its frame threads joined before it is freed: `release_decoder`)
+                    ctx, renew = fresh_decoder(ctx), False
+                    lag = ErrorLag(ctx)
+                    yield from ((frame, fed) for frame in held)
+                fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
+                if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
+                    packet = joined(b"", packet) if packet.is_discard else packet
+                    tag_discarded(packet, fed)
+                    lag.fed(fed, discarded=True)
+                elif packet.size:  # (not the end-of-stream flush packet)
+                    tag_packet(packet, fed, carried)
+                    lag.fed(fed)
+                    fed += 1
+                for frame in decoded(packet):
+                    yield frame, fed
+                # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
+                if packet.size and settling is not None and settling() and flushable(stream):
+                    held = decoded(None)
+                    # drained, it takes no packet until reset (PyAV 18's `InputContainer.seek` resets every stream's)
+                    ctx.flush_buffers()
+                    yield from ((frame, fed) for frame in held)
+                    return
+    finally:
+        if ctx is not stream.codec_context:  # a fresh decoder: its frame threads joined before it is freed
+            ctx.flush_buffers()
