@@ -153,7 +153,10 @@ def test_a_second_failed_packet_read_from_the_start_fails_its_frame(tmp_path, mo
         assert {3, 13} <= set(failed), failed
 
 
-@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("threads", [1, pytest.param(4, marks=pytest.mark.xfail(
+    strict=True, reason="open with frame threads: FFmpeg (libavcodec 62) gives no error for keyframe 12's hash after "
+    "packet 1's failed; a fresh decoder there would need the old one drained, which loses the frames after a failed "
+    "packet's error (PyAV) (found by review revvideo2; at 376aad23^ too)"))])
 def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_path, monkeypatch, watchdog, threads):
     """The P-only x265 clip with packets 1 and 12 (the second keyframe) failing their hashes, read from the start (no
     seeks): FFmpeg gives packet 1's error, but none for keyframe 12, whose frame and those after it up to frame 23 are

@@ -60,7 +60,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     After a failed packet, a decoder in ``HASH_CHECKED`` is replaced by a fresh one at the next keyframe, the frames
     the old one held given first: FFmpeg's HEVC decoder, once a packet failed, failed no later picture's hash (a
     damaged keyframe 12 after a failed packet 1 decoded with no error, and its GOP was handed out as good); a flush
-    does not bring its checks back, a new decoder does."""
+    does not bring its checks back, a new decoder does. Not with frame threads (not ``flushable``): drained, such a
+    decoder lost the frames after a failed packet's error (PyAV), a read of frames before the failure among them."""
     fed, ctx = 0, stream.codec_context
     lag = ErrorLag(ctx)
     renew = False  # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
@@ -72,7 +73,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             frames = ctx.decode(packet)
         except av.error.InvalidDataError as exc:
             nonlocal renew
-            renew = ctx.name in HASH_CHECKED
+            # (one frame thread runs none: FFmpeg decodes in the caller's thread)
+            renew = ctx.name in HASH_CHECKED and (flushable(stream) or ctx.thread_count == 1)
             error = f"{type(exc).__name__}: {exc}"
             first, tag = lag.blame(end=packet is None or not packet.size)
             watch.failed(tag, error, first)
