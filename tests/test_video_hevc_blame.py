@@ -192,3 +192,17 @@ def test_a_failure_told_at_once_blames_no_keyframe_decoded_before_it(tmp_path, w
         for i in (12, 23, 25):
             with pytest.raises(VideoDecodeError):
                 reader.read([i])
+
+
+def test_a_damaged_keyframe_right_after_a_failed_packet_read_from_the_start_fails(tmp_path, watchdog):
+    """The P-only x265 clip with packets 11 and 12 (the second keyframe) failing their hashes, read from the start on
+    one thread (no seeks): the decoder gave packet 11's error and none for keyframe 12 (its checks lapse after a
+    failed packet), and reads of frames 12-23 handed them out unlike the clean clip's. The decoder is now a fresh one
+    from keyframe 12 on, which fails its packet: no read gives a frame unlike the clean clip's."""
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
+    bad = _damaged(_damaged(clean, 11, _zero_the_tail), 12, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        reader._seeks = False
+        failed = failed_reads(reader, plain)
+        assert failed == list(range(11, 24)), failed
