@@ -70,8 +70,9 @@ def test_damaged_hevc_slice_data_fails_the_frames_that_reference_it(tmp_path, mo
     order = sorted(good)
     differs = [i for i, p in enumerate(order) if np.abs(broken[p].astype(int) - good[p]).mean() > 0.5]
     assert differs == list(damaged)  # the premise: damaged pictures, no flag, no error
-    # (frame threads: the failed packet gave no frame, its error late, so the frame read came out another's)
-    late = r"( \(got pts \d+ instead\))?" if threads else ""
+    # (frame threads: the failed packet gave no frame, its error late, so the frame read came out another's; one thread,
+    # packet 12: frame 23, a leading picture of keyframe 24, which a fresh decoder there drops: tools.video_feed)
+    late = r"( \(got pts \d+ instead\))?" if threads or packet == 12 else ""
     with VideoReader(bad) as reader:
         assert reader.meta.frames == N
         for i in damaged:

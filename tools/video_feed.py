@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 
 import av
 from av.codec.context import CodecContext
+from av.video.codeccontext import VideoCodecContext
 
 from tools.video_damage import (
     DISCARDED,
@@ -31,10 +32,11 @@ def flushable(stream: av.video.stream.VideoStream) -> bool:
     return not frame_threaded(stream.codec_context)
 
 
-def fresh_decoder(ctx: CodecContext) -> CodecContext:
+def fresh_decoder(ctx: VideoCodecContext) -> VideoCodecContext:
     """A new, unopened decoder set up as the open ``ctx`` is (its codec, headers, threads, flags, reorder depth) and
     watched as it is (``watched_decoder``: FFmpeg took the options ``ctx`` was opened with)."""
     fresh = CodecContext.create(ctx.codec, "r")
+    assert isinstance(fresh, VideoCodecContext)  # (a video codec's)
     fresh.extradata = ctx.extradata
     fresh.width, fresh.height = ctx.width, ctx.height
     fresh.thread_type, fresh.thread_count = ctx.thread_type, ctx.thread_count
