@@ -10,6 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+POLL_S = 0.02
+"""How often a stub's ``serve_forever`` looks for its shutdown request: ``shutdown()`` waits for that look, and
+socketserver's default (0.5 s) made every stub's exit an idle wait of up to half a second."""
+
 
 def send_json(handler: BaseHTTPRequestHandler, obj: object, status: int = 200, *,
               content_type: str | None = None) -> None:
@@ -27,7 +31,7 @@ def send_json(handler: BaseHTTPRequestHandler, obj: object, status: int = 200, *
 def start_server(handler: type[BaseHTTPRequestHandler]) -> HTTPServer:
     """``handler`` served on 127.0.0.1 (a port the OS picks) by a daemon thread; the caller shuts it down."""
     server = HTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     return server
 
 

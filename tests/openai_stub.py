@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.http_stubs import POLL_S
+
 
 @dataclass
 class StubReply:
@@ -172,7 +174,7 @@ class OpenAIStub:
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(POLL_S,), daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
