@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
+from tests.http_stubs import POLL_S
 from tools.client import ToolServiceClient
 from tools.errors import ToolFault
 from tools.http_retry import SendFailed, send_with_retries
@@ -47,7 +48,7 @@ def _bad_gzip_server() -> Iterator[tuple[str, list[int]]]:
     hits: list[int] = []
     handler = type("Handler", (_BadGzip,), {"hits": hits})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", hits

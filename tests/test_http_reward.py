@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 
-from tests.http_stubs import send_json
+from tests.http_stubs import POLL_S, send_json
 from training.rewards import HttpAgentReward, build_reward, call_reward
 
 
@@ -44,7 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def test_http_reward_roundtrip_and_failure():
     server = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         clips = [np.full((3, 16, 16, 3), 100, dtype=np.uint8) for _ in range(3)]
@@ -87,7 +87,7 @@ def test_a_service_result_that_is_no_number_costs_only_its_item():
 
 def test_http_reward_waits_for_the_service_at_start_and_names_a_dead_url():
     server = HTTPServer(("127.0.0.1", 0), _Handler)  # answers GET with 501: an answer all the same
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", startup_wait_s=5).wait_until_reachable()
         assert isinstance(build_reward("http", {"url": f"http://127.0.0.1:{server.server_port}/score"}),
@@ -105,7 +105,7 @@ def test_http_reward_spreads_ranks_over_several_services():
     """url: [a, b]: rank r posts to url[r % 2]; every url is checked at start, and a dead one is named."""
     servers = [HTTPServer(("127.0.0.1", 0), _Handler) for _ in range(2)]
     for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     urls = [f"http://127.0.0.1:{server.server_port}/score" for server in servers]
     seen: list[int] = []
     try:
@@ -130,7 +130,7 @@ def test_http_reward_spreads_ranks_over_several_services():
 
 def test_http_reward_retries_transient_failures_a_bounded_number_of_times():
     server = HTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         clips = [np.full((3, 16, 16, 3), 100, dtype=np.uint8) for _ in range(3)]
         fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", retries=3, backoff_s=0)
@@ -185,7 +185,7 @@ def test_a_gateway_error_says_its_status_and_that_it_was_not_retried(status, phr
     was deliberately not retried, nor why: the request went through the gateway, so the batch may have been
     scored (or still be) behind it."""
     server = HTTPServer(("127.0.0.1", 0), _Gateway)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         _Gateway.status, _Gateway.posts = status, 0
         fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", retries=3, backoff_s=0,

@@ -10,7 +10,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from tests.http_stubs import send_json, served
+from tests.http_stubs import POLL_S, send_json, served
 from training.rewards import HttpAgentReward
 
 INFO = {"preset": "full", "scoring": {"model": "m"}}
@@ -68,7 +68,7 @@ def test_wait_until_reachable_waits_through_connection_refused_at_start_up():
     def start_late():
         time.sleep(1.0)
         server.server_activate()
-        server.serve_forever()
+        server.serve_forever(POLL_S)
 
     threading.Thread(target=start_late, daemon=True).start()
     try:

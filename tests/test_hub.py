@@ -15,6 +15,7 @@ from threading import Thread
 
 import pytest
 
+from tests.http_stubs import POLL_S
 from tools.hub import hub_load_kwargs, hub_reachable, is_hub_id
 
 CLOSED = "http://127.0.0.1:9"  # discard port: nothing listens, the connection is refused at once
@@ -33,7 +34,7 @@ def answering_hub(status: int) -> Iterator[str]:
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
-    Thread(target=server.serve_forever, daemon=True).start()
+    Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:

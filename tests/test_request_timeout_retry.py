@@ -16,7 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.http_stubs import send_json
+from tests.http_stubs import POLL_S, send_json
 from tools.client import RemoteMotionTracker, ToolServiceClient
 from tools.errors import ToolFault
 from tools.http_retry import RetriesExhausted, send_with_retries
@@ -57,7 +57,7 @@ class _SlowBodyStub(BaseHTTPRequestHandler):
 def _stub(timeouts: int, answer: dict) -> Iterator[str]:
     handler = type("Stub", (_SlowBodyStub,), {"timeouts": timeouts, "answer": answer, "lengths": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", handler
     finally:

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import numpy as np
 import pytest
 
-from tests.http_stubs import send_json
+from tests.http_stubs import POLL_S, send_json
 from training.rewards import AgentReward, HttpAgentReward, call_reward
 
 BAD = [np.zeros((0, 32, 32, 3), np.uint8), np.zeros((3, 0, 32, 3), np.uint8)]
@@ -32,7 +32,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.mark.parametrize("bad", BAD, ids=["no-frames", "no-rows"])
 def test_the_http_reward_sends_the_clips_it_could_write_and_names_the_other(bad):
     server = HTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         _Handler.items = []
         fn = HttpAgentReward(url=f"http://127.0.0.1:{server.server_port}/score", startup_wait_s=0)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from service_helpers import TOKEN, HeldTracker, moving_clip, serve
 
+from tests.http_stubs import POLL_S
 from tools.client import RemoteMotionTracker, RemoteSurpriseScorer, ToolServiceClient
 from tools.errors import ToolFault
 from tools.motion import LKTracker, TrackQueryError
@@ -319,7 +320,7 @@ def test_an_answer_that_is_not_a_json_object_is_a_typed_fault(status, body):
             pass
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Other)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    threading.Thread(target=srv.serve_forever, args=(POLL_S,), daemon=True).start()
     try:
         with ToolServiceClient(f"http://127.0.0.1:{srv.server_port}", retries=1) as c:
             with pytest.raises(ToolFault) as info:

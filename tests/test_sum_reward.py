@@ -161,7 +161,7 @@ def test_each_http_part_sends_its_own_token_or_the_sums():
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from tests.http_stubs import send_json
+    from tests.http_stubs import POLL_S, send_json
     from training.sum_reward import token_envs
 
     seen: dict[int, list[str | None]] = {}
@@ -182,7 +182,7 @@ def test_each_http_part_sends_its_own_token_or_the_sums():
 
     servers = [HTTPServer(("127.0.0.1", 0), Handler) for _ in range(2)]
     for server in servers:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True).start()
     a, b = (f"http://127.0.0.1:{s.server_port}/score" for s in servers)
     options = {"token_env": "SUM_TOKEN", "parts": [
         {"reward": "http", "label": "a", "options": {"url": a, "token_env": "A_TOKEN"}},

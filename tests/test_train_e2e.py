@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.http_stubs import send_json
+from tests.http_stubs import POLL_S, send_json
 from tests.launches import launch, run_to_end, torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,7 +328,7 @@ def test_rank_with_only_ineligible_group_stays_in_step(tmp_path, finetune):
     """One rank's group is ineligible while the other's is not: zero-weighted micro-batches keep the
     ZeRO collectives in step, the skipped group is counted and the other rank still updates."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _PartialReward)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(POLL_S,), daemon=True)
     thread.start()
     try:
         out = tmp_path / "partial"
