@@ -47,8 +47,9 @@ def _gone(pid: int, timeout: float = 10) -> bool:
     return False
 
 
-def test_a_launch_past_its_deadline_is_killed_with_ranks_in_other_sessions(tmp_path):
+def test_a_launch_past_its_deadline_is_killed_with_ranks_in_other_sessions(tmp_path, monkeypatch):
     """``subprocess.run(timeout=...)`` killed the launcher alone: its rank (a session of its own) slept on."""
+    monkeypatch.setattr("tests.launches.DUMP_GAP_S", 0.05)  # the stacks are not what this test reads
     pid_file = tmp_path / "rank.pid"
     with pytest.raises(pytest.fail.Exception, match=r"^stand-in hung \(no exit in 5 s"):
         launch([sys.executable, "-c", LAUNCHER, str(pid_file), "wait"], timeout=5, what="stand-in")
@@ -79,10 +80,11 @@ if sys.argv[2] == "wait":
 
 
 @pytest.mark.parametrize("scenario", ["wait", "leave"])
-def test_a_forked_child_holding_the_output_is_killed_with_its_launch(tmp_path, scenario):
+def test_a_forked_child_holding_the_output_is_killed_with_its_launch(tmp_path, scenario, monkeypatch):
     """A scenario's hung forked child (``os.fork``, multiprocessing's fork) holds the launch's output pipe:
     ``subprocess.run(timeout=...)`` killed the scenario alone (nothing, when it had exited), then read that pipe to
     its end for ever."""
+    monkeypatch.setattr("tests.launches.DUMP_GAP_S", 0.05)  # the stacks are not what this test reads
     pid_file = tmp_path / "child.pid"
     with pytest.raises(pytest.fail.Exception, match=r"^fork scenario hung \(no exit in 5 s"):
         launch([sys.executable, "-c", FORKER, str(pid_file), scenario], timeout=5, what="fork scenario")
