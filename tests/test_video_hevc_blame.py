@@ -201,3 +201,22 @@ def test_a_damaged_keyframe_right_after_a_failed_packet_read_from_the_start_fail
         reader._seeks = False
         failed = failed_reads(reader, plain)
         assert failed == list(range(11, 24)), failed
+
+
+def test_a_damaged_keyframe_sought_after_a_failed_packet_in_the_same_read_fails(tmp_path, watchdog):
+    """The x265 clip with B-frames (open GOPs) and packet 23 (keyframe 24) failing its hash, frames 22 and 24 read at
+    once with seeks on one thread: decoding to frame 22 (from keyframe 12) fed packet 23, which failed, then a seek to
+    keyframe 24 decoded it again on the same decoder, whose checks had lapsed: no error, and frame 24, unlike the clean
+    clip's, was handed out. A decoder that failed a packet is replaced for the rest of the read, past a seek too."""
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
+    bad = _damaged(clean, 23, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        with pytest.raises(VideoDecodeError, match=f"frame 24 of {N} could not be decoded.*corrupt data"):
+            reader.read([24])
+        for i in range(12, 23):
+            try:
+                got = reader.read([i, 24])
+            except VideoDecodeError:
+                continue
+            assert np.array_equal(got, plain[[i, 24]]), i
