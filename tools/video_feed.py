@@ -4,6 +4,7 @@ each failure and each discarded frame told to the read's ``DamageWatch``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import av
 from av.codec.context import CodecContext
@@ -45,9 +46,19 @@ def fresh_decoder(ctx: VideoCodecContext) -> VideoCodecContext:
     return fresh
 
 
+@dataclass
+class Lapse:
+    """Whether a stream's own decoder (``stream.codec_context``) failed a packet in ``HASH_CHECKED``, its checks lapsed
+    for good (a flush, a seek's, does not bring them back): kept over the ``frames_fed`` calls of one read (a seek
+    between them), each of which then decodes on a fresh decoder from its first keyframe."""
+
+    lapsed: bool = False
+
+
 def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
                watch: DamageWatch, *, failed: Callable[[int, str], None] | None = None,
-               settling: Callable[[], bool] | None = None) -> Iterator[tuple[av.VideoFrame, int]]:
+               settling: Callable[[], bool] | None = None, lapse: Lapse | None = None,
+               ) -> Iterator[tuple[av.VideoFrame, int]]:
     """Decode the stream from where it stands: each frame with the count of packets fed when it came out, each
     packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
     trimmed frames, whose frames are dropped) are not counted, as in the scan's count (``tag_discarded``). A
@@ -62,11 +73,14 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     After a failed packet, a decoder in ``HASH_CHECKED`` is replaced by a fresh one at the next keyframe, the frames
     the old one held given first: FFmpeg's HEVC decoder, once a packet failed, failed no later picture's hash (a
     damaged keyframe 12 after a failed packet 1 decoded with no error, and its GOP was handed out as good); a flush
-    does not bring its checks back, a new decoder does. Not with frame threads (not ``flushable``): drained, such a
+    does not bring its checks back, a new decoder does, and ``lapse`` tells the next call on the same stream (a read
+    of frames 22 and 24 failed keyframe 24's packet decoding to 22, and after the seek to 24 the same decoder handed
+    its damaged frame out as good). Not with frame threads (not ``flushable``): drained, such a
     decoder lost the frames after a failed packet's error (PyAV), a read of frames before the failure among them."""
     fed, ctx = 0, stream.codec_context
     lag = ErrorLag(ctx)
-    renew = False  # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
+    # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
+    renew = lapse is not None and lapse.lapsed
 
     def decoded(packet: av.Packet | None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
@@ -77,6 +91,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             nonlocal renew
             # (one frame thread runs none: FFmpeg decodes in the caller's thread)
             renew = ctx.name in HASH_CHECKED and (flushable(stream) or ctx.thread_count == 1)
+            if renew and lapse is not None and ctx is stream.codec_context:
+                lapse.lapsed = True
             error = f"{type(exc).__name__}: {exc}"
             first, tag = lag.blame(end=packet is None or not packet.size)
             watch.failed(tag, error, first)
@@ -95,7 +111,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         with wrapped(name, "decoding failed (truncated or corrupt data)", src):
             for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
                 if renew and packet.is_keyframe and packet.size and not discard:
-                    held = decoded(None)  # the old decoder's frames, then a fresh one from this keyframe
+                    # the old decoder's frames, then a fresh one from this keyframe (none fed yet: flushed by a seek)
+                    held = decoded(None) if fed else []
                     ctx.flush_buffers()  # (its frame threads joined before it is freed: `release_decoder`)
                     ctx, renew = fresh_decoder(ctx), False
                     lag = ErrorLag(ctx)

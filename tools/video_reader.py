@@ -15,7 +15,7 @@ from av.video.reformatter import Interpolation
 
 from tools.video_damage import DamageWatch, Place, frame_threaded, release_decoder, watched_decoder
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
-from tools.video_feed import frames_fed
+from tools.video_feed import Lapse, frames_fed
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
 from tools.video_limits import DecodeLimit, check_decode_size
 from tools.video_reformat import reformatter
@@ -306,14 +306,15 @@ class VideoReader:
         return np.ascontiguousarray(np.rot90(out, turns)) if turns else out
 
     def _packets_to_frames(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream,
-                           watch: DamageWatch, settling: Callable[[], bool]) -> Iterator[av.VideoFrame]:
-        return (frame for frame, _ in self._frames_fed(container, stream, watch=watch, settling=settling))
+                           watch: DamageWatch, settling: Callable[[], bool], lapse: Lapse) -> Iterator[av.VideoFrame]:
+        return (frame for frame, _ in self._frames_fed(container, stream, watch=watch, settling=settling, lapse=lapse))
 
     def _frames_fed(self, container: av.container.InputContainer, stream: av.video.stream.VideoStream, *,
                     watch: DamageWatch, failed: Callable[[int, str], None] | None = None,
-                    settling: Callable[[], bool] | None = None) -> Iterator[tuple[av.VideoFrame, int]]:
+                    settling: Callable[[], bool] | None = None, lapse: Lapse | None = None,
+                    ) -> Iterator[tuple[av.VideoFrame, int]]:
         """The clip's decode from where ``container`` stands (``tools.video_feed.frames_fed``)."""
-        return frames_fed(container, stream, self._name, self._src, watch, failed=failed, settling=settling)
+        return frames_fed(container, stream, self._name, self._src, watch, failed=failed, settling=settling, lapse=lapse)
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
         """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""
@@ -334,9 +335,10 @@ class VideoReader:
             if rewind and not seek_keyframe(container, stream, pts[0], self._name, self._src):  # from MP4) to seek
                 release_decoder(container, stream)  # back to: a fresh demuxer instead
                 container, stream = self._decoder(index)
+            lapse = Lapse()  # (each of its decodes, a seek before it, on the same decoder: `frames_fed`)
             yield from frames_by_pts(container, stream, wanted, index, mapping, allow_seek=allow_seek,
                                      name=self._name, src=self._src, total=self.meta.frames,
-                                     packets=self._packets_to_frames)
+                                     packets=lambda c, s, w, settle: self._packets_to_frames(c, s, w, settle, lapse))
         finally:
             release_decoder(container, stream)
 
