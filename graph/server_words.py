@@ -67,8 +67,14 @@ def clause_joined(words: str, clause: str) -> str:
     been exceeded!", "Did you mean to use v1/completions?"), a new sentence, "WORDS! CLAUSE" (its first word
     capitalised where it is all lower case): they read "!;" and "?;". The full-width stops of a Chinese or Japanese
     provider's words ("。", "！", "？", "：", "；", "，") alike: they read "！; CLAUSE". No words (an error raised without
-    a message, or only a stop): the clause alone, not "; CLAUSE"."""
+    a message, or only stops: "!", "..."): the clause alone, not "; CLAUSE" nor "! CLAUSE". A full stop after a "!",
+    "?" or an ellipsis ("Really?.", "cut...。") is dropped first, leaving the mark before it to end the words: they
+    read "?; CLAUSE" and "cut; CLAUSE", the ellipsis lost with the stop."""
+    if _ONLY_STOPS.fullmatch(words):
+        return clause
     words = _TRAILING_STOPS.sub("", words)  # a stop after an ellipsis or a "!": "cut...," "exceeded!, "
+    if words.endswith(_FULL_STOP) or (words.endswith(".") and not words.endswith("...")):
+        words = _TRAILING_STOPS.sub("", words[:-1].rstrip())  # "Really?." "cut...。": the mark before it ends them
     if words.endswith(_SENTENCE_ENDS):
         first = clause.split(" ", 1)[0]
         return f"{words} {clause[:1].upper() + clause[1:] if first.islower() else clause}"
@@ -86,3 +92,5 @@ _CLAUSE_STOPS = ":;,\uff1a\uff1b\uff0c"
 _TRAILING_STOPS = re.compile(rf"[\s{_CLAUSE_STOPS}]+$")
 """Those stops and the spaces around them at the end of words, in any order (`clause_joined`): stripped stops first,
 then spaces, "cut..., " kept its comma, and then lost its ellipsis with it ("cut; ...")."""
+_ONLY_STOPS = re.compile(rf"[\s.!?\u2026\uff01\uff1f{_FULL_STOP}{_CLAUSE_STOPS}]*")
+"""Words that are only stops and spaces ("!", "...", "?."): no words to quote (`clause_joined`)."""

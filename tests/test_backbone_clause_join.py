@@ -15,7 +15,17 @@ from tests.test_settings_answers import NOT_A_CHAT_MODEL
     ("Did you mean to use v1/completions?", "Did you mean to use v1/completions? HTTP 429: fix it"),
     ("Max budget limit reached.", "Max budget limit reached; HTTP 429: fix it"),
     ("Failed to parse:", "Failed to parse; HTTP 429: fix it"),
-    ("cut short...", "cut short...; HTTP 429: fix it")])
+    ("cut short...", "cut short...; HTTP 429: fix it"),
+    ("Really?.", "Really? HTTP 429: fix it"),
+    ("Really?。", "Really? HTTP 429: fix it"),
+    ("Budget has been exceeded!.", "Budget has been exceeded! HTTP 429: fix it"),
+    ("cut...。", "cut...; HTTP 429: fix it"),
+    ("cut... 。", "cut...; HTTP 429: fix it"),
+    ("cut….", "cut…; HTTP 429: fix it"),
+    ("Max budget limit reached..", "Max budget limit reached; HTTP 429: fix it")],
+    ids=["exclamation", "question", "full_stop", "colon", "ellipsis", "question_then_stop",
+         "question_then_full_width_stop", "exclamation_then_stop", "ellipsis_then_full_width_stop",
+         "ellipsis_space_full_width_stop", "ellipsis_char_then_stop", "double_stop"])
 def test_a_clause_follows_any_final_punctuation_as_clean_sentences(words: str, joined: str) -> None:
     assert clause_joined(words, "HTTP 429: fix it") == joined
 
@@ -31,7 +41,7 @@ def test_a_404_question_and_its_fix_read_as_two_sentences() -> None:
     assert "?;" not in fault.message and "v1/completions? HTTP 404: " in fault.message, fault.message
 
 
-@pytest.mark.parametrize("words", ["", " ", ".", ":"])
+@pytest.mark.parametrize("words", ["", " ", ".", ":", "!", "?", "！", "...", "?.", " ! "])
 def test_no_words_to_quote_leave_the_clause_alone(words: str) -> None:
     """An error without words (a chat model's error raised with no message, or only a stop) read "; HTTP 401: ..."."""
     assert clause_joined(words, "HTTP 401: fix it") == "HTTP 401: fix it"
