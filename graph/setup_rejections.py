@@ -11,9 +11,9 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model", DeepSeek's "This
   response_format type is unavailable now" (earlier "response_format.type `json_schema` is unavailable now": it serves
   json_object only; not "temporarily unavailable" nor "service unavailable", which a retry may pass) and, for
-  json_object, "deepseek-reasoner does not support Json Output." (a thinking model: `_deepseek_json_fix`), a guided-decoding
-  backend that cannot compile the schema ("features not supported by xgrammar": the stage schemas are fixed, so every
-  clip's request fails alike), a request model without it (pydantic's "Input should be 'text' or 'json_object'" at
+  json_object, "deepseek-reasoner does not support Json Output." (a thinking model: graph.deepseek_words), a
+  guided-decoding backend that cannot compile the schema ("features not supported by xgrammar": the stage schemas are
+  fixed, so every clip's request fails alike), a request model without it (pydantic's "Input should be 'text' or 'json_object'" at
   `response_format.type`), LM Studio's "'response_format.type' must be 'json_schema' or 'text'" (no json_object), older
   llama.cpp's "response_format type must be one of ...".
   Also function_calling's forced tool call that a model serving tool calls does not take: DeepSeek's "Thinking mode
@@ -61,6 +61,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import openai
 from langchain_core.exceptions import ContextOverflowError, ModelError
+
+from graph.deepseek_words import (
+    DEEPSEEK_NO_JSON,
+    DEEPSEEK_NO_SCHEMA,
+    NO_FORCED_CALL,
+    deepseek_json_fix,
+    deepseek_type_fix,
+)
 
 # re-exported: its home before graph/server_words.py
 from graph.server_words import server_words as server_words
@@ -208,18 +216,6 @@ for a tool's parameters): a json_schema `response_format` and a forced tool call
 compiled alike, so only json_mode, which sends no schema, avoids it; a tool round's tools (not forced) are no
 structured method's: "tools", whose way out is inspecting without them (`INSPECT_PLAN`), with json_mode where the
 method compiles the plan's schema too (it named the plan alone: a second run, a second fault, to learn json_mode)."""
-_NO_FORCED_CALL = re.compile(r"thinking mode does not support this tool_choice")
-"""A model that takes tool calls but not a forced one, in its words: DeepSeek's 400 for a `tool_choice` naming a
-function (or "required") while thinking, its V4 models' default (as its users quote it: deepseek-ai/DeepSeek-V3#1376,
-tickernelz/opencode-mem#253). Read for a forced call only (`_forced`: function_calling's): a tool round's "auto" is
-taken. It was "refused" for every clip; json_mode and json_schema send no tool call."""
-_DEEPSEEK_NO_SCHEMA = re.compile(r"this response_format type is unavailable now|response_format\.type `json_schema` is "
-                                 r"unavailable now")
-"""DeepSeek's words for a json_schema `response_format`, which its API does not serve (json_object only; module
-docstring), for its V4 models too (as their users quote it: presenton/presenton#676)."""
-_DEEPSEEK_NO_JSON = re.compile(r"deepseek[\w.-]* does not support json output")
-"""DeepSeek's 400 for json_object to a thinking model, which takes no forced tool call either (`_NO_FORCED_CALL`):
-"deepseek-reasoner does not support Json Output." (as its users quote it: gomate-community/TrustRAG#140)."""
 _NO_TEMPERATURE = "unsupported parameter: 'temperature'"
 """OpenAI's words (code `unsupported_parameter`) for a model that takes no temperature at all (`_TEMPERATURE`)."""
 _TEMPERATURE = re.compile(r"unsupported value: 'temperature' does not support|" + re.escape(_NO_TEMPERATURE))
@@ -302,31 +298,24 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if method != "json_mode" and _SCHEMA_COMPILER.search(server_words(exc).lower()):
         return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
                 f"{names.method}=json_mode (which sends no schema)")
-    if method == "json_mode" and (_DEEPSEEK_NO_JSON.search(text := server_words(exc).lower())
-                                  or _DEEPSEEK_NO_SCHEMA.search(text)):
-        return _deepseek_json_fix(names)
+    if method == "json_mode" and DEEPSEEK_NO_JSON.search(text := server_words(exc).lower()):
+        return deepseek_json_fix(names)
+    if method == "json_mode" and DEEPSEEK_NO_SCHEMA.search(text):
+        return deepseek_type_fix(names)
     return (f"the server does not serve structured output as {kind} for this model: set "
             f"{names.method}={_working_methods(exc, method)}")
 
 
-def _deepseek_json_fix(names: EndpointNames) -> str:
-    """What to change when DeepSeek refuses json_mode's json_object (`_DEEPSEEK_NO_JSON`, `_DEEPSEEK_NO_SCHEMA`): no
-    method serves that model, so a model that does not think. It named "function_calling or json_schema"."""
-    return ("the model gives no JSON output (response_format json_object; DeepSeek's API serves no json_schema, and "
-            f"its thinking models take no forced tool call): set {names.model} to a DeepSeek model that does not think "
-            f"(deepseek-chat), with {names.method}=json_mode or function_calling")
-
-
 def _working_methods(exc: BaseException, method: str | None) -> str:
     """The structured methods a rejection of `method` names (`other_methods`), but on DeepSeek's API, which serves
-    json_object only (`_DEEPSEEK_NO_SCHEMA`) and whose V4 models, thinking by default, take no forced tool call
-    (`_NO_FORCED_CALL`): only json_mode serves a thinking model, so its thinking refusal names json_mode alone, and its
+    json_object only (`DEEPSEEK_NO_SCHEMA`) and whose V4 models, thinking by default, take no forced tool call
+    (`NO_FORCED_CALL`): only json_mode serves a thinking model, so its thinking refusal names json_mode alone, and its
     json_schema refusal says what function_calling needs (it named both, and the second fault followed)."""
     text = server_words(exc).lower()
-    if _NO_FORCED_CALL.search(text):
+    if NO_FORCED_CALL.search(text):
         return ("json_mode (DeepSeek's API, whose words these are, serves no json_schema either: json_object only; "
                 "its thinking, the V4 models' default, takes no forced tool call)")
-    if _DEEPSEEK_NO_SCHEMA.search(text) and method == "json_schema":
+    if DEEPSEEK_NO_SCHEMA.search(text) and method == "json_schema":
         return ("json_mode or function_calling (function_calling only for a model that does not think: DeepSeek's "
                 "thinking models, the V4 default, take no forced tool call)")
     return other_methods(method)
@@ -365,7 +354,7 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
                               (not _forced(sent) and _SCHEMA_COMPILER.search(text))):
         return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
     if (structured and _STRUCTURED.search(text)) or \
-            (_forced(sent) and (_SCHEMA_COMPILER.search(text) or _NO_FORCED_CALL.search(text))):
+            (_forced(sent) and (_SCHEMA_COMPILER.search(text) or NO_FORCED_CALL.search(text))):
         return "structured", sent
     if sent.get("temperature") is not None and _TEMPERATURE.search(text):
         return "temperature", sent

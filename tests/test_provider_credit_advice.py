@@ -58,23 +58,52 @@ def test_openrouter_s_402_under_a_key_limit_names_the_key_s_limit_and_max_tokens
     assert "RAA_MAX_TOKENS" in fault.message, fault.message
 
 
-DEEPSEEK_NO_JSON_OUTPUT = [
-    {"error": {"message": "deepseek-reasoner does not support Json Output.", "type": "invalid_request_error",
-               "param": None, "code": "invalid_request_error"}},
-    {"error": {"message": "This response_format type is unavailable now", "type": "invalid_request_error",
-               "param": None, "code": "invalid_request_error"}}]
+DEEPSEEK_REASONER_NO_JSON = {"error": {"message": "deepseek-reasoner does not support Json Output.",
+                                       "type": "invalid_request_error", "param": None, "code": "invalid_request_error"}}
+DEEPSEEK_TYPE_UNAVAILABLE = {"error": {"message": "This response_format type is unavailable now",
+                                       "type": "invalid_request_error", "param": None, "code": "invalid_request_error"}}
+"""DeepSeek's generic words for a `response_format` type it does not serve (for json_schema to deepseek-chat, as its
+users quote it: ItzCrazyKns/Vane#969): they name the type, not the model, nor whether it thinks."""
 
 
-@pytest.mark.parametrize("body", DEEPSEEK_NO_JSON_OUTPUT, ids=["reasoner", "unavailable"])
+@pytest.mark.parametrize("body", [DEEPSEEK_REASONER_NO_JSON, DEEPSEEK_TYPE_UNAVAILABLE], ids=["reasoner", "unavailable"])
 def test_deepseek_s_json_object_refusal_names_no_json_schema(body: dict) -> None:
-    """Its API serves no json_schema, and a thinking model (the one that gives no JSON output) takes no forced tool
-    call either: what works is a DeepSeek model that does not think, with json_mode or function_calling."""
+    """Its API serves no json_schema: a fix that names it sends the user to a second fault."""
     fault, sent = _call(400, body, replies=1, method="json_mode")
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
-    assert "set RAA_MODEL to a DeepSeek model that does not think" in fault.message, fault.message
-    fix = fault.message.split("RAA_STRUCTURED_METHOD=", 1)[1]
-    assert fix.startswith("json_mode or function_calling"), fault.message
     assert "=json_schema" not in fault.message and "or json_schema" not in fault.message, fault.message
+
+
+def test_deepseek_s_thinking_model_without_json_output_names_a_model_that_does_not_think() -> None:
+    """A thinking model (the one its words name as giving no JSON output) takes no forced tool call either: what
+    works is a DeepSeek model that does not think, with json_mode or function_calling."""
+    fault, _ = _call(400, DEEPSEEK_REASONER_NO_JSON, replies=1, method="json_mode")
+    assert fault is not None and "set RAA_MODEL to a DeepSeek model that does not think" in fault.message, fault
+    assert fault.message.split("RAA_STRUCTURED_METHOD=", 1)[1].startswith("json_mode or function_calling"), fault
+
+
+def test_deepseek_s_type_unavailable_says_only_what_its_words_establish() -> None:
+    """"This response_format type is unavailable now" says the type sent (json_object) is not served; it names no
+    model, and says nothing of thinking: the advice called it a model that "gives no JSON output", to be replaced by
+    one that does not think, where the type is what the words name."""
+    fault, _ = _call(400, DEEPSEEK_TYPE_UNAVAILABLE, replies=1, method="json_mode")
+    assert fault is not None and fault.kind == "settings", fault
+    assert "gives no JSON output" not in fault.message and "does not think (" not in fault.message, fault.message
+    assert "json_object" in fault.message and "RAA_STRUCTURED_METHOD=function_calling" in fault.message, fault.message
+
+
+QUOTING_THE_PHRASE = [
+    "Invalid 'messages[1].content': the caption 'deepseek-reasoner does not support json output' was flagged",
+    "Content policy: the request quotes deepseek-r1 does not support json output. in its text and was refused"]
+
+
+@pytest.mark.parametrize("words", QUOTING_THE_PHRASE, ids=["quoted_in_a_validation_error", "inside_a_sentence"])
+def test_deepseek_s_words_quoted_in_another_message_are_not_its_refusal(words: str) -> None:
+    """`DEEPSEEK_NO_JSON` (graph.deepseek_words) was read anywhere in the words: a message quoting them (the clip's text, the model's own
+    earlier answer) was advised as DeepSeek's refusal, naming a model to switch to."""
+    fault, _ = _call(400, {"error": {"message": words, "type": "invalid_request_error"}}, replies=1,
+                     method="json_mode")
+    assert fault is None or "DeepSeek model that does not think" not in fault.message, fault.message
 
 
 def test_another_server_s_per_key_rate_limit_is_still_retried() -> None:
