@@ -43,19 +43,26 @@ setup, not the clip (`settings_problem`), as the tool client reads a tool servic
 _NO_QUOTA = "insufficient_quota"
 """OpenAI's code for an account without credit, as a gateway relays it inside its own message (LiteLLM: its own type
 and `"code": "429"`, OpenAI's error quoted in the message, as its users quote it: OpenHands/OpenHands#998). Not
-OpenAI's words "You exceeded your current quota": Gemini's free tier says them of a rate limit (no such code)."""
+OpenAI's words "You exceeded your current quota": Gemini's free tier says them of a rate limit (no such code). In a
+5xx, read only with those words beside it (`_QUOTA_SENTENCE`: OpenAI's error relayed whole, lm-sys/RouteLLM#14): a
+500 whose traceback merely passes through a gateway's quota code (`check_insufficient_quota`) was "settings", never
+retried, where it is a crash a retry may pass."""
+_QUOTA_SENTENCE = "you exceeded your current quota"
+"""OpenAI's message for `_NO_QUOTA`, which a gateway relaying its error as a 5xx quotes with the code."""
 _SPENT_BUDGET = "budget_exceeded"
 """A LiteLLM proxy's error type for a key, team or user whose budget is spent ("Budget has been exceeded! Current
 cost: ..., Max budget: ...": a 429 in its current versions, BerriAI/litellm#36729; a 400 before, BerriAI/litellm#4139),
 which a wait of seconds does not refill."""
 _BUDGET_WORDS = re.compile(r"(?<![a-z] )(?:budget has been exceeded!|max budget limit reached|exceeded budget for)|"
-                           r"exceededbudget:|\b(?:team|user)=[^\s,]+ over budget\. spend=")
+                           r"exceeded(?:token)?budget:|\b(?:team|user)=[^\s,]+ over budget\. spend=")
 """A LiteLLM proxy's words for a spent budget, read where its error type is not `_SPENT_BUDGET`: a proxy relaying
 another's budget error inside its own message, `type` None ("litellm.BadRequestError: OpenAIException - Budget has been
 exceeded! Current cost: ..., Max budget: ...", as a maintainer quotes it: BerriAI/litellm#14144; "No deployments
 available - crossed budget: Exceeded budget for deployment ...", ibid.), its `max_budget_limiter` hook's 429 "Max
 budget limit reached." (litellm/proxy/hooks/max_budget_limiter.py, `type` "None"), an end user's "ExceededBudget: End
-User=... over budget. Spend=..., Budget=..." (litellm/proxy/auth/auth_checks.py), and a team's in its words of late
+User=... over budget. Spend=..., Budget=..." (litellm/proxy/auth/auth_checks.py), an older proxy's API key over its
+budget ("ExceededTokenBudget: Current spend for token: ...; Max Budget for Token: ...": a 401 "Authentication Error,
+...", or a 400 or 429 by version, which was a bad API key, a refusal or a rate limit), and a team's in its words of late
 2024, "Team=... over budget. Spend=..., Budget=..." (no "ExceededBudget:" before it; `common_checks` there). Each was
 retried as a 429, then "transport", or "refused" as a 400. As LiteLLM writes them: a phrase that opens the message or
 a clause, not one after a word ("the frame budget has been exceeded", "I exceeded budget for frames": a 400 quoting the
@@ -81,16 +88,23 @@ def no_credit(exc: BaseException) -> bool:
         return True
     answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
     words = server_words(exc).lower()
-    return answered and (_NO_QUOTA in words or _NO_BALANCE in words or _budget_words(exc, words) or
+    quota = _NO_QUOTA in words and (_rejected_4xx(exc) or _QUOTA_SENTENCE in words)
+    return answered and (quota or _NO_BALANCE in words or _budget_words(exc, words) or
                          (rejected_request(exc) and _KEY_LIMIT.search(words) is not None))
+
+
+def _rejected_4xx(exc: BaseException) -> bool:
+    """Whether `exc` rejected the request (`rejected_request`) as a 4xx does: another chat model's `ModelError` too,
+    but not a 5xx `ModelAPIError`. A server's 500 may quote anything (a traceback, the model's own output)."""
+    return rejected_request(exc) and not isinstance(exc, ModelAPIError)
 
 
 def _budget_words(exc: BaseException, words: str) -> bool:
     """Whether `words` (the lowered `server_words` of `exc`) hold a LiteLLM budget's (`_BUDGET_WORDS`) in a rejected
-    request (4xx; another chat model's `ModelError` but a 5xx `ModelAPIError`): LiteLLM sends them as a 400 or a 429,
-    while a server's 500 may quote the model's own output (llama.cpp's "Failed to parse input at pos N: <output>"),
-    whose words of a budget (a clip's screen read out) made it "settings", not retried, the run ineligible at once."""
-    return rejected_request(exc) and not isinstance(exc, ModelAPIError) and _BUDGET_WORDS.search(words) is not None
+    request (`_rejected_4xx`): LiteLLM sends them as a 400, 401 or 429, while a server's 500 may quote the model's own
+    output (llama.cpp's "Failed to parse input at pos N: <output>"), whose words of a budget (a clip's screen read out)
+    made it "settings", not retried, the run ineligible at once."""
+    return _rejected_4xx(exc) and _BUDGET_WORDS.search(words) is not None
 
 
 _ROUTER_BUDGET = re.compile(r"crossed budget(?: for (?:deployment|provider|tag))?: exceeded budget for "
@@ -113,11 +127,14 @@ https://openrouter.ai/settings/keys and create a key with a higher monthly limit
 was advised as the account's credit. Read with the OpenRouter page its words name: "API key limit exceeded
 (60/minute)." is another server's throttle (Django REST framework's `Throttled`, a 429), which a wait passes and whose
 fix is no OpenRouter page (it was "settings" at the first try, never retried)."""
-_AFFORD_MAX_TOKENS = "requires more credits, or fewer max_tokens"
+_AFFORD_MAX_TOKENS = re.compile(r"requires more credits,\s+or\s+fewer\s+max_tokens|"
+                                r"you\s+requested\s+up\s+to\s+\d+\s+tokens,\s+but\s+can\s+only\s+afford\s+\d+")
 """OpenRouter's 402 for a request whose completion token cap (the model's own maximum where none is sent) the credit
 left cannot cover: "This request requires more credits, or fewer max_tokens. You requested up to N tokens, but can
 only afford M. ..." (as its users quote it: Gitlawb/openclaude#1125, QwenLM/qwen-code#73): a lower cap may pass
-with the same credit, which the advice "top it up" did not name."""
+with the same credit, which the advice "top it up" did not name. Either sentence names it, across any whitespace: its
+second sentence alone ("You requested up to N tokens, but can only afford M.", as a client quotes it) or a line break
+in the phrase (a relay wrapping it) got the advice without the cap."""
 _END_USER_BUDGET = re.compile(r"\bend user(?:=[^\s,]+ over budget|: [^\s,]+, exceeded budget for model=)")
 """A LiteLLM proxy's end user (the `user` a request names, counted across API keys) over its budget, which the proxy
 answers as a 401 `auth_error` ("ExceededBudget: End User=... over budget. Spend=..., Budget=...", its budget docs,
@@ -147,7 +164,7 @@ def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
                 f"admin's setting, counted across API keys: {names.api_key} is not the cause): wait for it to reset "
                 "(its budget_duration), or have the admin raise it")
     cap = f"lower {names.max_tokens} (the completion token cap the credit is held for)" \
-        if names.max_tokens and _AFFORD_MAX_TOKENS in words else ""
+        if names.max_tokens and _AFFORD_MAX_TOKENS.search(words) else ""
     if _KEY_LIMIT.search(words):
         return (f"{prefix}the API key's own credit limit is spent (OpenRouter's limit set per key, apart from the "
                 "account's credits; a daily, weekly or monthly one resets): raise or remove it at "

@@ -36,6 +36,12 @@ LITELLM_END_USER_BUDGET = {"error": {
     "param": "None", "code": "400"}}
 """A LiteLLM proxy's end user over budget (litellm/proxy/auth/auth_checks.py: "ExceededBudget: End User=... over
 budget. Spend=..., Budget=..."), here without its `budget_exceeded` type (relayed, or an older proxy)."""
+LITELLM_TOKEN_BUDGET = {"error": {
+    "message": "Authentication Error, ExceededTokenBudget: Current spend for token: 7.2e-05; Max Budget for Token: "
+               "2e-07", "type": "auth_error", "param": "None", "code": "401"}}
+"""An older LiteLLM proxy's API key over its budget ("ExceededTokenBudget: Current spend for token: ...; Max Budget
+for Token: ...", raised in its key auth), sent as a 401, a 400 or a 429 by its versions: read as a bad API key, a
+refusal, or a rate limit (retried, then "transport")."""
 
 
 def _call(status: int, body: dict, replies: int = 3, method: str = "json_schema") -> tuple[BackboneFault | None, int]:
@@ -51,12 +57,15 @@ def _call(status: int, body: dict, replies: int = 3, method: str = "json_schema"
 
 @pytest.mark.parametrize(("status", "body"), [(400, LITELLM_RELAYED_BUDGET), (429, LITELLM_RELAYED_BUDGET),
                                               (429, LITELLM_MAX_BUDGET_HOOK), (400, LITELLM_END_USER_BUDGET),
-                                              (429, LITELLM_END_USER_BUDGET)],
-                         ids=["relayed_400", "relayed_429", "max_budget_hook_429", "end_user_400", "end_user_429"])
+                                              (429, LITELLM_END_USER_BUDGET), (400, LITELLM_TOKEN_BUDGET),
+                                              (401, LITELLM_TOKEN_BUDGET), (429, LITELLM_TOKEN_BUDGET)],
+                         ids=["relayed_400", "relayed_429", "max_budget_hook_429", "end_user_400", "end_user_429",
+                              "token_budget_400", "token_budget_401", "token_budget_429"])
 def test_a_litellm_budget_in_its_words_is_no_credit_not_retried(status: int, body: dict) -> None:
     fault, sent = _call(status, body)
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
+    assert "refused the API key" not in fault.message and "budget" in fault.message.split("; ", 1)[1], fault.message
 
 
 def test_a_rate_limit_that_names_no_budget_is_still_retried() -> None:

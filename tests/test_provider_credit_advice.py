@@ -45,8 +45,24 @@ OPENROUTER_AFFORD_KEY = {"error": {"message": "This request requires more credit
                                               "higher monthly limit", "code": 402}}
 
 
-def test_openrouter_s_402_for_max_tokens_names_the_max_tokens_setting_and_credit() -> None:
-    fault, sent = _call(402, OPENROUTER_AFFORD)
+OPENROUTER_AFFORD_EARLIER = {"error": {"message": "This request requires more credits, or fewer max_tokens. You "
+                                                  "requested up to 225702 tokens, but can only afford 92985. To "
+                                                  "increase, visit https://openrouter.ai/settings/credits and add "
+                                                  "more credits", "code": 402}}
+"""Its earlier ending, "... and add more credits" (QwenLM/qwen-code#73)."""
+OPENROUTER_AFFORD_SHORT = {"error": {"message": "You requested up to 65535 tokens, but can only afford 16000.",
+                                     "code": 402}}
+"""Its words without the opening sentence, as a client quotes them (a 402 body in a provider's test)."""
+OPENROUTER_AFFORD_WRAPPED = {"error": {"message": "This request requires more credits, or fewer\nmax_tokens. You "
+                                                  "requested up to 32000 tokens, but can only afford 27342.",
+                                       "code": 402}}
+"""A line break inside the phrase (as a relay wraps it): `_AFFORD_MAX_TOKENS` was read with single spaces only."""
+
+
+@pytest.mark.parametrize("body", [OPENROUTER_AFFORD, OPENROUTER_AFFORD_EARLIER, OPENROUTER_AFFORD_SHORT,
+                                  OPENROUTER_AFFORD_WRAPPED], ids=["current", "earlier", "short", "wrapped"])
+def test_openrouter_s_402_for_max_tokens_names_the_max_tokens_setting_and_credit(body: dict) -> None:
+    fault, sent = _call(402, body)
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "lower RAA_MAX_TOKENS" in fault.message and "credit" in fault.message, fault.message
 

@@ -40,6 +40,11 @@ VLLM_CRASH = ("Traceback (most recent call last):\n  File \"/usr/lib/python3/sit
 PROXY_PAGE = ("<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1><p>upstream said: "
               "insufficient_quota; tokenizer.chat_template is not set</p></body></html>")
 """A reverse proxy's page: only its title is the server's words (graph.server_words), not markup quoting a body."""
+QUOTA_IN_A_TRACE = ("Traceback (most recent call last):\n  File \"/app/gateway/billing.py\", line 88, in "
+                    "check_insufficient_quota\n    row = await db.fetch(account_id)\nasyncpg.exceptions."
+                    "TooManyConnectionsError: sorry, too many clients already\n")
+"""A gateway's crash whose traceback passes through its quota code (`check_insufficient_quota`): no answer that the
+account has no credit (OpenAI's relayed error says so in its words: "You exceeded your current quota")."""
 
 
 @pytest.mark.parametrize(("status", "body", "content_type"), [
@@ -48,7 +53,10 @@ PROXY_PAGE = ("<html><head><title>502 Bad Gateway</title></head><body><h1>502 Ba
     (429, json.dumps(LITELLM_RATE_LIMIT), "application/json"),
     (500, VLLM_CRASH, "text/plain"),
     (502, PROXY_PAGE, "text/html"),
-], ids=["gemini_free_tier", "vertex_via_litellm", "litellm_rate_limit", "vllm_crash_in_template_code", "proxy_page"])
+    (500, QUOTA_IN_A_TRACE, "text/plain"),
+    (500, json.dumps({"error": {"message": QUOTA_IN_A_TRACE, "type": "internal_server_error"}}), "application/json"),
+], ids=["gemini_free_tier", "vertex_via_litellm", "litellm_rate_limit", "vllm_crash_in_template_code", "proxy_page",
+        "quota_code_in_a_trace", "quota_code_in_a_trace_json"])
 @pytest.mark.parametrize("told", [None, "true"], ids=["no_header", "x_should_retry"])
 def test_a_rate_limit_or_crash_in_lookalike_words_is_retried(status: int, body: str, content_type: str,
                                                              told: str | None) -> None:
