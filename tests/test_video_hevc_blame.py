@@ -153,10 +153,7 @@ def test_a_second_failed_packet_read_from_the_start_fails_its_frame(tmp_path, mo
         assert {3, 13} <= set(failed), failed
 
 
-@pytest.mark.parametrize("threads", [1, pytest.param(4, marks=pytest.mark.xfail(
-    strict=True, reason="open with frame threads: FFmpeg (libavcodec 62) gives no error for keyframe 12's hash after "
-    "packet 1's failed; a fresh decoder there would need the old one drained, which loses the frames after a failed "
-    "packet's error (PyAV) (found by review revvideo2; at 376aad23^ too)"))])
+@pytest.mark.parametrize("threads", [1, 2, 4, 8])
 def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_path, monkeypatch, watchdog, threads):
     """The P-only x265 clip with packets 1 and 12 (the second keyframe) failing their hashes, read from the start (no
     seeks): FFmpeg gives packet 1's error, but none for keyframe 12, whose frame and those after it up to frame 23 are
@@ -169,7 +166,7 @@ def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_pat
     with VideoReader(bad) as reader:
         reader._seeks = False
         failed = failed_reads(reader, plain)
-        assert {1, 12} <= set(failed), failed
+        assert failed == list(range(1, 24)), failed
 
 
 def test_a_failure_told_at_once_blames_no_keyframe_decoded_before_it(tmp_path, watchdog):

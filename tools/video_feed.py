@@ -4,7 +4,7 @@ each failure and each discarded frame told to the read's ``DamageWatch``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import av
 from av.codec.context import CodecContext
@@ -12,6 +12,7 @@ from av.video.codeccontext import VideoCodecContext
 
 from tools.video_damage import (
     DISCARDED,
+    DROP_HORIZON,
     HASH_CHECKED,
     DamageWatch,
     ErrorLag,
@@ -55,6 +56,26 @@ class Lapse:
     lapsed: bool = False
 
 
+_Fed = tuple[av.Packet, int, int, bool]
+"""A packet as fed (``fed_with_pictures``): the packet, its tag (a discarded one's: the next one's), the packets of no
+picture it carries, whether it is discarded."""
+
+
+@dataclass
+class _Handover:
+    """A fresh decoder's start at keyframe ``key`` where the old one runs frame threads: the old one decodes on (its
+    frames from the keyframe dropped) until every packet before it fed and ``waits`` gave its frame, or it was fed
+    ``DROP_HORIZON`` packets since (one gave none: the reader fails what waits on it); then the fresh one is fed the
+    packets from the keyframe (``fed``) again."""
+
+    key: int
+    waits: set[int]
+    fed: list[_Fed] = field(default_factory=list)
+
+    def done(self) -> bool:
+        return not self.waits or len(self.fed) > DROP_HORIZON
+
+
 def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
                watch: DamageWatch, *, failed: Callable[[int, str], None] | None = None,
                settling: Callable[[], bool] | None = None, lapse: Lapse | None = None,
@@ -81,53 +102,100 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     lag = ErrorLag(ctx)
     # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
     renew = lapse is not None and lapse.lapsed
+    # with frame threads, from the keyframe a fresh decoder starts at: its tag, and the packets fed since (to feed the
+    # fresh one once the old one gave every frame of the packets before it: `_Handover`)
+    handover: _Handover | None = None
+    unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
 
-    def decoded(packet: av.Packet | None) -> list[av.VideoFrame]:
+    def decoded(packet: av.Packet | None, *, before: int | None = None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
-        fails on corrupt data; not the frame of a discarded packet, told to the watch (its flag) and dropped."""
+        fails on corrupt data; not the frame of a discarded packet, told to the watch (its flag) and dropped.
+        ``before``: the decoder is the old one of a handover, whose frames and errors count only for the packets
+        before that tag (those from it on go to the fresh decoder again)."""
         try:
             frames = ctx.decode(packet)
         except av.error.InvalidDataError as exc:
             nonlocal renew
-            # (one frame thread runs none: FFmpeg decodes in the caller's thread)
-            renew = ctx.name in HASH_CHECKED and (flushable(stream) or ctx.thread_count == 1)
+            first, tag = lag.blame(end=packet is None or not packet.size)
+            if before is not None:  # (an error of a packet from the keyframe on: the fresh decoder tells it again)
+                if first >= before:
+                    return []
+                tag = min(tag, before - 1)
+            renew = ctx.name in HASH_CHECKED
             if renew and lapse is not None and ctx is stream.codec_context:
                 lapse.lapsed = True
             error = f"{type(exc).__name__}: {exc}"
-            first, tag = lag.blame(end=packet is None or not packet.size)
             watch.failed(tag, error, first)
             if failed is not None:
                 failed(tag, error)
             return []
         kept = []
         for frame in frames:
+            if before is not None and (frame_tag(frame) or 0) >= before:
+                continue  # (the old decoder's, its checks lapsed: the fresh decoder gives it)
             if frame_tag(frame) == DISCARDED:
                 watch.discarded(frame)
             else:
                 kept.append(frame)
         return kept
 
+    def send(item: _Fed) -> list[av.VideoFrame]:
+        """Tag ``item``'s packet and feed it to the decoder (to the old one of a handover: its frames before it)."""
+        packet, at, carried, discard = item
+        if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
+            packet = joined(b"", packet) if packet.is_discard else packet
+            tag_discarded(packet, at)
+            lag.fed(at, discarded=True)
+        elif packet.size:  # (not the end-of-stream flush packet)
+            tag_packet(packet, at, carried)
+            lag.fed(at)
+            unseen.add(at)
+        frames = decoded(packet, before=None if handover is None else handover.key)
+        for frame in frames:
+            if (tag := frame_tag(frame)) is not None:
+                unseen.difference_update([tag, *(t for t in unseen if t < tag - DROP_HORIZON)])
+                if handover is not None:
+                    handover.waits.discard(tag)
+        return frames
+
+    def renewed() -> Iterator[tuple[av.VideoFrame, int]]:
+        """A fresh decoder in place of the old one (its frames given), fed the packets of the handover, if any."""
+        nonlocal ctx, lag, renew, handover
+        ctx.flush_buffers()  # (its frame threads joined before it is freed: `release_decoder`)
+        ctx, renew = fresh_decoder(ctx), False
+        lag = ErrorLag(ctx)
+        replay, handover = handover.fed if handover is not None else [], None
+        for item in replay:
+            yield from ((frame, fed) for frame in send(item))
+
     try:
         with wrapped(name, "decoding failed (truncated or corrupt data)", src):
             for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
-                if renew and packet.is_keyframe and packet.size and not discard:
-                    # the old decoder's frames, then a fresh one from this keyframe (none fed yet: flushed by a seek)
-                    held = decoded(None) if fed else []
-                    ctx.flush_buffers()  # (its frame threads joined before it is freed: `release_decoder`)
-                    ctx, renew = fresh_decoder(ctx), False
-                    lag = ErrorLag(ctx)
-                    yield from ((frame, fed) for frame in held)
+                if renew and handover is None and packet.is_keyframe and packet.size and not discard:
+                    if fed and not flushable(stream) and ctx.thread_count != 1:
+                        # drained, a frame-threaded decoder loses the frames after a failed packet's error (PyAV's
+                        # `decode` ends at the error, and takes no packet after the flush): it decodes on instead
+                        key = fed + carried
+                        handover = _Handover(key, {t for t in unseen if t < key})
+                    else:  # the old decoder's frames, then a fresh one from this keyframe (none fed: a seek's flush)
+                        held = decoded(None) if fed else []
+                        yield from ((frame, fed) for frame in held)
+                        yield from renewed()
                 fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
-                if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
-                    packet = joined(b"", packet) if packet.is_discard else packet
-                    tag_discarded(packet, fed)
-                    lag.fed(fed, discarded=True)
-                elif packet.size:  # (not the end-of-stream flush packet)
-                    tag_packet(packet, fed, carried)
-                    lag.fed(fed)
+                item = (packet, fed, carried, discard)
+                if packet.size and not discard:
                     fed += 1
-                for frame in decoded(packet):
-                    yield frame, fed
+                if handover is not None:
+                    if not packet.size:  # the end: the old decoder's frames, then the fresh one's
+                        yield from ((frame, fed) for frame in decoded(None, before=handover.key))
+                        yield from renewed()
+                    else:
+                        handover.fed.append(item)
+                        yield from ((frame, fed) for frame in send(item))
+                        if handover.done():
+                            yield from renewed()
+                        continue
+                yield from ((frame, fed) for frame in send(item))
                 # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
                 if packet.size and settling is not None and settling() and flushable(stream):
                     held = decoded(None)
