@@ -169,6 +169,24 @@ def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_pat
         assert failed == list(range(1, 24)), failed
 
 
+@pytest.mark.parametrize("threads", [2, 4, 8])
+def test_a_damaged_keyframe_fed_before_a_late_error_fails(tmp_path, monkeypatch, watchdog, threads):
+    """The P-only x265 clip with packets 1, 12 and 24 (keyframes 12 and 24) failing their hashes, read from the start
+    (no seeks) with frame threads: the fresh decoder from keyframe 12 tells packet 12's error packets late (8 threads:
+    as packet 19's; the errors of the threads that waited on it up to packet 26's), after keyframe 24 went in: its
+    checks lapsed, keyframe 24 decoded with no error, and frames 24-25 were handed out unlike the clean clip's. A
+    keyframe fed after the packet an error blames now starts a fresh decoder too: no read gives a frame unlike the clean
+    clip's, and the last GOP (36 on) reads."""
+    frame_threaded_reads(monkeypatch, threads)
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
+    bad = _damaged(_damaged(_damaged(clean, 1, _zero_the_tail), 12, _zero_the_tail), 24, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        reader._seeks = False
+        failed = failed_reads(reader, plain)
+        assert failed == list(range(1, 36)), failed
+
+
 def test_a_failure_told_at_once_blames_no_keyframe_decoded_before_it(tmp_path, watchdog):
     """The x265 clip with B-frames (open GOPs) and packets 12 (keyframe 12) and 26 (frame 25) failing their hashes,
     read from the start on one thread (no seeks): packet 24 (frame 23, a leading picture of keyframe 24, decoded after

@@ -96,8 +96,9 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     damaged keyframe 12 after a failed packet 1 decoded with no error, and its GOP was handed out as good); a flush
     does not bring its checks back, a new decoder does, and ``lapse`` tells the next call on the same stream (a read
     of frames 22 and 24 failed keyframe 24's packet decoding to 22, and after the seek to 24 the same decoder handed
-    its damaged frame out as good). Not with frame threads (not ``flushable``): drained, such a
-    decoder lost the frames after a failed packet's error (PyAV), a read of frames before the failure among them."""
+    its damaged frame out as good). With frame threads (not ``flushable``) the old decoder is not drained, which lost
+    the frames after a failed packet's error (PyAV): it hands over (``_Handover``), and a keyframe fed to it before
+    its error came back (packets late) hands over too (``hand_over``)."""
     fed, ctx = 0, stream.codec_context
     lag = ErrorLag(ctx)
     # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
@@ -105,7 +106,10 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     # with frame threads, from the keyframe a fresh decoder starts at: its tag, and the packets fed since (to feed the
     # fresh one once the old one gave every frame of the packets before it: `_Handover`)
     handover: _Handover | None = None
+    threaded = not flushable(stream) and ctx.thread_count != 1  # (one frame thread runs none: FFmpeg decodes in the
+    # caller's thread, and tells a packet's error as it goes in)
     unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
+    fed_now: list[_Fed] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
 
     def decoded(packet: av.Packet | None, *, before: int | None = None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
@@ -128,6 +132,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             watch.failed(tag, error, first)
             if failed is not None:
                 failed(tag, error)
+            if renew and threaded:
+                hand_over(min(first, tag))
             return []
         kept = []
         for frame in frames:
@@ -138,6 +144,17 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             else:
                 kept.append(frame)
         return kept
+
+    def hand_over(first: int) -> None:
+        """The decoder, frame-threaded, told the failure of a packet from the one tagged ``first`` on, packets late: a
+        keyframe fed since went to a decoder whose checks had lapsed (a damaged keyframe 24 decoded with no error where
+        packet 12's error came after it): a fresh decoder starts from the first such keyframe (``_Handover``)."""
+        nonlocal handover
+        at = next((j for j, (packet, tag, _, discard) in enumerate(fed_now)
+                   if tag > first and packet.is_keyframe and not discard), None)
+        if at is not None and (handover is None or fed_now[at][1] < handover.key):
+            key = fed_now[at][1]
+            handover = _Handover(key, {t for t in unseen if t < key}, fed_now[at:])
 
     def send(item: _Fed) -> list[av.VideoFrame]:
         """Tag ``item``'s packet and feed it to the decoder (to the old one of a handover: its frames before it)."""
@@ -158,6 +175,16 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                     handover.waits.discard(tag)
         return frames
 
+    def feed(item: _Fed) -> Iterator[tuple[av.VideoFrame, int]]:
+        """Feed ``item`` (a packet, not the end's) to the decoder in use; the fresh one once a handover is done."""
+        fed_now.append(item)
+        del fed_now[:-DROP_HORIZON]
+        if handover is not None:
+            handover.fed.append(item)
+        yield from ((frame, fed) for frame in send(item))
+        if handover is not None and handover.done():
+            yield from renewed()
+
     def renewed() -> Iterator[tuple[av.VideoFrame, int]]:
         """A fresh decoder in place of the old one (its frames given), fed the packets of the handover, if any."""
         nonlocal ctx, lag, renew, handover
@@ -165,18 +192,18 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         ctx, renew = fresh_decoder(ctx), False
         lag = ErrorLag(ctx)
         replay, handover = handover.fed if handover is not None else [], None
+        fed_now.clear()
         for item in replay:
-            yield from ((frame, fed) for frame in send(item))
+            yield from feed(item)
 
     try:
         with wrapped(name, "decoding failed (truncated or corrupt data)", src):
             for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
                 if renew and handover is None and packet.is_keyframe and packet.size and not discard:
-                    if fed and not flushable(stream) and ctx.thread_count != 1:
-                        # drained, a frame-threaded decoder loses the frames after a failed packet's error (PyAV's
-                        # `decode` ends at the error, and takes no packet after the flush): it decodes on instead
-                        key = fed + carried
-                        handover = _Handover(key, {t for t in unseen if t < key})
+                    if fed and threaded:  # drained, a frame-threaded decoder loses the frames after a failed
+                        # packet's error (PyAV's `decode` ends at the error, and takes no packet after the flush):
+                        # it decodes on instead, its frames from the keyframe dropped
+                        handover = _Handover(fed + carried, {t for t in unseen if t < fed + carried})
                     else:  # the old decoder's frames, then a fresh one from this keyframe (none fed: a seek's flush)
                         held = decoded(None) if fed else []
                         yield from ((frame, fed) for frame in held)
@@ -185,17 +212,13 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                 item = (packet, fed, carried, discard)
                 if packet.size and not discard:
                     fed += 1
-                if handover is not None:
-                    if not packet.size:  # the end: the old decoder's frames, then the fresh one's
+                if packet.size:
+                    yield from feed(item)
+                else:  # the end: the old decoder's frames (a handover's), then the fresh one's
+                    while handover is not None:
                         yield from ((frame, fed) for frame in decoded(None, before=handover.key))
                         yield from renewed()
-                    else:
-                        handover.fed.append(item)
-                        yield from ((frame, fed) for frame in send(item))
-                        if handover.done():
-                            yield from renewed()
-                        continue
-                yield from ((frame, fed) for frame in send(item))
+                    yield from ((frame, fed) for frame in send(item))
                 # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
                 if packet.size and settling is not None and settling() and flushable(stream):
                     held = decoded(None)
