@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from graph.cli import app
-from graph.stores import StoreError, store_errors
+from graph.stores import TRACE_WAIT_S, StoreError, store_errors
 from graph.tracing import open_saver
 
 HOLD = """
@@ -41,17 +41,23 @@ def _runs_while_locked(db, hold_s: float):
 
 def test_runs_on_a_locked_database_says_it_is_locked(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr("graph.stores.TRACE_WAIT_S", 1.0)  # the wait readers give a writer's lock, shortened
-    res = _runs_while_locked(tmp_path / "traces.sqlite", 30)
+    # held 4 s: past that wait, but short of SQLite's 5 s default, which a reader must not fall back on (it would
+    # outwait this lock and list the runs)
+    res = _runs_while_locked(tmp_path / "traces.sqlite", 4)
     assert res.exit_code == 2, (res.output, res.exception)  # graph.cli's app prints the StoreError as one line
     text = res.stderr
     assert text.startswith("error: ") and "Traceback" not in text, text
     assert "locked by another process" in text and "may read" not in text, text
 
 
-def test_readers_wait_for_a_lock_as_long_as_writers_do(tmp_path) -> None:
+def test_readers_wait_for_a_lock_as_long_as_writers_do(tmp_path, monkeypatch) -> None:
     """Readers waited SQLite's default 5 s for a writer's lock, writers `TRACE_WAIT_S` (30 s): `raa runs` / `raa
-    trace` failed "locked" on a lock that every run waiting to write its checkpoint outlasted."""
-    res = _runs_while_locked(tmp_path / "traces.sqlite", 7)
+    trace` failed "locked" on a lock that every run waiting to write its checkpoint outlasted. A reader waits
+    `TRACE_WAIT_S` (here shortened; the test above sees a reader give up after it, before SQLite's 5 s), so a
+    lock released within it is waited out."""
+    assert TRACE_WAIT_S > 5  # the real wait outlasts SQLite's default
+    monkeypatch.setattr("graph.stores.TRACE_WAIT_S", 3.0)
+    res = _runs_while_locked(tmp_path / "traces.sqlite", 1)
     assert res.exit_code == 0 and res.exception is None, (res.output, res.exception)
 
 
