@@ -150,9 +150,20 @@ def test_a_smoke_run_logs_each_term_of_its_sum(tmp_path):
         assert row["reward_mean"] == pytest.approx(row["reward_brightness_mean"] + 0.5 * row["reward_motion_mean"])
 
 
-def test_a_sum_with_an_agent_part_needs_the_agents_endpoint(tmp_path):
-    proc = _train(tmp_path / "run", "--reward_options", "{parts: [{reward: agent}, {reward: motion}]}")
-    assert proc.returncode == 2 and "reward: agent needs its backbone endpoint" in proc.stderr
+def test_a_sum_with_an_agent_part_needs_the_agents_endpoint(tmp_path, capsys, monkeypatch):
+    """The entry point's own checks, in this process (`main` returns before any model or launch: a child process
+    of its own only added its start-up, ~5 s of CPU); tests/conftest.py has cleared RAA_* here too."""
+    import training.train
+    from training.train import main
+
+    def launched() -> None:  # past the checks: the run would start here
+        raise AssertionError("the checks passed a sum with an agent part and no endpoint")
+
+    monkeypatch.setattr(training.train, "_single_process_env", launched)
+    code = main(["--config", str(SMOKE), "--output_dir", str(tmp_path / "run"), "--progress", "false",
+                 "--tensorboard", "false", "--export", "none", "--reward", "sum",
+                 "--reward_options", "{parts: [{reward: agent}, {reward: motion}]}"])
+    assert code == 2 and "reward: agent needs its backbone endpoint" in capsys.readouterr().err
 
 
 def test_each_http_part_sends_its_own_token_or_the_sums():
