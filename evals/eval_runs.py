@@ -9,8 +9,12 @@ files of one folder never disagree), and says on the page which run that is (`sh
 finish time, clips and presets) and that a newer run has not finished (`unfinished_note`: its manifest,
 start time and how to finish it). Building the page from every row of results.jsonl instead would mix
 manifests (the file keeps the rows of earlier ones), and building it from the unfinished run's scope would
-show a partial table as if it were one. A started.json that cannot be read (a hand edit) is no record: the
-page says nothing of it, as for a folder written before runs were recorded.
+show a partial table as if it were one. A started.json that is no JSON object (a hand edit) is no record: the
+page says nothing of it, as for a folder written before runs were recorded. One that cannot be opened (a folder of that
+name, a FIFO, no read permission) is no hand edit: `RunRecordError` names it. So does a summary.json that cannot be
+read in any way: taken for no summary, it made the run it records a run "not finished", a claim about a file that was
+never read (`raa eval report` refuses such a summary first, `evals.report_index.read_scope`). A FIFO of either name
+blocked the reader forever; it is refused too (`tools.jsonl.read_bytes`).
 
 A record's manifest is an absolute path; records written before it was hold the path as it was given, relative to the
 folder the run started in, which no record holds: `raa eval report` run from another folder named a wrong path (in the
@@ -36,6 +40,16 @@ from evals.eval_views import plural
 from tools.jsonl import parsed_file
 
 STARTED = "started.json"
+SUMMARY = "summary.json"
+TABLE_MD = "table.md"
+TABLE_CSV = "table.csv"
+RUN_FILES = (STARTED, TABLE_MD, TABLE_CSV, SUMMARY)
+"""The files of DIR `raa eval reward` writes whole (results.jsonl aside, appended to): its writers
+(`evals.reliability`) and its refusal of a folder in their place name them through these, so the two never differ."""
+
+
+class RunRecordError(ValueError):
+    """DIR/started.json or DIR/summary.json cannot be read (module docstring); the message names the file."""
 
 
 def _now() -> str:
@@ -54,21 +68,34 @@ def finished_fields(started: dict[str, Any]) -> dict[str, Any]:
             "finished": _now()}
 
 
-def _read(path: Path) -> dict[str, Any] | None:
+def _read(path: Path, *, edits: bool) -> dict[str, Any] | None:
+    """The JSON object of run record `path`; None without the file. `RunRecordError` naming it when it cannot be
+    opened or read; with `edits`, a file that is no JSON object (a hand edit) is None, else refused too."""
     try:
         value = parsed_file(path)
-    except (OSError, json.JSONDecodeError):
+    except FileNotFoundError:
         return None
-    return value if isinstance(value, dict) else None
+    except OSError as exc:
+        raise RunRecordError(f"{path} cannot be read ({exc.strerror or exc}); {_WAYS}") from None
+    except json.JSONDecodeError as exc:
+        if edits:
+            return None
+        raise RunRecordError(f"{path} is not valid JSON ({exc}); {_WAYS}") from None
+    if isinstance(value, dict) or edits:
+        return value if isinstance(value, dict) else None
+    raise RunRecordError(f"{path} must hold a JSON object, got {type(value).__name__}; {_WAYS}")
+
+
+_WAYS = "move it away or delete it (`raa eval reward` writes it anew), or rerun `raa eval reward`"
 
 
 def unfinished_run(out: Path) -> dict[str, Any] | None:
-    """DIR's started.json when summary.json does not record that run as finished; None otherwise (no record,
-    an unreadable one, or the run finished)."""
-    started = _read(out / STARTED)
+    """DIR's started.json when summary.json does not record that run as finished; None otherwise (no record, a
+    hand-edited one, or the run finished). `RunRecordError` naming a record that cannot be read (module docstring)."""
+    started = _read(out / STARTED, edits=True)
     if started is None or not isinstance(started.get("run"), str):
         return None
-    summary = _read(out / "summary.json") or {}
+    summary = _read(out / SUMMARY, edits=False) or {}
     return None if summary.get("run") == started["run"] else started
 
 

@@ -159,13 +159,14 @@ def input_errors() -> tuple[type[Exception], ...]:
     """What `write_eval_index` raises for inputs it cannot use, each with a message naming the file (`raa eval
     report` prints it as one error line, exit 2): no results.jsonl; a results.jsonl that is not UTF-8
     (`evals.result_rows.ManifestError`) or holds a row the metrics cannot count (`TableRowError`); a
-    summary.json it cannot read (`SummaryError`); a trace database that is not one (`StoreError`: it was a
-    traceback)."""
+    summary.json it cannot read (`SummaryError`); a started.json it cannot open (`evals.eval_runs.RunRecordError`);
+    a trace database that is not one (`StoreError`: it was a traceback)."""
+    from evals.eval_runs import RunRecordError
     from evals.result_rows import ManifestError
     from evals.table_rows import TableRowError
     from graph.stores import StoreError
 
-    return FileNotFoundError, TableRowError, SummaryError, ManifestError, StoreError
+    return FileNotFoundError, TableRowError, SummaryError, RunRecordError, ManifestError, StoreError
 
 
 class Scope(NamedTuple):
@@ -251,6 +252,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     that has not finished, `on_unfinished` its `evals.eval_runs.unfinished_note` (the page says both).
     `claim_max_age_s`: when another host's claim is stale, as `raa trace` reads a run (`link_reports`)."""
     from evals.eval_runs import (
+        SUMMARY,
         finish_command,
         relative_manifest_note,
         run_manifest,
@@ -270,7 +272,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
     lines, skipped = results_lines(results)
     rows = [row for _, row in lines.values()]
-    scope = read_scope(out / "summary.json")
+    scope = read_scope(out / SUMMARY)
     last = scope.summary if scope is not None else None
     run_line = shown_run(last, out)
     manifest = run_manifest(last, out) if last is not None else None
@@ -286,7 +288,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         rows = [r for r in rows if r["path"] in paths and r["preset"] in chosen]
     unknown = [r for r in rows if r["preset"] not in DISPLAY_NAMES]  # no column of the table: not shown
     rows = [r for r in rows if r["preset"] in DISPLAY_NAMES]
-    scoped_out = Path("summary.json") if lines and scope is not None else None  # rows, but none of the last run's
+    scoped_out = Path(SUMMARY) if lines and scope is not None else None  # rows, but none of the last run's
     if not rows and on_empty is not None:
         on_empty(empty_note(results, out / scoped_out if scoped_out else None, known=bool(unknown)))
     presets = [p for p in PAPER_ORDER if any(r["preset"] == p for r in rows)]

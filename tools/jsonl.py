@@ -35,10 +35,12 @@ such a number. `parsed_file` reads and parses such a file, and names one that is
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -54,9 +56,33 @@ def decode_text(data: bytes, errors: str = "strict") -> str:
     return data.decode("utf-8-sig", errors)
 
 
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"))
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of the regular file at `path`. OSError naming it otherwise: IsADirectoryError for a folder, and
+    for a FIFO, a socket or a device one whose strerror says which ("not a regular file: a FIFO"). Reading a FIFO
+    waited for a writer without limit (a reader hung with no word) and a device may never end, so the file is opened
+    without blocking and its type checked before a byte is read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, with or without a writer
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "another kind of file")
+            raise OSError(errno.EINVAL, f"not a regular file: {kind}", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
 def read_text(path: Path, errors: str = "strict") -> str:
-    """`decode_text` of the file at `path`."""
-    return decode_text(path.read_bytes(), errors)
+    """`decode_text` of the file at `path` (`read_bytes`: a regular file only)."""
+    return decode_text(read_bytes(path), errors)
 
 
 def text_lines(text: str) -> list[str]:
@@ -268,7 +294,7 @@ def usable_rows(path: Path, parse: Callable[[str, Any], T]) -> tuple[list[T], li
     """``parse(where, value)`` of each non-blank line of `path` that is UTF-8 JSON (``where`` is ``PATH:N``),
     and the lines left out (module docstring): not UTF-8 text, not valid JSON, or refused by `parse` with
     `LineError` (its message, a leading ``"PATH:N: "`` dropped). Any other exception of `parse` propagates."""
-    raw = path.read_bytes().split(b"\n")
+    raw = read_bytes(path).split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
     rows: list[T] = []
