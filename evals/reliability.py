@@ -112,9 +112,9 @@ def _refuse_folders(out: Path) -> None:
     """ManifestError naming a file of DIR the run writes that is a folder: the run scored every row, then its
     write of the tables ended in an IsADirectoryError traceback. (results.jsonl: `evals.result_rows.results_lines`
     refuses it in its own words, before anything is scored.)"""
-    from evals.eval_runs import STARTED
+    from evals.eval_runs import RUN_FILES
 
-    for name in (STARTED, "table.md", "table.csv", "summary.json"):
+    for name in RUN_FILES:
         if (out / name).is_dir():
             raise ManifestError(f"{out / name} is a folder, where `raa eval reward` writes a file: move or delete it, "
                                 "or write to another --out")
@@ -158,7 +158,15 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
                     on_row: Callable[[dict, int], None] | None,
                     scorer_id: dict[str, Any] | None, manifest: str | None) -> RewardEvalOutcome:
     """`run_reward_eval`'s work, under its lock."""
-    from evals.eval_runs import STARTED, finish_command, finished_fields, started_record
+    from evals.eval_runs import (
+        STARTED,
+        SUMMARY,
+        TABLE_CSV,
+        TABLE_MD,
+        finish_command,
+        finished_fields,
+        started_record,
+    )
     from graph.batch import scorer_conflict
 
     results_path = out / "results.jsonl"
@@ -264,12 +272,12 @@ async def _evaluate(clips: Sequence[EvalClip], order: list[str], out: Path, scor
     rows = [r for r in compact if r["preset"] in rank and r["path"] in wanted]
     metrics = all_metrics(rows, order)
     rerun = None if manifest is None else finish_command(manifest, out, order)
-    write_text_atomic(out / "table.md", render_markdown(metrics, judge_name=verdicts_by(rows, judge_name), rerun=rerun))
-    write_text_atomic(out / "table.csv", render_csv(metrics))
+    write_text_atomic(out / TABLE_MD, render_markdown(metrics, judge_name=verdicts_by(rows, judge_name), rerun=rerun))
+    write_text_atomic(out / TABLE_CSV, render_csv(metrics))
     summary = {"schema_version": SUMMARY_SCHEMA_VERSION, "presets": order, "clips": len(clips),
                "judge": verdicts_by(rows, judge_name), "paths": [c.path for c in clips],
                "metrics": metrics_as_dicts(metrics), **finished_fields(started)}  # fields: evals.table's docstring
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
+    write_text_atomic(out / SUMMARY, json.dumps(summary, indent=2))
     return RewardEvalOutcome(metrics, rows, counters["scored"], counters["rejudged"], out, unreadable,
                              counters["legacy_rescored"], counters["rewritten"],
                              sum(fixable(r, r["path"], scorer_id) for r in rows), rerun)  # said by the CLI
