@@ -56,8 +56,13 @@ def decode_text(data: bytes, errors: str = "strict") -> str:
     return data.decode("utf-8-sig", errors)
 
 
-_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                (stat.S_ISBLK, "a block device"))
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` `mode` is that is not a regular file ("a FIFO", "a folder"), for a message."""
+    return next((name for test, name in _KINDS if test(mode)), "another kind of file")
 
 
 def read_bytes(path: Path) -> bytes:
@@ -71,8 +76,7 @@ def read_bytes(path: Path) -> bytes:
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _NOT_REGULAR if test(mode)), "another kind of file")
-            raise OSError(errno.EINVAL, f"not a regular file: {kind}", str(path))
+            raise OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
     except BaseException:
         os.close(fd)
         raise

@@ -60,6 +60,12 @@ def rows_of(path: Path, iteration: int) -> list[dict[str, Any]]:
     return rows
 
 
+LOG_FILES = ("metrics.jsonl", "ineligible.jsonl", "eval.jsonl", "rewards.jsonl", "eval_rewards.jsonl",
+             "failed_prompts.jsonl")
+"""The JSONL logs `MetricsLog` writes in OUTPUT_DIR, in the order of `MetricsLog.paths` (training/run_dir.py refuses
+a launch where one of them is no regular file)."""
+
+
 class MetricsLog:
     """Appends rows to OUTPUT_DIR/metrics.jsonl and mirrors them to TensorBoard and, with ``wandb_project``,
     to Weights & Biases (training/wandb_log.py; rank 0 only); the
@@ -81,12 +87,8 @@ class MetricsLog:
         self.enabled = enabled
         self.resume_step = resume_step
         self.output_dir = output_dir
-        self.path = output_dir / "metrics.jsonl"
-        self.ineligible_path = output_dir / "ineligible.jsonl"
-        self.eval_path = output_dir / "eval.jsonl"
-        self.rewards_path = output_dir / "rewards.jsonl"
-        self.eval_rewards_path = output_dir / "eval_rewards.jsonl"
-        self.failed_prompts_path = output_dir / "failed_prompts.jsonl"
+        (self.path, self.ineligible_path, self.eval_path, self.rewards_path, self.eval_rewards_path,
+         self.failed_prompts_path) = (output_dir / name for name in LOG_FILES)
         self.writer: SummaryWriter | None = None
         self.wandb: WandbRun | None = None
         if enabled:

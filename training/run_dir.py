@@ -29,18 +29,27 @@ Decisions where the issues were silent (the behaviour of ``transformers.Trainer`
   exports of those tags would take); the jsonl logs are restarted as before; other files in the folder,
   an ``export-*`` folder without ``export.json`` included, are left alone. Each node's local
   rank 0 deletes its copy (node-local or shared storage), and every rank waits for that.
+- A log the run writes (`training.metrics_log.LOG_FILES`, ``launches.jsonl``) that is a folder, a FIFO or another
+  file that is not a regular one refuses every launch, ``--resume`` and ``--overwrite_output_dir`` included, naming
+  it (`log_file_problem`): those two do not read the logs, so a folder named metrics.jsonl passed the checks and the
+  launch ended in an IsADirectoryError traceback when it restarted or appended to the log (and a FIFO blocked the
+  fresh launch's count of its rows). Overwriting does not delete it: it deletes the earlier run's output folders
+  by name, and a folder in a log's place is no output of a run and may hold anything.
 - Rank 0's view decides for every rank, so ranks never disagree about refusing.
 """
 
 from __future__ import annotations
 
 import shutil
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from tools.jsonl import NotUtf8Error, json_text, read_text, text_lines
+from tools.jsonl import NotUtf8Error, file_kind, json_text, read_text, text_lines
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
+from training.launches import LAUNCHES
+from training.metrics_log import LOG_FILES
 
 LAYOUT_FILE = "layout.json"
 """``checkpoints/iter_NNNNNN/layout.json``: the layout (`training.resume.StateLayout`) of the launch that wrote
@@ -211,10 +220,27 @@ def not_a_folder(out_dir: Path) -> str | None:
     return None
 
 
+def log_file_problem(out_dir: Path) -> str | None:
+    """Why a launch cannot write its logs in ``out_dir``: one of them (`LOG_FILES`, ``launches.jsonl``) is there and is
+    not a regular file (module docstring); None otherwise."""
+    for name in (*LOG_FILES, LAUNCHES):
+        path = out_dir / name
+        try:
+            mode = path.stat().st_mode
+        except OSError:  # no such file (a dangling link: written through as a new file)
+            continue
+        if not stat.S_ISREG(mode):
+            return (f"{path} is {file_kind(mode)}, where the run writes its log {name}: neither --resume nor "
+                    "--overwrite_output_dir (which deletes only the earlier run's output folders, by name) removes "
+                    "it; move or delete it, or set another output_dir")
+    return None
+
+
 def output_dir_problem(cfg: TrainConfig) -> str | None:
-    """`not_a_folder`, else `refusal` of ``cfg`` for the checkpoints and outputs its output_dir holds now."""
+    """`not_a_folder`, else `log_file_problem`, else `refusal` of ``cfg`` for the checkpoints and outputs its
+    output_dir holds now."""
     out_dir = Path(cfg.output_dir)
-    if problem := not_a_folder(out_dir):
+    if problem := not_a_folder(out_dir) or log_file_problem(out_dir):
         return problem
     if cfg.resume or cfg.overwrite_output_dir:  # `refusal` is None: the earlier outputs are not read
         return None

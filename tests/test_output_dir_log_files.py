@@ -1,0 +1,43 @@
+"""A training run's log files in output_dir (`training.metrics_log.LOG_FILES`, launches.jsonl) that are no regular
+file. A folder named metrics.jsonl passed ``--check`` with ``--overwrite_output_dir`` (or ``--resume``), which do not
+read the log, and the launch then ended in an IsADirectoryError traceback when the log was restarted or appended to;
+overwriting deletes the earlier run's output folders by name, never a folder in a log's place, which may hold
+anything. A FIFO named metrics.jsonl blocked the fresh launch's check forever (it counts the log's rows)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fifo_files import call_unblocked, make_fifo
+from training.config import ConfigError
+from training.config_io import load_config
+from training.run_dir import check_output_dir
+
+SMOKE = Path(__file__).resolve().parents[1] / "training" / "configs" / "smoke.yaml"
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "eval.jsonl", "launches.jsonl"])
+@pytest.mark.parametrize("flags", [[], ["--overwrite_output_dir"], ["--resume"]], ids=["fresh", "overwrite", "resume"])
+def test_a_folder_in_a_logs_place_is_refused_naming_it(tmp_path, name, flags):
+    (tmp_path / name).mkdir()
+    cfg = load_config(SMOKE, ["--output_dir", str(tmp_path), *flags])
+    why = rf"{tmp_path / name} is a folder, where the run writes its log {name}: neither --resume nor --overwrite"
+    with pytest.raises(ConfigError, match=why):
+        check_output_dir(cfg)
+
+
+def test_a_fifo_metrics_log_is_refused_not_waited_on(tmp_path):
+    make_fifo(tmp_path / "metrics.jsonl")
+    for flags in ([], ["--overwrite_output_dir"]):
+        cfg = load_config(SMOKE, ["--output_dir", str(tmp_path), *flags])
+        with pytest.raises(ConfigError, match=rf"{tmp_path / 'metrics.jsonl'} is a FIFO, where the run writes its log"):
+            call_unblocked(lambda: check_output_dir(cfg), tmp_path / "metrics.jsonl")  # noqa: B023
+
+
+def test_regular_logs_still_pass_with_overwrite_and_resume(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"iteration": 1}\n')
+    (tmp_path / "eval.jsonl").write_text("")
+    for flag in ("--overwrite_output_dir", "--resume"):
+        check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), flag]))
