@@ -107,3 +107,22 @@ def test_a_too_long_integer_at_the_very_start_is_found():
     with pytest.raises(json.JSONDecodeError) as caught:
         parsed_line('  -' + LONG)
     assert caught.value.pos == 2
+
+
+def test_backslash_heavy_text_places_the_long_integer():
+    """A megabyte of escaped backslashes before the number (a Windows path pasted a thousand times): the escapes are
+    paired from each run's start, so the escaped quote after an odd run ends no string, and the number after an even
+    run's closing quote is outside every string (`benchmarks/long_integer_scan.py` times it)."""
+    import sys
+
+    from tools.jsonl import _long_integer_at
+
+    number = "9" * (sys.get_int_max_str_digits() + 1)
+    text = '["' + "\\\\" * 500_000 + '", ' + number + "]"
+    assert _long_integer_at(text) == text.index(number)
+    inside = '["' + "\\\\" * 500_000 + '\\" ' + number + '", ' + number + "]"  # the first number is a string's
+    assert _long_integer_at(inside) == inside.rindex(number)
+    cut = '["a\\\\\\"' + number + '", -' + number + "]"  # three backslashes and a quote: still inside
+    assert _long_integer_at(cut) == cut.rindex("-")
+    single = '["a\\"' + number + '", "b\\\\ c", ' + number + "]"  # no quote after two backslashes
+    assert _long_integer_at(single) == single.rindex(number)
