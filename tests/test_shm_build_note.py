@@ -194,3 +194,22 @@ def test_ninja_beside_python_but_not_on_the_path_is_named(tmp_path, monkeypatch)
     note = launch_build_note(env, cuda=False)
     assert note is not None and "will build" not in note and "pip install ninja" not in note, note
     assert f"{venv_bin / 'ninja'}" in note and f"PATH={venv_bin}:" in note, note
+
+
+@LINUX
+def test_a_compiler_path_from_the_home_folder_is_found_as_the_shell_finds_it(tmp_path):
+    """``CXX="~/bin/g++"``: a torch that writes CXX into the build file as it is has the shell expand the leading
+    ``~`` (the HOME of the launch's environment), so the op is built; the check looked for a file named ``~/bin/g++``
+    in the current folder, found none, and the launch said nothing while the op was built. A quoted ``~`` is not
+    expanded by the shell, nor is it found here."""
+    from training.build_locks import launch_build_note
+
+    home = tmp_path / "home"
+    _tool_dir(home / "bin", "g++")
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "PATH": _tool_dir(tmp_path / "bin", "ninja"),
+           "HOME": str(home)}
+    for cxx in ("~/bin/g++", "~/bin/g++ -O2", "  ~/bin/g++"):
+        note = launch_build_note({**env, "CXX": cxx}, cuda=False)
+        assert note is not None and "will build its shared-memory op" in note, (cxx, note)
+    for cxx in ("'~/bin/g++'", "~/bin/no-such-g++", "~no-such-user-x/bin/g++"):
+        assert launch_build_note({**env, "CXX": cxx}, cuda=False) is None, cxx

@@ -20,8 +20,12 @@ checkout's ``.venv``, or the same one reached through a link): torch writes the 
 source paths, so its compile commands change and ninja rebuilds. `shm_build_note` says so beforehand where the
 files prove it: no built op in the folder, or a build file naming another DeepSpeed's sources. A build it cannot
 foresee (a kept build whose sources or compiler changed since) goes unannounced. ``CXX`` may be a command with
-arguments (``ccache g++``): its first word is the compiler looked for. Where a build comes and ninja is not on the
-PATH, the note says that instead: torch builds through ninja, so DeepSpeed fails there.
+arguments (``ccache g++``): its first word is the compiler looked for, a leading ``~`` expanded as the shell expands it
+(``~/bin/g++``: the HOME of the launch's environment). That is how a torch that writes ``CXX`` into the build file as
+it is runs it; the torch 2.13 this repo was last checked with quotes the whole value as one word there
+(``cxx = 'ccache g++'``), so with it such a ``CXX`` (arguments, or a ``~``) is no program and the build fails in
+DeepSpeed's own error, after the note. Where a build comes and ninja is not on the PATH, the note says that instead:
+torch builds through ninja, so DeepSpeed fails there.
 """
 
 from __future__ import annotations
@@ -126,7 +130,7 @@ def launch_build_note(environ: Mapping[str, str], cuda: bool) -> str | None:
     accelerator = environ.get("DS_ACCELERATOR")
     if accelerator not in (None, "cpu") or (cuda and accelerator is None) or sys.platform != "linux":
         return None
-    if not _program_found(environ.get("CXX", "c++"), environ.get("PATH")):
+    if not _program_found(environ.get("CXX", "c++"), environ.get("PATH"), environ.get("HOME")):
         return None
     spec = importlib.util.find_spec("deepspeed")  # its path, without importing it
     if spec is None or spec.origin is None:
@@ -155,14 +159,29 @@ def ninja_missing_note(root: Path, beside_python: str | None = None) -> str:
             f"there (\"Unable to JIT load the {SHM_OP} op due to ninja not being installed\"). {fix}")
 
 
-def _program_found(command: str, path: str | None) -> bool:
-    """Whether the program of shell command ``command`` (its first word) is on ``path`` (None: the process's PATH);
-    False for no command, or text the shell would not split (an unbalanced quote)."""
+def _program_found(command: str, path: str | None, home: str | None = None) -> bool:
+    """Whether the program of shell command ``command`` (its first word, a leading ``~`` expanded as the shell does:
+    `_tilde_expanded`, with ``home`` the environment's HOME) is on ``path`` (None: the process's PATH); False for no
+    command, or text the shell would not split (an unbalanced quote)."""
     try:
         words = shlex.split(command)
     except ValueError:
         return False
-    return bool(words) and shutil.which(words[0], path=path) is not None
+    return bool(words) and shutil.which(_tilde_expanded(command, words[0], home), path=path) is not None
+
+
+def _tilde_expanded(command: str, word: str, home: str | None) -> str:
+    """``word``, the first word of ``command`` as `shlex.split` gives it, with the shell's tilde expansion: an unquoted
+    ``~`` or ``~USER`` before its first ``/`` is ``home`` (else the process's home) or USER's home folder; a prefix with
+    a quote, a backslash or a ``$`` in it, and an unknown USER, stay as written (`shlex.split` drops the quotes that
+    tell, hence ``command``). ``CXX="~/bin/g++"`` was looked for as a folder named ``~`` in the current one: not found,
+    so the launch said nothing while the op was built."""
+    prefix = re.match(r"~[^/\s]*", command.lstrip())
+    if prefix is None or any(c in prefix[0] for c in "'\"\\$`"):
+        return word
+    user = prefix[0][1:]
+    folder = home if not user and home else os.path.expanduser(prefix[0])  # ~USER: the password database's
+    return word if folder == prefix[0] else folder + word[len(prefix[0]):]
 
 
 def _age(seconds: float) -> str:
