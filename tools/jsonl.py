@@ -31,7 +31,10 @@ so the readers here name such a line as not valid JSON (it let a traceback out o
 Readers of a whole JSON file a user may edit parse it with `parsed_line` too (the score-batch manifest's lines,
 generate.json, export.json, an eval folder's summary.json and started.json), so their answer to invalid JSON covers
 such a number. `parsed_file` reads and parses such a file, and names one that is not UTF-8 with JSONDecodeError too
-(generate.json and export.json let a UnicodeDecodeError out as a traceback)."""
+(generate.json and export.json let a UnicodeDecodeError out as a traceback).
+
+Every reader here reads through `read_bytes`, which refuses a file that is not a regular one with an OSError naming
+its kind ("not a regular file: a FIFO"): a FIFO named summary.json or metrics.jsonl blocked its reader forever."""
 
 from __future__ import annotations
 
