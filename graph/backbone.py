@@ -102,7 +102,7 @@ from graph.cache import StageCache, encode_output, lookup, store
 from graph.cache_keys import stage_key
 from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text, shaped
 from graph.flights import FlightFailed
-from graph.model_request import requested, stage_identity
+from graph.model_request import Requested, requested, sampling_temperature, stage_identity
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
 from graph.server_words import clause_joined, quoted_words
 from graph.settings import BackboneSettings, SettingsError, StructuredMethod
@@ -176,14 +176,19 @@ class Backbone:
 
     @property
     def temperature(self) -> float | None:
-        """What the model samples at, for the stage keys and the resume guard: an OpenAI-family model's own
-        (`graph.model_request.requested`; None: none sent, the server's default), else the one given."""
-        request = requested(self.model)
-        return self._temperature if request is None else request.temperature
+        """What the model samples at, for the stage keys and the resume guard (`sampling`: an OpenAI-family
+        model's own, None where it sends none, the server's default; else the one given)."""
+        return self.sampling()[1]
 
     @temperature.setter
     def temperature(self, temperature: float) -> None:
         self._temperature = temperature
+
+    def sampling(self) -> tuple[Requested | None, float | None]:
+        """What the model asks its endpoint for (`graph.model_request.requested`; None for a chat model not of the
+        OpenAI family) and the temperature it samples at (`temperature`), from one read of its request."""
+        request = requested(self.model)
+        return request, sampling_temperature(request, self._temperature)
 
     def for_draw(self, draw: int) -> Backbone:
         """This backbone for runs of another draw (`graph.config.AgentConfig.draw`): the same model, cache
@@ -197,7 +202,7 @@ class Backbone:
         """The stage-cache key of a call (`graph.cache_keys.stage_key`): who answers it and how it samples
         (`graph.model_request.stage_identity`: this backbone's model name, endpoint, draw and temperature, or what an
         OpenAI-family model asks for)."""
-        # the temperature given: stage_identity reads an OpenAI-family model's own (as `temperature` would, again)
+        # the temperature given: stage_identity reads the model's request once, for the temperature too
         name, endpoint, extra = stage_identity(self.model, model_name=self.model_name, endpoint=self.endpoint,
                                                temperature=self._temperature, draw=self.draw)
         return stage_key(model_name=name, endpoint=endpoint, method=method, stage=stage, messages=messages,

@@ -278,11 +278,11 @@ def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     The temperature is recorded as a Python float, the token limit as a Python int (`graph.model_request.number`): a
     NumPy scalar (a sweep over `np.linspace`; a limit assigned to a ChatOpenAI after it was built, which pydantic does
     not check) is no value the trace checkpointer writes, and the run's quality step raised."""
-    from graph.model_request import number, requested
+    from graph.model_request import number
 
-    request = requested(backbone.model)
+    request, temperature = backbone.sampling()  # one read of the model's request
     return {"model": backbone.model_name, "served_model": None if request is None else request.served_model,
-            "method": backbone.method, "temperature": number(backbone.temperature, Real, float),
+            "method": backbone.method, "temperature": number(temperature, Real, float),
             "max_tokens": None if request is None else request.max_tokens, "image_long_side": frames.long_side,
             "jpeg_quality": frames.quality}
 

@@ -76,21 +76,29 @@ def number(value: Any, kind: type, as_type: type) -> Any:
     return as_type(value) if isinstance(value, kind) and not isinstance(value, bool) else value
 
 
-def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | None, temperature: float | None,
+def sampling_temperature(request: Requested | None, given: float | None) -> float | None:
+    """The temperature a model samples at, for its stage keys (`stage_identity`) and what a run records
+    (`graph.backbone.Backbone.temperature`): an OpenAI-family model's own (`request`, from `requested`: what it
+    sends, None for none, the server's default), else `given`, the backbone's (another chat model's is not known)."""
+    return given if request is None else request.temperature
+
+
+def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | None, temperature: float,
                    draw: int) -> tuple[str, str | None, dict[str, Any]]:
     """(model name, endpoint, parameters) of the stage keys of a backbone that calls `model`, named `model_name` at
-    `endpoint` and sampling at `temperature`, at draw `draw`. The draw and a temperature are parameters when not 0, so
-    the keys at the defaults are those from before either was keyed. An OpenAI-family model is keyed by what it asks
-    for (`requested`): its served model, its own address (the backbone's when it has none), its own temperature (None,
-    the server's default, is no 0), its completion limit when set, and its other request parameters when any. The
-    agent built from settings asks for what the settings name, at their address and temperature, without other
-    parameters: its keys are those from before its request was read; another chat model's are too."""
+    `endpoint` and given `temperature`, at draw `draw`. The draw and the temperature it samples at
+    (`sampling_temperature`) are parameters when not 0, so the keys at the defaults are those from before either was
+    keyed (None, an OpenAI-family model's server default, is no 0). An OpenAI-family model is keyed by what it asks
+    for (`requested`): its served model, its own address (the backbone's when it has none), its completion limit when
+    set, and its other request parameters when any. The agent built from settings asks for what the settings name,
+    at their address and temperature, without other parameters: its keys are those from before its request was read;
+    another chat model's are too."""
     extra: dict[str, Any] = {"draw": draw} if draw else {}
     request = requested(model)
+    if (sampled := sampling_temperature(request, temperature)) != 0:
+        extra["temperature"] = sampled
     if request is None:
-        return model_name, endpoint, {**extra, **({"temperature": temperature} if temperature else {})}
-    if request.temperature != 0:
-        extra["temperature"] = request.temperature
+        return model_name, endpoint, extra
     if request.max_tokens is not None:
         extra["max_tokens"] = request.max_tokens
     if request.params:
