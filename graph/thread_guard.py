@@ -72,8 +72,9 @@ Decisions where the issue was silent:
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import aclosing
+from functools import partial
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -130,9 +131,17 @@ def resume_refusal(thread_id: Any, values: dict[str, Any],
                    settings: dict[str, Any] | None) -> ResumeMismatchError | None:
     """The error for resuming the run whose state is `values` with an agent whose `graph.config.run_settings` are
     `settings`; None when they match, when the run recorded no config yet, or for an agent that has none."""
+    return _resume_refusal(thread_id, values, lambda: settings)
+
+
+def _resume_refusal(thread_id: Any, values: dict[str, Any],
+                    settings_of: Callable[[], dict[str, Any] | None]) -> ResumeMismatchError | None:
+    """`resume_refusal`, the agent's settings computed (`settings_of`) only for a run that recorded its config."""
     from graph.config import AgentConfig, recorded_settings, result_overrides, server_settings
 
-    if settings is None or "preset" not in values:
+    if "preset" not in values:  # nothing recorded to check (a new thread, a run before its quality step)
+        return None
+    if (settings := settings_of()) is None:  # an agent that has none
         return None
     overrides, server = recorded_settings(values.get("overrides") or {}, values.get("server") or {})
     # the server settings a run did not record: the defaults when it recorded its overrides (before `server` was
@@ -197,9 +206,7 @@ def _refusal(thread_id: Any, input: Any, values: dict[str, Any], agent_settings:
     for a run that recorded its config); None when it may."""
     if _new_input(input):
         return refusal(thread_id, values)
-    if "preset" not in values:  # nothing recorded to check (a new thread, a run before its quality step)
-        return None
-    return resume_refusal(thread_id, values, _call_settings(agent_settings, context))
+    return _resume_refusal(thread_id, values, partial(_call_settings, agent_settings, context))
 
 
 def _call_settings(agent_settings: dict[str, Any] | None, context: Any) -> dict[str, Any] | None:
