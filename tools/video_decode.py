@@ -39,6 +39,13 @@ after each packet's frames), it feeds no more packets where a flush gives every 
 threads: ``tools.video_feed.flushable``): it flushes the decoder, gives the frames it held and ends."""
 
 
+def may_be_key(i: int | None, keys: frozenset[int]) -> bool:
+    """Whether frame ``i`` (None: a pts the scan did not map) out of the decoder may count as a key frame
+    (``DamageWatch.came_out``'s ``keyed``): where nothing is known (no index, or a scan that found no keyframe),
+    else only one of the scan's keyframes ``keys`` (a key frame elsewhere is none)."""
+    return i is None or not keys or i in keys
+
+
 def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[int, int], keyed: frozenset[int],
            last: int, total: int | None) -> None:
     """Take the decoder's frames until no frame handed out waits on a frame decoded before it (``DamageWatch.check``
@@ -58,7 +65,7 @@ def _drain(frames: Iterator[av.VideoFrame], watch: DamageWatch, mapping: dict[in
             return
         i = mapping.get(frame.pts) if frame.pts is not None else None
         out.add(i)
-        watch.came_out(frame, i, keyed=i is None or not keyed or i in keyed)
+        watch.came_out(frame, i, keyed=may_be_key(i, keyed))
         watch.check()
 
 
@@ -142,7 +149,7 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                 lost = False
             # (a frame before the keyframe a seek landed on: its references were before the seek, whatever its flags)
             place = watch.came_out(frame, i, lost=landed is not None and (i is None or i < landed),
-                                   keyed=i is None or not keyed or i in keyed)
+                                   keyed=may_be_key(i, keyed))
             watch.check()
             if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                 if allow_seek:
