@@ -15,10 +15,10 @@ Decisions where the issue was silent:
   endpoint is keyed, as before.
 - The temperature is the one the model sends; the one built from settings (`ShapedChatOpenAI.asked_temperature`) gives
   RAA_TEMPERATURE where langchain-openai sends none (a gpt-5 model), so that agent's keys and records are unchanged.
-- The parameters are those langchain-openai sends with every request (`BaseChatOpenAI._default_params`: sampling,
-  penalties, seed, stop sequences, `reasoning_effort`, `extra_body`, `model_kwargs`...), less the model, streaming
-  (how the reply is delivered, not what it says), the temperature and the completion limit (as sent:
-  `max_completion_tokens`, else `max_tokens`), which are kept apart.
+- The parameters are those langchain-openai sends with every request (`sent_params`: its private
+  `BaseChatOpenAI._default_params`; sampling, penalties, seed, stop sequences, `reasoning_effort`, `extra_body`,
+  `model_kwargs`...), less the model, streaming (how the reply is delivered, not what it says), the temperature and
+  the completion limit (as sent: `max_completion_tokens`, else `max_tokens`), which are kept apart.
   More than shapes an answer may be there (`store`, `service_tier`): such an entry only costs a miss, never a wrong
   output. Timeouts, retries, headers and the API key are not request parameters and stay out.
 """
@@ -59,7 +59,7 @@ def requested(model: BaseChatModel) -> Requested | None:
     served, endpoint = model.model_name, model.openai_api_base
     if isinstance(model, AzureChatOpenAI):
         served, endpoint = model.deployment_name or served, model.azure_endpoint or endpoint
-    params = {k: v for k, v in model._default_params.items() if k not in _KEPT_APART}
+    params = {k: v for k, v in sent_params(model).items() if k not in _KEPT_APART}
     # the limit as sent: ChatOpenAI and Azure send their `max_tokens` as max_completion_tokens, and a BaseChatOpenAI
     # given max_completion_tokens (no field of its: `model_kwargs`) sends it so, its `max_tokens` None
     limit = params.pop("max_completion_tokens" if "max_completion_tokens" in params else "max_tokens", None)
@@ -67,6 +67,17 @@ def requested(model: BaseChatModel) -> Requested | None:
     if temperature is None and isinstance(model, ShapedChatOpenAI):  # the settings' where langchain sends none
         temperature = model.asked_temperature
     return Requested(served, endpoint, number(temperature, Real, float), number(limit, Integral, int), params)
+
+
+def sent_params(model: BaseChatOpenAI) -> dict[str, Any]:
+    """The parameters `model` sends with every request besides its messages, as langchain-openai builds them: its
+    private `BaseChatOpenAI._default_params`, which each request's payload starts from (`_get_request_payload`).
+    The one read of a private name here: langchain-openai (1.8) has no public way to them. langchain-core's `asdict()` gives them beside what a
+    class names itself by (`model_name`, `_type`, Azure's `azure_deployment`: another subclass may add others), a
+    dump of the fields is not what is sent (None not dropped, `max_tokens` not renamed, `model_kwargs` not merged),
+    and `_get_request_payload` / `_get_invocation_params` are private too. A langchain-openai that drops it or builds
+    its requests from something else fails tests/test_model_request_sent_params.py, saying what to do."""
+    return model._default_params
 
 
 def number(value: Any, kind: type, as_type: type) -> Any:
