@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -79,6 +80,7 @@ def score_batch_command(
         write_bad_lines,
         write_repeats,
     )
+    from graph.batch_manifest import shell_cwd
     from graph.batch_moved import moved_lines, moved_rows, moved_warning
     from graph.batch_procs import BatchError, run_batch_processes
     from graph.batch_repeat_rows import keeping, others_copies, stale_repeats
@@ -99,7 +101,7 @@ def score_batch_command(
         """Say what `fixable_lines` says of the rows of `rows` (the output) a rerun can fix, naming this batch's
         command: before the run scores (`said` None) the counts `told_first` picks; at its end all but those `said`
         before, unchanged. Returns the counts it was to say."""
-        fixable = fixable_rows(rows, manifest, items, preset, draw, scorer_of(settings))
+        fixable = fixable_rows(rows, manifest, items, preset, draw, scorer_of(settings), shell)
         if said is None:
             fixable = told_first(fixable, retrying=retry_ineligible)
         for line in fixable_lines(fixable, out, rerun_command(manifest, out, preset, draw), said, preset=preset,
@@ -108,6 +110,7 @@ def score_batch_command(
         return fixable
 
     settings = commands.settings_or_exit(require_endpoint=True)
+    shell = shell_cwd(os.environ.get("PWD"))  # the shell's way into the folder (a link left at a folder moved)
     if manifest.is_dir():  # there, but no file: "not found" misled
         inside = manifest / "manifest.jsonl"
         _fail(f"manifest {manifest} is a folder; give the manifest file's path"
@@ -160,7 +163,7 @@ def score_batch_command(
         output = moved.output
         goes = stale_repeats(output, manifest, items, stale_rows(manifest, items, preset, draw,
                                                                  retry_ineligible=retry_ineligible,
-                                                                 scorer=scorer_of(settings)))
+                                                                 scorer=scorer_of(settings), cwd=shell))
         kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
         others = others_copies(output, manifest, items, goes)  # another manifest's copies of rows that go: written again
         todo = [it for it in items if it["key"] not in kept]

@@ -99,11 +99,42 @@ def bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str
     return item_key(f"<{manifest.resolve()} line {number}>", "", preset, draw)
 
 
-def given_bad_line_key(manifest: Path, number: int, preset: str, draw: int = 0) -> str:
-    """`bad_line_key` of the manifest's name as given (absolute, symlinks not followed), not resolved: the name it
-    resolved to when a run before its folder was moved, a symlink left at the old name (`graph.batch_moved`), wrote
-    the row; not recognised as this manifest's (`graph.batch_resume.stale_rows`), that row stayed beside the new one."""
+def given_bad_line_key(manifest: Path | str, number: int, preset: str, draw: int = 0) -> str:
+    """`bad_line_key` of the manifest's name as given (absolute, symlinks not followed; `given_names`), not resolved:
+    the name it resolved to when a run before its folder was moved, a symlink left at the old name
+    (`graph.batch_moved`), wrote the row; not recognised as this manifest's (`graph.batch_resume.stale_rows`), that
+    row stayed beside the new one."""
     return item_key(f"<{os.path.abspath(manifest)} line {number}>", "", preset, draw)
+
+
+def shell_cwd(pwd: str | None) -> str | None:
+    """The shell's name of the working directory: `pwd` (its $PWD, read by the CLI) when it is an absolute name of the
+    directory this process is in, else None (unset, relative, or left by a parent that changed directory since). In a
+    folder entered through a symlink (`cd clips`, a link left at a moved folder) the process's own name of it
+    (`os.getcwd`) is the link's target; only $PWD still names the link."""
+    if pwd is None or not os.path.isabs(pwd):
+        return None
+    try:
+        return pwd if os.path.samefile(pwd, os.curdir) else None
+    except (OSError, ValueError):
+        return None
+
+
+def given_names(manifest: Path, cwd: str | None = None) -> list[str]:
+    """The absolute names of `manifest` as given, symlinks not followed: against the process's working directory and
+    against the shell's (`cwd`, `shell_cwd`: a manifest run from inside a link by a relative name, `cd clips; raa
+    score-batch m.jsonl`, is named through the link only there), each only while it names the manifest's file (a
+    ".." after a link leads elsewhere than the name without it, which may be another manifest's: its bad lines'
+    rows would go with this one's). `given_bad_line_key` of each."""
+    names = [os.path.abspath(manifest)] + ([os.path.normpath(os.path.join(cwd, manifest))] if cwd is not None else [])
+    found = []
+    for name in dict.fromkeys(names):
+        try:
+            if os.path.samefile(name, manifest):
+                found.append(name)
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def _lines(manifest: Path) -> list[tuple[int, bytes]]:

@@ -56,14 +56,15 @@ from graph.batch import (
     is_bad_line_row,
     scored_by_other,
 )
-from graph.batch_manifest import given_bad_line_key
+from graph.batch_manifest import given_bad_line_key, given_names
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
 def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,
-               retry_ineligible: bool, scorer: dict[str, Any] | None = None) -> Callable[[Any], str | None]:
+               retry_ineligible: bool, scorer: dict[str, Any] | None = None,
+               cwd: str | None = None) -> Callable[[Any], str | None]:
     """Why a row of the output goes before `items` of `manifest` run at `preset` and `draw` ("bad line", "retry"
     or "changed"), None when it stays. "bad line": the row of any bad line of this manifest, preset and draw, the
     line still bad (its row is written again), fixed since (it is scored) or blanked or deleted since (it
@@ -76,7 +77,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     "gone/../a.mp4" to "a.mp4", keeps the key: asked of the old name, it stayed "not found" one run more). A row's
     answer does not change between calls: whether a clip can be read is looked up once (a clip rendered while the
     tools load would otherwise be kept by `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`,
-    leaving it no row)."""
+    leaving it no row). `cwd`: the shell's working directory (`graph.batch_manifest.shell_cwd`), against which a
+    relative manifest name is a name it had too (`given_names`: its bad lines' rows keyed by it are its own)."""
     retry = {it["key"]: it["path"] for it in items} if retry_ineligible else {}
     found: dict[str, bool] = {}
 
@@ -87,11 +89,12 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
 
     now: dict[str, dict[str, int] | None] = {}
     bad_keys: dict[str, set[str]] = {}  # per line number: its bad line's keys, worked out once (a resolve, digests)
+    names = given_names(manifest, cwd)  # a link left at the old name of a manifest moved, maybe the shell's way in
 
     def bad_key(line: int) -> set[str]:
         if (shown := repr(line)) not in bad_keys:  # as written: a hand-edited `true` is not line 1
-            bad_keys[shown] = {bad_line_key(manifest, line, preset, draw),  # and of the name it was run by: a
-                               given_bad_line_key(manifest, line, preset, draw)}  # manifest moved, a link left
+            bad_keys[shown] = {bad_line_key(manifest, line, preset, draw),  # and of the names it was run by: a
+                               *(given_bad_line_key(name, line, preset, draw) for name in names)}  # manifest moved
         return bad_keys[shown]
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
@@ -202,15 +205,15 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None],
 
 
 def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str,
-                 draw: int, scorer: dict[str, Any] | None = None) -> dict[str, int]:
+                 draw: int, scorer: dict[str, Any] | None = None, cwd: str | None = None) -> dict[str, int]:
     """How many clips of `items` whose rows in `output` a run without `--retry-ineligible` keeps the flag would score
     again, by `stale_rows`' why ("retry", "changed"), and how many rows of lines repeating an earlier line's clip and
     instruction it would write again from that line's row ("copied": no run of their own; module docstring): told, a
     batch whose endpoint was down no longer reads as complete. And how many rows the flag leaves though a setting
     would admit their clips ("too_large": over the decode limit, `over_decode_limit`), which only deleting them
     scores again; the copies of those rows are not counted (`fixable_lines` names the rows without "repeat_of": a
-    copy goes with its first line's row, `graph.batch_repeat_rows.stale_repeats`)."""
-    goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer)
+    copy goes with its first line's row, `graph.batch_repeat_rows.stale_repeats`). `cwd`: as `stale_rows`'."""
+    goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer, cwd=cwd)
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     sources = {it["key"] for it in items if it["error"] is None} - repeats  # once: per row, quadratic in the batch
     found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set(), "too_large": set()}

@@ -1,0 +1,93 @@
+"""Third review of the moved-rows resume (`graph.batch_moved`): a run from inside the link left at a moved folder, a
+link re-pointed to other clips, the cost of the search over other manifests' rows, and what the clip stamp tells
+apart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from typer.testing import CliRunner
+
+from graph.cli import app
+from tests.graph_scripts import square_clips
+from tests.test_batch_moved_clips import TASK, _rows
+from tests.test_cli_agent import _scripted
+
+runner = CliRunner()
+
+
+def test_a_moved_manifest_run_from_inside_the_link_replaces_its_bad_lines_row(monkeypatch, tmp_path):
+    """The manifest in the clips' folder, which moved with a link left at its old name, run from inside the link by a
+    relative name (`cd clips; raa score-batch m.jsonl`): the process's working directory is the link's target (the
+    shell's $PWD names the link), so neither the manifest's resolved name nor its absolute one is the name its bad
+    line's row was keyed by; that row stayed beside the new one, for good (3 lines, 4 rows)."""
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "clips").mkdir()
+    square_clips(tmp_path / "clips", 2)
+    manifest = tmp_path / "clips" / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(2))
+                        + "{not json\n")
+    out = tmp_path / "out.jsonl"
+    args = ["score-batch", "m.jsonl", "--out", str(out), "--preset", "decomposed"]
+    monkeypatch.chdir(tmp_path / "clips")
+    monkeypatch.setenv("PWD", str(tmp_path / "clips"))
+    assert runner.invoke(app, args).exit_code == 0
+    assert len(_rows(out)) == 3
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "store").mkdir()
+    shutil.move(str(tmp_path / "clips"), str(tmp_path / "store" / "clips"))
+    (tmp_path / "clips").symlink_to(tmp_path / "store" / "clips", target_is_directory=True)
+    monkeypatch.chdir(tmp_path / "clips")  # the process's directory: store/clips; the shell's: clips
+    for _ in range(2):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0 and "0 to score" in res.output and "warning" not in res.output, res.output
+        rows = _rows(out)
+        assert len(rows) == 3, [(r["line"], r["path"]) for r in rows]
+        assert sorted(r["line"] for r in rows) == [1, 2, 3]
+
+
+def test_a_stale_pwd_or_a_name_leading_elsewhere_is_not_taken_for_the_manifests_name(monkeypatch, tmp_path):
+    """$PWD left by a parent that changed directory since names another folder: not the shell's working directory.
+    A name of the manifest through the link that, read without its "..", is another file (a manifest there sharing
+    the output would have its bad lines' rows removed with this one's) is not one of its names."""
+    from pathlib import Path
+
+    from graph.batch_manifest import given_names, shell_cwd
+
+    for name in ("a", "b", "a/sub"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a", target_is_directory=True)
+    monkeypatch.chdir(tmp_path / "a")
+    assert shell_cwd(str(tmp_path / "link")) == str(tmp_path / "link")
+    assert shell_cwd(str(tmp_path / "b")) is None  # another folder
+    assert shell_cwd("link") is None and shell_cwd(None) is None and shell_cwd(str(tmp_path / "gone")) is None
+    (tmp_path / "a" / "m.jsonl").write_text("")
+    assert given_names(Path("m.jsonl"), str(tmp_path / "link")) == [str(tmp_path / "a" / "m.jsonl"),
+                                                                     str(tmp_path / "link" / "m.jsonl")]
+    assert given_names(Path("m.jsonl")) == [str(tmp_path / "a" / "m.jsonl")]
+    (tmp_path / "b" / "m.jsonl").write_text("")  # another manifest
+    (tmp_path / "a" / "to_b").symlink_to(tmp_path / "b" / "sub2", target_is_directory=True)
+    (tmp_path / "b" / "sub2").mkdir()
+    # "to_b/../m.jsonl" is b/m.jsonl to the system, a/m.jsonl (another file) without its ".."
+    assert given_names(Path("to_b/../m.jsonl"), str(tmp_path / "link")) == []
+
+
+def test_a_manifest_named_through_a_link_and_dotdot_keeps_another_manifests_bad_line_row(monkeypatch, tmp_path):
+    """Two manifests sharing an output, each with a bad line 1: b/m.jsonl run as "to_b/../m.jsonl" from folder a,
+    where to_b links into b: its name without the ".." is a/m.jsonl, the other manifest, whose bad line's row went
+    with this one's (rewritten only at that manifest's next run)."""
+    _scripted(monkeypatch, tmp_path)
+    for name in ("a", "b", "b/sub"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "a" / "to_b").symlink_to(tmp_path / "b" / "sub", target_is_directory=True)
+    for name in ("a", "b"):
+        (tmp_path / name / "m.jsonl").write_text("{not json\n")
+    out = tmp_path / "out.jsonl"
+    assert runner.invoke(app, ["score-batch", str(tmp_path / "a" / "m.jsonl"), "--out", str(out)]).exit_code == 0
+    monkeypatch.chdir(tmp_path / "a")
+    monkeypatch.delenv("PWD", raising=False)
+    res = runner.invoke(app, ["score-batch", "to_b/../m.jsonl", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = _rows(out)
+    assert len(rows) == 2 and len({r["key"] for r in rows}) == 2, rows
