@@ -30,7 +30,12 @@ Decisions:
   key took the item (of two old names, the row found last is taken, as the last row of a key counts), rows under its
   old key lead to another clip of this run too (outputs joined, a link since pointed elsewhere: re-keyed to one item,
   the other's rows went with them, a reward given to another clip), or its clip's recorded stamp is not the clip's now
-  (its clip is scored again).
+  (its clip is scored again). Such a row of a clip unlike the one recorded is named until the item holds a row of its
+  own (scored again), then no more: a link re-pointed (`latest -> day1` to `day2`) left the day-1 rows, results of
+  clips still there under their own keys, and each run named them again until they were deleted. Not when the row
+  records no clip but holds a reward (it may be the clip's own result, scored twice). A row that carries its line's
+  other fields ("id") is then named as any row of an edited line (`graph.batch_resume.edited_rows`, at every run):
+  `raa eval compare --pair-by` that field, or `path` (its path leads to the new clip), finds the line twice.
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ from tools.jsonl import strict_dumps
 class Moved:
     """What `moved_rows` found: the output with the rows taken re-keyed (in `values` and `lines`), how many rows were
     re-keyed, and the rows that match an item but were not taken (`moved_warning`): `left` beside the item's row or
-    another taken for it (or under an old key whose rows lead to two items), `changed` of a clip unlike the one their run recorded."""
+    another taken for it (or under an old key whose rows lead to two items), `changed` of a clip unlike the one their run
+    recorded (while the item holds no row of its own)."""
 
     output: Output
     rekeyed: int = 0
@@ -82,7 +88,8 @@ def moved_rows(output: Output, items: list[dict[str, Any]], preset: str, draw: i
         if key not in stamps:
             stamps[key] = clip_stamp(paths[key])
         if not _same_clip(row, stamps[key]):
-            changed.append(row)
+            if key not in held or not _superseded(row):  # the item scored since: said no more
+                changed.append(row)
         else:
             found.setdefault(key, []).append(row["key"])
             rows_of.setdefault((row["key"], key), []).append(row)
@@ -128,6 +135,15 @@ def _same_clip(row: dict[str, Any], now: dict[str, int] | None) -> bool:
         return now is not None and recorded == now
     return (now is not None and isinstance(result, dict) and result.get("status") == "ineligible"
             and not any(fault.kind == "video" for fault in recorded_faults(result)))
+
+
+def _superseded(row: dict[str, Any]) -> bool:
+    """Whether a row not taken for its item (`_same_clip` false) goes unsaid once the item holds a row of its own
+    (module docstring): it records the size and modification time of another file (a link re-pointed), or of the clip
+    before it changed, or it holds no reward. One that records none but holds a reward (written before rows recorded
+    clips) may be the clip's own, scored twice: named at every run, as the rows `left`."""
+    result = row.get("result")
+    return isinstance(row.get("clip"), dict) or not isinstance(result, dict) or result.get("reward") is None
 
 
 def _candidate(row: Any, keys: set[str], preset: str, draw: int) -> bool:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from typer.testing import CliRunner
 
 from graph.cli import app
 from tests.graph_scripts import square_clips
-from tests.test_batch_moved_clips import TASK, _rows
+from tests.test_batch_moved_clips import TASK, _rows, _setup
 from tests.test_cli_agent import _scripted
 
 runner = CliRunner()
@@ -91,3 +92,66 @@ def test_a_manifest_named_through_a_link_and_dotdot_keeps_another_manifests_bad_
     assert res.exit_code == 0, res.output
     rows = _rows(out)
     assert len(rows) == 2 and len({r["key"] for r in rows}) == 2, rows
+
+
+def _repoint(tmp_path, n: int = 2) -> None:
+    """clips/ (a folder) renamed day1/, and clips made a link to day2/, other clips under the same names."""
+    (tmp_path / "clips").rename(tmp_path / "day1")
+    (tmp_path / "day2").mkdir()
+    square_clips(tmp_path / "day2", n + 1)
+    for i in range(n):  # c0 <- c1 <- c2 ...: each name another video
+        (tmp_path / "day2" / f"c{i + 1}.mp4").replace(tmp_path / "day2" / f"c{i}.mp4")
+    (tmp_path / "clips").symlink_to(tmp_path / "day2", target_is_directory=True)
+
+
+@pytest.mark.parametrize("ids", [False, True])
+def test_a_link_re_pointed_to_other_clips_warns_once_then_runs_quietly(monkeypatch, tmp_path, ids):
+    """`clips -> day1` re-pointed to day2 (other clips under the same names): the run after says once that the day-1
+    rows are not taken and scores day 2's clips; once they hold their own rows, the next runs say nothing of the
+    day-1 rows as moved ones (before: at every run, until deleted). Lines with an "id": the day-1 rows carry it too,
+    and are named as rows of an edited line are (`raa eval compare --pair-by id` finds each id twice). Every row
+    stays."""
+    manifest, out, args = _setup(monkeypatch, tmp_path, 2)
+    if not ids:
+        manifest.write_text("".join(json.dumps({"path": f"clips/c{i}.mp4", "instruction": TASK}) + "\n"
+                                    for i in range(2)))
+    assert runner.invoke(app, args).exit_code == 0
+    day1 = {r["key"]: r["result"] for r in _rows(out)}
+    _repoint(tmp_path)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "2 to score" in res.output, res.output
+    assert res.output.count("warning") == 1 and "2 row(s) whose run" in res.output, res.output
+    for extra in ([], [], ["--retry-ineligible"]):
+        res = runner.invoke(app, args + extra)
+        assert res.exit_code == 0 and "0 to score" in res.output and "whose run" not in res.output, res.output
+        assert res.output.count("warning") == ids, res.output
+        assert not ids or "2 row(s) already in" in res.output and "carry the fields of a line" in res.output
+    rows = _rows(out)
+    assert len(rows) == 4 and {r["key"]: r["result"] for r in rows if r["key"] in day1} == day1
+
+
+def test_rows_named_until_their_item_holds_its_own_row(tmp_path):
+    """A row of another file under the item's clip path is named while the item has no row of its own; after, only
+    a row recording no clip but holding a reward (maybe the clip's own, scored twice) is."""
+    from graph.batch import clip_stamp, item_key
+    from graph.batch_moved import moved_rows
+    from tests.test_batch_moved_clips import _output
+
+    (tmp_path / "new").mkdir()
+    clip = tmp_path / "new" / "a.mp4"
+    clip.write_bytes(b"x")
+    (tmp_path / "old").symlink_to(tmp_path / "new", target_is_directory=True)
+    item = {"key": item_key(str(clip), TASK, "full"), "path": str(clip), "resolved": str(clip), "instruction": TASK,
+            "error": None}
+    path = str(tmp_path / "old" / "a.mp4")
+    stamp = clip_stamp(str(clip)) or {}
+    base = {"key": item_key(path, TASK, "full"), "path": path, "instruction": TASK, "preset": "full", "draw": 0}
+    other = {**base, "clip": {**stamp, "size": 9}, "result": {"status": "scored", "reward": 0.5}}
+    unstamped = {**base, "result": {"status": "scored", "reward": 0.4}}
+    faulted = {**base, "result": {"status": "ineligible", "reward": None,
+                                  "reasons": ["quality: video: not found"]}}
+    own = {**base, "key": item["key"], "path": str(clip), "clip": stamp, "result": {"status": "scored", "reward": 0.7}}
+    rows = [other, unstamped, faulted]
+    assert moved_rows(_output(tmp_path, rows), [item], "full", 0).changed == rows
+    moved = moved_rows(_output(tmp_path, [*rows, own]), [item], "full", 0)
+    assert moved.changed == [unstamped] and moved.rekeyed == 0
