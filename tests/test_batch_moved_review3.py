@@ -155,3 +155,38 @@ def test_rows_named_until_their_item_holds_its_own_row(tmp_path):
     assert moved_rows(_output(tmp_path, rows), [item], "full", 0).changed == rows
     moved = moved_rows(_output(tmp_path, [*rows, own]), [item], "full", 0)
     assert moved.changed == [unstamped] and moved.rekeyed == 0
+
+
+def test_a_path_shared_by_many_rows_is_looked_up_once_per_resume(monkeypatch, tmp_path):
+    """Rows of other clips with a line's instruction, preset and draw (another generator's outputs concatenated into
+    the shared output: each path many times): the moved-row search reads each path's link once, however many rows
+    name it (calls counted, not timed)."""
+    import os
+    from collections import Counter
+
+    from graph.batch import item_key
+    from graph.batch_moved import moved_rows
+    from tests.test_batch_moved_clips import _output
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "gen").mkdir()
+    clip = tmp_path / "mine" / "a.mp4"
+    clip.write_bytes(b"x")
+    item = {"key": item_key(str(clip), TASK, "full"), "path": str(clip), "resolved": str(clip), "instruction": TASK,
+            "error": None}
+    paths = [str(tmp_path / "gen" / f"v{i}.mp4") for i in range(3)]
+    (tmp_path / "gen" / "v2.mp4").symlink_to(tmp_path / "elsewhere.mp4")  # a link, to no file
+    rows = [{"key": item_key(p, TASK, "full"), "path": p, "instruction": TASK, "preset": "full", "draw": 0,
+             "result": {"status": "scored", "reward": 0.5}} for _ in range(20) for p in paths]
+    asked: Counter[str] = Counter()
+    real = os.readlink
+
+    def counted(path, *args, **kwargs):
+        asked[str(path)] += 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "readlink", counted)
+    moved = moved_rows(_output(tmp_path, rows), [item], "full", 0)
+    monkeypatch.undo()
+    assert moved.rekeyed == 0 and not moved.left and not moved.changed and moved.output.values == rows
+    assert all(asked[p] <= 1 for p in paths) and asked[paths[2]] == 1, asked
