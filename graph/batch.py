@@ -36,8 +36,8 @@ Decisions where the issue was silent:
   is no output is refused without a lock file beside it), and again under the lock only if its `file_stamp` changed.
 - Only the process that owns the output file writes to it (`RowWriter`), one `write` per row; a second
   `raa score-batch` into the same output while one runs is refused (`lock_output`, exit 2).
-- Each scored item's row records its clip as its run found it ("clip": size and modification time in ns,
-  `clip_stamp`), so that `--retry-ineligible` can tell a clip that changed since its video fault or its quality
+- Each scored item's row records its clip as its run found it ("clip": size, modification time in ns, inode and
+  device, `clip_stamp`; the last two tell a moved row's file, `graph.batch_moved`), so that `--retry-ineligible` can tell a clip that changed since its video fault or its quality
   zero (it was still being written) from one that is broken for good (`graph.batch_retry`).
 - Each row records its `scorer`: the model name, sampling temperature and endpoint it was scored with. A resume
   into an output whose scored or zero rows came from another scorer is refused (`other_scorer`): the skipped
@@ -166,13 +166,31 @@ def other_scorer(output: Output, scorer: dict[str, Any]) -> str | None:
 
 
 def clip_stamp(path: str) -> dict[str, int] | None:
-    """What a row records of its clip when its run starts ("clip": size and modification time in ns), None when it
-    cannot be read; `graph.batch_retry` retries a video fault once the clip differs from it."""
+    """What a row records of its clip when its run starts ("clip": size, modification time in ns, and the file's
+    inode and device), None when it cannot be read; `graph.batch_retry` retries a video fault once the clip's size or
+    modification time differ from it (`stamp_unchanged`), `graph.batch_moved` takes a row for a clip only of the very
+    file (`same_file`)."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "dev": st.st_dev}
+
+
+def stamp_unchanged(recorded: Any, now: dict[str, int]) -> bool:
+    """Whether the clip stamped `now` (`clip_stamp`) has the size and modification time a row `recorded`: its content
+    is taken as unchanged (a file replaced by a copy with its times kept, `cp -p`, or moved to another disk, is
+    unchanged; one rewritten within one tick of the clock at the same size is not told apart)."""
+    return isinstance(recorded, dict) and all(recorded.get(k) == now[k] for k in ("size", "mtime_ns"))
+
+
+def same_file(recorded: Any, now: dict[str, int]) -> bool:
+    """Whether the clip stamped `now` is the very file a row `recorded` (`graph.batch_moved`): `stamp_unchanged`, and
+    the inode and device it recorded, where it recorded them (rows written before did not: size and modification time
+    only). A copy with its times kept (`cp -p`, a folder moved to another disk) is another file, as is the same file
+    once a reboot or remount renumbered its device; one made after the recorded file was deleted may reuse its inode,
+    on the same device."""
+    return stamp_unchanged(recorded, now) and all(recorded[k] == now[k] for k in ("ino", "dev") if k in recorded)
 
 
 def result_line(item: dict[str, Any], result: Any, clip: dict[str, int] | None = None) -> str:

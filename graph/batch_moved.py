@@ -18,10 +18,11 @@ Decisions:
   manifest's resolved path, are known by its old one too (`graph.batch_manifest.given_bad_line_key`: the name as given),
   so they are written again, not kept beside the new ones; its repeat rows are known by the manifest they record
   (`graph.batch_repeat_rows.recorded_manifest`).
-- And only a row of that very file: the clip's size and modification time now are the ones its run recorded ("clip",
-  `graph.batch.clip_stamp`: a folder moved keeps them; a link left to another folder holding other clips under the
-  same names does not; of the rows under one old key, only those are re-keyed: one recording another file then, last
-  under that key, counted for the item), or the row records none and holds no reward (ineligible: nothing of the
+- And only a row of that very file: the clip's size, modification time (ns), inode and device now are the ones its
+  run recorded ("clip", `graph.batch.clip_stamp`, `graph.batch.same_file`: a folder renamed or moved on its disk keeps
+  them; a link left to another folder holding other clips under the same names does not; of the rows under one old
+  key, only those are re-keyed: one recording another file then, last under that key, counted for the item), or the
+  row records none and holds no reward (ineligible: nothing of the
   clip is taken) for a fault not of the clip, the clip there now (a clip "not found" records none: a link made since at its name to the clips is no move, and
   its clips are scored, as before).
 - A row that matches so but cannot be taken safely is not re-keyed, never removed, and named in one warning before
@@ -30,7 +31,18 @@ Decisions:
   key took the item (of two old names, the row found last is taken, as the last row of a key counts), rows under its
   old key lead to another clip of this run too (outputs joined, a link since pointed elsewhere: re-keyed to one item,
   the other's rows went with them, a reward given to another clip), or its clip's recorded stamp is not the clip's now
-  (its clip is scored again). Such a row of a clip unlike the one recorded is named until the item holds a row of its
+  (its clip is scored again).
+- What the stamp tells apart: another file of another size or modification time; another file of the same size and
+  time (an archive unpacked with fixed times, clips of one length behind a re-pointed link), by its inode and device,
+  which size and time alone took for the clip (its reward re-keyed to another video). What it cannot: content. A copy
+  with its times kept (`cp -p`, `rsync -a`, a folder moved to another disk, then linked) is another file, its clips
+  scored again though their bytes are the same (safe: a cost, never another clip's reward); a file made after the
+  recorded one was deleted may reuse its inode on the same disk, and with the same size and time reads as it. Rows
+  written before the inode was recorded are compared by size and time alone. Only a content hash in the row would
+  tell all these apart (each clip read once more per run, as `evals.clip_identity` does for `raa eval reward`).
+  `--retry-ineligible` asks size and time alone whether a clip changed (`graph.batch.stamp_unchanged`): a copy with
+  its times kept has the content it had, and a device renumbered at a reboot or a remount is no change.
+- Such a row of a clip unlike the one recorded is named until the item holds a row of its
   own (scored again), then no more: a link re-pointed (`latest -> day1` to `day2`) left the day-1 rows, results of
   clips still there under their own keys, and each run named them again until they were deleted. Not when the row
   records no clip but holds a reward (it may be the clip's own result, scored twice). A row that carries its line's
@@ -43,7 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from graph.batch import clip_stamp
+from graph.batch import clip_stamp, same_file
 from graph.batch_manifest import is_bad_line_row, path_identities
 from graph.batch_output import Output
 from graph.batch_retry import recorded_faults
@@ -132,7 +144,7 @@ def _same_clip(row: dict[str, Any], now: dict[str, int] | None) -> bool:
     now (nothing was moved there: taken, the line kept the old row's fault, not scored "not found" as before)."""
     recorded, result = row.get("clip"), row.get("result")
     if isinstance(recorded, dict):
-        return now is not None and recorded == now
+        return now is not None and same_file(recorded, now)
     return (now is not None and isinstance(result, dict) and result.get("status") == "ineligible"
             and not any(fault.kind == "video" for fault in recorded_faults(result)))
 

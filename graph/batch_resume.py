@@ -55,6 +55,7 @@ from graph.batch import (
     clip_stamp,
     is_bad_line_row,
     scored_by_other,
+    stamp_unchanged,
 )
 from graph.batch_manifest import given_bad_line_key, given_names
 from graph.batch_output import OutputWriteError, os_problem
@@ -101,7 +102,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
         def differs(path: str) -> bool:
             if path not in now:  # looked up once, as readable
                 now[path] = clip_stamp(path)
-            return isinstance(recorded, dict) and now[path] is not None and now[path] != recorded
+            stamp = now[path]
+            return isinstance(recorded, dict) and stamp is not None and not stamp_unchanged(recorded, stamp)
         return differs
 
     def goes(row: Any) -> str | None:

@@ -190,3 +190,49 @@ def test_a_path_shared_by_many_rows_is_looked_up_once_per_resume(monkeypatch, tm
     monkeypatch.undo()
     assert moved.rekeyed == 0 and not moved.left and not moved.changed and moved.output.values == rows
     assert all(asked[p] <= 1 for p in paths) and asked[paths[2]] == 1, asked
+
+
+def test_a_link_re_pointed_to_other_clips_of_the_same_size_and_times_takes_no_row(tmp_path):
+    """clips -> day1 re-pointed to day2, whose clips are other videos of the same sizes and modification times (an
+    archive unpacked with fixed times; raw clips of one length): the size and mtime a day-1 row records are the
+    day-2 clip's, and the day-1 reward was re-keyed to the day-2 clip. The file's identity (inode, device) recorded
+    too tells them apart; a clip copied with its times kept (`cp -p`, the same content) is another file too, scored
+    again (module docstring)."""
+    import os
+
+    from graph.batch import clip_stamp, item_key
+    from graph.batch_moved import moved_rows
+    from tests.test_batch_moved_clips import _output
+
+    for day, data in (("day1", b"first video"), ("day2", b"other video")):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "c0.mp4").write_bytes(data)
+        os.utime(tmp_path / day / "c0.mp4", ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    (tmp_path / "clips").symlink_to(tmp_path / "day1", target_is_directory=True)
+    path = str(tmp_path / "clips" / "c0.mp4")
+    day1 = {"key": item_key(str(tmp_path / "day1" / "c0.mp4"), TASK, "full"), "path": path, "instruction": TASK,
+            "preset": "full", "draw": 0, "clip": clip_stamp(path), "result": {"status": "scored", "reward": 0.9}}
+    (tmp_path / "clips").unlink()
+    (tmp_path / "clips").symlink_to(tmp_path / "day2", target_is_directory=True)
+    clip = str(tmp_path / "day2" / "c0.mp4")
+    item = {"key": item_key(clip, TASK, "full"), "path": path, "resolved": clip, "instruction": TASK, "error": None}
+    moved = moved_rows(_output(tmp_path, [day1]), [item], "full", 0)
+    assert moved.rekeyed == 0 and moved.changed == [day1], moved.output.values
+    before = {**day1, "clip": {k: day1["clip"][k] for k in ("size", "mtime_ns")}}  # written before rows recorded more
+    assert moved_rows(_output(tmp_path, [before]), [item], "full", 0).rekeyed == 1  # told apart by nothing: taken
+
+
+def test_a_copy_with_its_times_kept_is_unchanged_content_but_another_file(tmp_path):
+    """`--retry-ineligible` asks size and time (a copy with its times kept, or a row written before the inode was
+    recorded, is unchanged: its video fault stays final); a moved row is taken only for the very file."""
+    from graph.batch import clip_stamp, same_file, stamp_unchanged
+
+    clip = tmp_path / "a.mp4"
+    clip.write_bytes(b"video")
+    copy = tmp_path / "b.mp4"
+    shutil.copy2(clip, copy)  # cp -p
+    recorded, now = clip_stamp(str(clip)) or {}, clip_stamp(str(copy)) or {}
+    assert stamp_unchanged(recorded, now) and not same_file(recorded, now)
+    old = {"size": recorded["size"], "mtime_ns": recorded["mtime_ns"]}  # a row written before
+    assert stamp_unchanged(old, now) and same_file(old, now) and same_file(recorded, recorded)
+    assert not stamp_unchanged({**old, "size": 1}, now) and not stamp_unchanged({"size": recorded["size"]}, now)

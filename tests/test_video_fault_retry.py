@@ -32,7 +32,8 @@ def test_a_clip_scored_half_written_is_scored_again_once_it_is_whole(monkeypatch
     assert runner.invoke(app, args).exit_code == 0
     [row] = _rows(out)
     assert row["result"]["status"] == "ineligible" and ": video: " in row["result"]["reasons"][0], row
-    assert row["clip"] == {"size": len(whole) // 2, "mtime_ns": clip.stat().st_mtime_ns}
+    st = clip.stat()
+    assert row["clip"] == {"size": len(whole) // 2, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "dev": st.st_dev}
     res = runner.invoke(app, [*args, "--retry-ineligible"])  # the same half clip: the fault is final
     assert "0 ineligible row(s) removed" in res.output and "0 to score" in res.output, res.output
     clip.write_bytes(whole)  # the renderer is done
