@@ -54,7 +54,7 @@ _SPENT_BUDGET = "budget_exceeded"
 cost: ..., Max budget: ...": a 429 in its current versions, BerriAI/litellm#36729; a 400 before, BerriAI/litellm#4139),
 which a wait of seconds does not refill."""
 _BUDGET_WORDS = re.compile(r"(?<![a-z] )(?:budget has been exceeded!|max budget limit reached|exceeded budget for)|"
-                           r"exceeded(?:token)?budget:|\b(?:team|user)=[^\s,]+ over budget\. spend=")
+                           r"exceeded(?:token|model)?budget:|\b(?:team|user)=[^\s,]+ over budget\. spend=")
 """A LiteLLM proxy's words for a spent budget, read where its error type is not `_SPENT_BUDGET`: a proxy relaying
 another's budget error inside its own message, `type` None ("litellm.BadRequestError: OpenAIException - Budget has been
 exceeded! Current cost: ..., Max budget: ...", as a maintainer quotes it: BerriAI/litellm#14144; "No deployments
@@ -62,11 +62,12 @@ available - crossed budget: Exceeded budget for deployment ...", ibid.), its `ma
 budget limit reached." (litellm/proxy/hooks/max_budget_limiter.py, `type` "None"), an end user's "ExceededBudget: End
 User=... over budget. Spend=..., Budget=..." (litellm/proxy/auth/auth_checks.py), an older proxy's API key over its
 budget ("ExceededTokenBudget: Current spend for token: ...; Max Budget for Token: ...": a 401 "Authentication Error,
-...", or a 400 or 429 by version, which was a bad API key, a refusal or a rate limit), and a team's in its words of late
-2024, "Team=... over budget. Spend=..., Budget=..." (no "ExceededBudget:" before it; `common_checks` there). Each was
-retried as a 429, then "transport", or "refused" as a 400. As LiteLLM writes them: a phrase that opens the message or
-a clause, not one after a word ("the frame budget has been exceeded", "I exceeded budget for frames": a 400 quoting the
-request, the model's own earlier answer); and read in a 4xx only (`_budget_words`)."""
+...", or a 400 or 429 by version, which was a bad API key, a refusal or a rate limit; beside it, its key's budget for
+one model, "ExceededModelBudget: Current spend for model: ...; Max Budget for Model: ..."), and a team's in its words
+of late 2024, "Team=... over budget. Spend=..., Budget=..." (no "ExceededBudget:" before it; `common_checks` there).
+Each was retried as a 429, then "transport", or "refused" as a 400. As LiteLLM writes them: a phrase that opens the
+message or a clause, not one after a word ("the frame budget has been exceeded", "I exceeded budget for frames": a 400
+quoting the request, the model's own earlier answer); and read in a 4xx only (`_budget_words`)."""
 _NO_BALANCE = "credit balance is too low"
 """Anthropic's words for an account without credit, a 400 `invalid_request_error` ("Your credit balance is too low to
 access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", as its users quote it:

@@ -42,6 +42,13 @@ LITELLM_TOKEN_BUDGET = {"error": {
 """An older LiteLLM proxy's API key over its budget ("ExceededTokenBudget: Current spend for token: ...; Max Budget
 for Token: ...", raised in its key auth), sent as a 401, a 400 or a 429 by its versions: read as a bad API key, a
 refusal, or a rate limit (retried, then "transport")."""
+LITELLM_MODEL_BUDGET = {"error": {
+    "message": "Authentication Error, ExceededModelBudget: Current spend for model: 0.0042; Max Budget for Model: "
+               "0.001",
+    "type": "auth_error", "param": "None", "code": "401"}}
+"""The same proxy's API key over its budget for one model (its key's `model_max_budget`: "ExceededModelBudget: Current
+spend for model: ...; Max Budget for Model: ...", raised beside `ExceededTokenBudget` in its key auth, as its own test
+asserts "Authentication Error, ExceededModelBudget:"): read as a bad API key (401) or retried as a rate limit (429)."""
 
 
 def _call(status: int, body: dict, replies: int = 3, method: str = "json_schema") -> tuple[BackboneFault | None, int]:
@@ -58,9 +65,11 @@ def _call(status: int, body: dict, replies: int = 3, method: str = "json_schema"
 @pytest.mark.parametrize(("status", "body"), [(400, LITELLM_RELAYED_BUDGET), (429, LITELLM_RELAYED_BUDGET),
                                               (429, LITELLM_MAX_BUDGET_HOOK), (400, LITELLM_END_USER_BUDGET),
                                               (429, LITELLM_END_USER_BUDGET), (400, LITELLM_TOKEN_BUDGET),
-                                              (401, LITELLM_TOKEN_BUDGET), (429, LITELLM_TOKEN_BUDGET)],
+                                              (401, LITELLM_TOKEN_BUDGET), (429, LITELLM_TOKEN_BUDGET),
+                                              (401, LITELLM_MODEL_BUDGET), (429, LITELLM_MODEL_BUDGET)],
                          ids=["relayed_400", "relayed_429", "max_budget_hook_429", "end_user_400", "end_user_429",
-                              "token_budget_400", "token_budget_401", "token_budget_429"])
+                              "token_budget_400", "token_budget_401", "token_budget_429", "model_budget_401",
+                              "model_budget_429"])
 def test_a_litellm_budget_in_its_words_is_no_credit_not_retried(status: int, body: dict) -> None:
     fault, sent = _call(status, body)
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
