@@ -21,12 +21,14 @@ DEEPSEEK_NO_SCHEMA = re.compile(r"this response_format type is unavailable now|r
 """DeepSeek's words for a json_schema `response_format`, which its API does not serve (json_object only; module
 docstring), for its V4 models too (as their users quote it: presenton/presenton#676)."""
 DEEPSEEK_NO_JSON = re.compile(r"""(?:^|\s-\s|['"]message['"]:\s*['"])deepseek[\w.-]* does not support json output"""
-                               r"""\.?(?=\s*$|\s-\s|['"])""")
+                               r"""\.?(?: \((?:request id|aiproxy): [^()\s]{1,80}\))?(?=\s*$|\s-\s|['"])""")
 """DeepSeek's 400 for json_object to a thinking model, which takes no forced tool call either (`NO_FORCED_CALL`):
 "deepseek-reasoner does not support Json Output." (as its users quote it: gomate-community/TrustRAG#140). Read as the
 whole of a message: at the start of the words, after the SDK's or a gateway's " - " ("Error code: 400 - ",
 "DeepseekException - ") or a relayed body's `message` key, and up to their end: the same phrase inside another
-message (a validation error quoting the clip's text) named a DeepSeek model to switch to."""
+message (a validation error quoting the clip's text) named a DeepSeek model to switch to. A gateway's request id after
+them is still their end: one-api's and new-api's " (request id: ...)", sealos aiproxy's " (aiproxy: ...)", appended to
+every error message they relay (read as other words, the fix named json_schema, which DeepSeek never serves)."""
 
 
 def deepseek_json_fix(names: EndpointNames) -> str:

@@ -108,6 +108,24 @@ def test_deepseek_s_type_unavailable_says_only_what_its_words_establish() -> Non
     assert "json_object" in fault.message and "RAA_STRUCTURED_METHOD=function_calling" in fault.message, fault.message
 
 
+DEEPSEEK_NO_JSON_VIA_GATEWAY = [
+    {"error": {"message": "deepseek-reasoner does not support Json Output. (request id: 2025032312000012345678)",
+               "type": "invalid_request_error", "param": "", "code": "invalid_request_error"}},
+    {"error": {"message": "deepseek-reasoner does not support Json Output. (aiproxy: 7f3c9a1b2d)",
+               "type": "aiproxy_error", "code": 400}}]
+"""DeepSeek's words relayed by a gateway that appends its own request id to every error message: one-api and new-api
+("%s (request id: %s)", their `MessageWithRequestId`), sealos' aiproxy ("%s (aiproxy: %s)")."""
+
+
+@pytest.mark.parametrize("body", DEEPSEEK_NO_JSON_VIA_GATEWAY, ids=["one_api_request_id", "aiproxy_request_id"])
+def test_deepseek_s_no_json_output_relayed_with_a_request_id_names_a_model_that_does_not_think(body: dict) -> None:
+    """`DEEPSEEK_NO_JSON` is read as the whole message, up to its end: a gateway's request id after it was read as
+    other words, and the fix named the structured methods the thinking model does not serve either."""
+    fault, _ = _call(400, body, replies=1, method="json_mode")
+    assert fault is not None and fault.kind == "settings", fault
+    assert "set RAA_MODEL to a DeepSeek model that does not think" in fault.message, fault.message
+
+
 QUOTING_THE_PHRASE = [
     "Invalid 'messages[1].content': the caption 'deepseek-reasoner does not support json output' was flagged",
     "Content policy: the request quotes deepseek-r1 does not support json output. in its text and was refused"]
