@@ -136,6 +136,9 @@ only afford M. ..." (as its users quote it: Gitlawb/openclaude#1125, QwenLM/qwen
 with the same credit, which the advice "top it up" did not name. Either sentence names it, across any whitespace: its
 second sentence alone ("You requested up to N tokens, but can only afford M.", as a client quotes it) or a line break
 in the phrase (a relay wrapping it) got the advice without the cap."""
+_AFFORDS_NONE = re.compile(r"can\s+only\s+afford\s+0(?!\.?\d)")
+"""Those words when no token is affordable ("... but can only afford 0.", as its users quote it:
+anomalyco/opencode#12219): no lower cap passes, so `_credit_fix` names none (it advised "lower RAA_MAX_TOKENS")."""
 _END_USER_BUDGET = re.compile(r"\bend user(?:=[^\s,]+ over budget|: [^\s,]+, exceeded budget for model=)")
 """A LiteLLM proxy's end user (the `user` a request names, counted across API keys) over its budget, which the proxy
 answers as a 401 `auth_error` ("ExceededBudget: End User=... over budget. Spend=..., Budget=...", its budget docs,
@@ -165,7 +168,7 @@ def _credit_fix(exc: BaseException, names: EndpointNames) -> str:
                 f"admin's setting, counted across API keys: {names.api_key} is not the cause): wait for it to reset "
                 "(its budget_duration), or have the admin raise it")
     cap = f"lower {names.max_tokens} (the completion token cap the credit is held for)" \
-        if names.max_tokens and _AFFORD_MAX_TOKENS.search(words) else ""
+        if names.max_tokens and _AFFORD_MAX_TOKENS.search(words) and not _AFFORDS_NONE.search(words) else ""
     if _KEY_LIMIT.search(words):
         return (f"{prefix}the API key's own credit limit is spent (OpenRouter's limit set per key, apart from the "
                 "account's credits; a daily, weekly or monthly one resets): raise or remove it at "

@@ -67,11 +67,28 @@ def test_openrouter_s_402_for_max_tokens_names_the_max_tokens_setting_and_credit
     assert "lower RAA_MAX_TOKENS" in fault.message and "credit" in fault.message, fault.message
 
 
+OPENROUTER_AFFORD_KEY_SOME = {"error": {"message": "This request requires more credits, or fewer max_tokens. You "
+                                                   "requested up to 32000 tokens, but can only afford 9120. To "
+                                                   "increase, visit https://openrouter.ai/settings/keys and create a "
+                                                   "key with a higher monthly limit", "code": 402}}
+"""`OPENROUTER_AFFORD_KEY` with some tokens affordable: a lower cap may pass within the key's limit."""
+
+
 def test_openrouter_s_402_under_a_key_limit_names_the_key_s_limit_and_max_tokens() -> None:
-    fault, sent = _call(402, OPENROUTER_AFFORD_KEY)
+    fault, sent = _call(402, OPENROUTER_AFFORD_KEY_SOME)
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "credit limit" in fault.message and "openrouter.ai/settings/keys" in fault.message, fault.message
     assert "RAA_MAX_TOKENS" in fault.message, fault.message
+
+
+@pytest.mark.parametrize("body", [OPENROUTER_AFFORD_KEY, {"error": {
+    "message": "You requested up to 65535 tokens, but can only afford 0.", "code": 402}}], ids=["key_limit", "short"])
+def test_openrouter_s_402_affording_no_token_names_no_lower_max_tokens(body: dict) -> None:
+    """"... but can only afford 0" (anomalyco/opencode#12219): no completion token cap passes, so "lower
+    RAA_MAX_TOKENS" named a change that cannot pass; the credit (or the key's limit) is what to change."""
+    fault, sent = _call(402, body)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "RAA_MAX_TOKENS" not in fault.message and "credit" in fault.message, fault.message
 
 
 DEEPSEEK_REASONER_NO_JSON = {"error": {"message": "deepseek-reasoner does not support Json Output.",
