@@ -108,6 +108,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     handover: _Handover | None = None
     threaded = not flushable(stream) and ctx.thread_count != 1  # (one frame thread runs none: FFmpeg decodes in the
     # caller's thread, and tells a packet's error as it goes in)
+    # only where a handover can come (`hand_over`): the packets and frames to follow; none kept otherwise
+    follow = threaded and ctx.name in HASH_CHECKED
     unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
     fed_now: list[_Fed] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
 
@@ -166,9 +168,10 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         elif packet.size:  # (not the end-of-stream flush packet)
             tag_packet(packet, at, carried)
             lag.fed(at)
-            unseen.add(at)
+            if follow:
+                unseen.add(at)
         frames = decoded(packet, before=None if handover is None else handover.key)
-        for frame in frames:
+        for frame in frames if follow else ():
             if (tag := frame_tag(frame)) is not None:
                 unseen.difference_update([tag, *(t for t in unseen if t < tag - DROP_HORIZON)])
                 if handover is not None:
@@ -177,8 +180,9 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
 
     def feed(item: _Fed) -> Iterator[tuple[av.VideoFrame, int]]:
         """Feed ``item`` (a packet, not the end's) to the decoder in use; the fresh one once a handover is done."""
-        fed_now.append(item)
-        del fed_now[:-DROP_HORIZON]
+        if follow:
+            fed_now.append(item)
+            del fed_now[:-DROP_HORIZON]
         if handover is not None:
             handover.fed.append(item)
         yield from ((frame, fed) for frame in send(item))
