@@ -106,10 +106,9 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     # with frame threads, from the keyframe a fresh decoder starts at: its tag, and the packets fed since (to feed the
     # fresh one once the old one gave every frame of the packets before it: `_Handover`)
     handover: _Handover | None = None
-    threaded = not flushable(stream) and ctx.thread_count != 1  # (one frame thread runs none: FFmpeg decodes in the
-    # caller's thread, and tells a packet's error as it goes in)
-    # only where a handover can come (`hand_over`): the packets and frames to follow; none kept otherwise
-    follow = threaded and ctx.name in HASH_CHECKED
+    # a decoder whose checks lapse that runs frame threads hands over (one frame thread runs none: FFmpeg decodes in
+    # the caller's thread, and tells a packet's error as it goes in); only there are packets and frames followed
+    hands_over = ctx.name in HASH_CHECKED and not flushable(stream) and ctx.thread_count != 1
     unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
     fed_now: list[_Fed] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
 
@@ -134,7 +133,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             watch.failed(tag, error, first)
             if failed is not None:
                 failed(tag, error)
-            if renew and threaded:
+            if renew and hands_over:
                 hand_over(min(first, tag))
             return []
         kept = []
@@ -168,10 +167,10 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         elif packet.size:  # (not the end-of-stream flush packet)
             tag_packet(packet, at, carried)
             lag.fed(at)
-            if follow:
+            if hands_over:
                 unseen.add(at)
         frames = decoded(packet, before=None if handover is None else handover.key)
-        for frame in frames if follow else ():
+        for frame in frames if hands_over else ():
             if (tag := frame_tag(frame)) is not None:
                 unseen.difference_update([tag, *(t for t in unseen if t < tag - DROP_HORIZON)])
                 if handover is not None:
@@ -180,7 +179,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
 
     def feed(item: _Fed) -> Iterator[tuple[av.VideoFrame, int]]:
         """Feed ``item`` (a packet, not the end's) to the decoder in use; the fresh one once a handover is done."""
-        if follow:
+        if hands_over:
             fed_now.append(item)
             del fed_now[:-DROP_HORIZON]
         if handover is not None:
@@ -204,7 +203,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         with wrapped(name, "decoding failed (truncated or corrupt data)", src):
             for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
                 if renew and handover is None and packet.is_keyframe and packet.size and not discard:
-                    if fed and threaded:  # drained, a frame-threaded decoder loses the frames after a failed
+                    if fed and hands_over:  # drained, a frame-threaded decoder loses the frames after a failed
                         # packet's error (PyAV's `decode` ends at the error, and takes no packet after the flush):
                         # it decodes on instead, its frames from the keyframe dropped
                         handover = _Handover(fed + carried, {t for t in unseen if t < fed + carried})
