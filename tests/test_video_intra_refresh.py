@@ -34,7 +34,7 @@ def test_a_concealed_packet_fails_the_frames_up_to_the_refresh_and_hands_out_non
                                                                                                   healed):
     """Packet 5 (frame 5) with a fifth of its bytes zeroed: frames 5-15 decode unlike the clean clip's (the wave from
     frame 12 recovers at frame 16); packet 13, in the wave: 13-27 (the wave from 24). No read hands out a frame unlike
-    the clean clip's; each damaged frame fails."""
+    the clean clip's; each damaged frame fails, and the frames before the damage read."""
     clean = _refreshed(tmp_path / "c.mp4")
     bad = _damaged(clean, packet, _zero_a_fifth)
     assert _differs(clean, bad) == list(range(packet, healed))  # the premise
@@ -43,6 +43,7 @@ def test_a_concealed_packet_fails_the_frames_up_to_the_refresh_and_hands_out_non
     with VideoReader(bad) as reader:
         failed = failed_reads(reader, plain)
     assert set(range(packet, healed)) <= set(failed), failed
+    assert min(failed) == packet, failed  # (a reader that failed every read of the damaged clip passed)
 
 
 @pytest.mark.xfail(strict=True, reason="open: the damage watch knows no recovery point (H.264 SEI recovery_frame_cnt), "
