@@ -1,6 +1,7 @@
 """A clean HEVC clip read with frame threads, the decoder told to fail on what it finds (``err_detect=crccheck+explode``,
 ``tools.video_damage.watched_decoder``, now with frame threads too): every frame reads, by a whole read and by reads
-of single frames and of subsets (seeks), each exactly as FFmpeg decodes it, with picture hashes or without."""
+of single frames and of subsets (seeks), each exactly as FFmpeg decodes it, with picture hashes or without; and on the
+decoder it opened with (no fresh one: ``tools.video_feed``'s handover comes only after a failed packet)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from tests.test_video_concealed import eight_frame_threads
 from tests.test_video_hevc_damage import N, _hevc, _plain
+from tools import video_feed
 from tools.video import VideoReader
 
 
@@ -20,6 +22,9 @@ def test_a_clean_hevc_clip_reads_every_frame_with_frame_threads(tmp_path, monkey
     eight_frame_threads(monkeypatch)
     faulthandler.dump_traceback_later(300, exit=True, file=sys.__stderr__)  # (a GIL deadlock: end the run)
     request.addfinalizer(faulthandler.cancel_dump_traceback_later)
+    fresh = []
+    real = video_feed.fresh_decoder
+    monkeypatch.setattr(video_feed, "fresh_decoder", lambda ctx: fresh.append(ctx.name) or real(ctx))
     clean = _hevc(tmp_path / "c.mp4", params)
     plain = np.stack([f for _, f in sorted(_plain(clean).items())])
     assert len(plain) == N
@@ -30,3 +35,4 @@ def test_a_clean_hevc_clip_reads_every_frame_with_frame_threads(tmp_path, monkey
         for subset in ([1, 13, 25, 37], [5, 6, 30], [39, 0, 20]):
             assert np.array_equal(reader.read(subset), plain[subset])
         assert np.array_equal(np.stack([reader.to_rgb(f) for _, f in reader.iter_frames()]), plain)
+    assert fresh == []
