@@ -72,7 +72,9 @@ def read_bytes(path: Path) -> bytes:
     """The bytes of the regular file at `path`. OSError naming it otherwise: IsADirectoryError for a folder, and
     for a FIFO, a socket or a device one whose strerror says which ("not a regular file: a FIFO"). Reading a FIFO
     waited for a writer without limit (a reader hung with no word) and a device may never end, so the file is opened
-    without blocking and its type checked before a byte is read."""
+    without blocking and its type checked before a byte is read. The regular file is then read in blocking mode: a
+    file system that honours O_NONBLOCK there (a FUSE daemon may) answers EAGAIN, and a whole-file read then returns
+    the bytes read so far (a cut file) or None."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, with or without a writer
     try:
         mode = os.fstat(fd).st_mode
@@ -80,6 +82,7 @@ def read_bytes(path: Path) -> bytes:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
+        os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise

@@ -1,0 +1,53 @@
+"""`tools.jsonl.read_bytes`, which every reader of tools.jsonl reads through: the file is opened without blocking so
+that a FIFO is refused rather than waited on. A regular file must then be read in blocking mode: a file system that
+honours O_NONBLOCK for a regular file (a FUSE daemon may; the flag reaches it with each read) answers a read with
+EAGAIN, and Python's whole-file read then returns the bytes read so far, a cut file taken for the whole one, or None."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from tools import jsonl
+from tools.jsonl import read_bytes
+
+
+def test_a_regular_file_is_read_in_blocking_mode(tmp_path, monkeypatch):
+    (tmp_path / "m.jsonl").write_bytes(b'{"a": 1}\n')
+    opened = []
+    fdopen = os.fdopen
+
+    def recording(fd, *args, **kwargs):
+        opened.append(os.get_blocking(fd))
+        return fdopen(fd, *args, **kwargs)
+
+    monkeypatch.setattr(jsonl.os, "fdopen", recording)
+    assert read_bytes(tmp_path / "m.jsonl") == b'{"a": 1}\n'
+    assert opened == [True]
+
+
+def test_links_to_a_file_read_it_whole(tmp_path):
+    data = b'{"row": "' + b"x" * 3_000_000 + b'"}\n'
+    (tmp_path / "big.jsonl").write_bytes(data)
+    (tmp_path / "link.jsonl").symlink_to("big.jsonl")
+    (tmp_path / "chain.jsonl").symlink_to(tmp_path / "link.jsonl")
+    assert read_bytes(tmp_path / "link.jsonl") == data
+    assert read_bytes(tmp_path / "chain.jsonl") == data
+
+
+def test_files_that_are_no_regular_file_are_named_with_their_kind(tmp_path):
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        read_bytes(tmp_path)
+    with pytest.raises(OSError, match=r"not a regular file: a character device: '/dev/null'"):
+        read_bytes(Path("/dev/null"))
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(tmp_path / "s.jsonl"))
+        with pytest.raises(OSError) as caught:  # a socket cannot be opened: the system's own error, naming it
+            read_bytes(tmp_path / "s.jsonl")
+        assert caught.value.filename == str(tmp_path / "s.jsonl")
+    finally:
+        server.close()
