@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import decode_text, mend_tail, strict_dumps, text_lines, written_file
+from tools.jsonl import decode_text, mend_tail, read_bytes, strict_dumps, text_lines, written_file
 
 
 class OutputBusy(RuntimeError):
@@ -91,7 +91,7 @@ def read_output(out: Path) -> Output:
     stamp = file_stamp(out)
     if stamp is None:
         return Output(out, [], [], None, None)
-    data = out.read_bytes()
+    data = read_bytes(out)  # a FIFO (or /dev/stdout into a pipe) is refused, not waited on
     try:
         lines = text_lines(decode_text(data))  # a byte-order mark skipped (tools.jsonl)
     except UnicodeDecodeError as exc:  # its offset is past the mark: the file's own byte is named
