@@ -106,7 +106,9 @@ def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | Non
     another chat model's are too."""
     extra: dict[str, Any] = {"draw": draw} if draw else {}
     request = requested(model)
-    if (sampled := sampling_temperature(request, temperature)) != 0:
+    sampled = sampling_temperature(request, temperature)
+    # None is keyed as an OpenAI-family model's server default only: a None given for another chat model never was
+    if sampled != 0 and (sampled is not None or request is not None):
         extra["temperature"] = sampled
     if request is None:
         return model_name, endpoint, extra

@@ -67,6 +67,11 @@ CASES: dict[str, Callable[[], Backbone]] = {
     "scripted": lambda: Backbone(ScriptedChatModel({})),
     "scripted_temperature_draw_endpoint": lambda: Backbone(ScriptedChatModel({}), model_name="m", temperature=0.5,
                                                            draw=2, endpoint=URL),
+    "chat_model_kwargs_streaming_stop": lambda: Backbone(_chat(base_url=URL, model_kwargs={"top_k": 3}, streaming=True,
+                                                               stop="x", frequency_penalty=0.1, temperature=0.2)),
+    "chat_n": lambda: Backbone(_chat(base_url=URL, n=2)),
+    # a temperature given as None (not one Backbone's signature allows, but its setter takes it): keyed as 0 always was
+    "scripted_temperature_none": lambda: Backbone(ScriptedChatModel({}), temperature=None),  # type: ignore[arg-type]
     "scripted_settings": lambda: Backbone.from_settings(_settings(temperature=0.6, max_tokens=64),
                                                         model=ScriptedChatModel({})),
 }
@@ -151,6 +156,18 @@ PINS: dict[str, tuple[str, str, Any, dict[str, Any]]] = {
         "2c42f59d5a3bdb25b864441e59622dc72d129cc229f3939581570a012776e9ba",
         "ae98c1d604bd1c3908db479ebd6a2e875d3c7ecd54155e683bbcabb2be357b65",
         *_settings_of(0.5, "m", None, None)),
+    "chat_model_kwargs_streaming_stop": (
+        "7278ba5ab223ffcd2c7f74989001f17e1df87d1b7c5640f2e6d99fa27af3d8df",
+        "f404624b32a87f06168b41a6d9854b17cd577afb1fa817d7cf71eee5006d274e",
+        *_settings_of(0.2, "ChatOpenAI", "qwen-a", None)),
+    "chat_n": (
+        "5c9978012c8098c1f1c52aea751ff327039cfcc5791ec37603e23fd7acf1432e",
+        "d813fdcebeb006d5e0cec458cb84123751467c73730f8fed7a01fb867ad34779",
+        *_settings_of(None, "ChatOpenAI", "qwen-a", None)),
+    "scripted_temperature_none": (
+        "5f056165edd25981ef247a5412ec4eb69a866551c5bb3bd83a6b2ce7bf107ba7",
+        "a3d906c4c4b528f2abff66c220c0e99894807fde3b05469040eef8f941acbc05",
+        *_settings_of(None, "ScriptedChatModel", None, None)),
     "scripted_settings": (
         "d22cc3f42537b65d577960702ad83ef3b32cd2d80ce70ffd9945c64ac8b9ea3e",
         "7d4995078b9448a7c90c0b7dd12401d73feb6738e9ffcfc3e7116378d0a6f1d9",
