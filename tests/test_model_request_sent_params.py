@@ -35,7 +35,13 @@ def test_langchain_openai_still_has_the_private_default_params() -> None:
     BaseChatOpenAI(model="deepseek-chat", api_key="k", max_tokens=64, reasoning_effort="low"),
     AzureChatOpenAI(azure_deployment="d", azure_endpoint="https://r.openai.azure.com", api_version="2024-10-21",
                     api_key="k", temperature=0.1),
-], ids=["ChatOpenAI", "BaseChatOpenAI", "AzureChatOpenAI"])
+    ChatOpenAI(model="m", api_key="k", model_kwargs={"top_k": 3}, streaming=True, stream_usage=True, stop="x"),
+    ChatOpenAI(model="m", api_key="k", n=2, logprobs=True, top_logprobs=2),
+    BaseChatOpenAI(model="deepseek-chat", api_key="k", model_kwargs={"max_completion_tokens": 9}),
+    AzureChatOpenAI(azure_deployment="d", azure_endpoint="https://r.openai.azure.com", api_version="2024-10-21",
+                    api_key="k", streaming=True, model_kwargs={"top_k": 1}),
+], ids=["ChatOpenAI", "BaseChatOpenAI", "AzureChatOpenAI", "ChatOpenAI-model_kwargs-streaming-stop", "ChatOpenAI-n",
+        "BaseChatOpenAI-max_completion_tokens", "AzureChatOpenAI-streaming-model_kwargs"])
 def test_the_parameters_read_are_those_each_request_sends(model: BaseChatOpenAI) -> None:
     """What a request's payload holds besides its messages (`_get_request_payload`, langchain-openai's own)."""
     v = version("langchain-openai")
