@@ -116,9 +116,8 @@ class MetricsLog:
 
     @property
     def paths(self) -> tuple[Path, ...]:
-        """Every JSONL log of the run."""
-        return (self.path, self.ineligible_path, self.eval_path, self.rewards_path, self.eval_rewards_path,
-                self.failed_prompts_path)
+        """Every JSONL log of the run (`LOG_FILES`, in its order)."""
+        return tuple(self.output_dir / name for name in LOG_FILES)
 
     def trim_after(self, iteration: int) -> dict[str, int]:
         """On a resume from the checkpoint of ``iteration``, before anything is appended: drop every log's rows
