@@ -235,3 +235,20 @@ def test_a_damaged_keyframe_sought_after_a_failed_packet_in_the_same_read_fails(
             except VideoDecodeError:
                 continue
             assert np.array_equal(got, plain[[i, 24]]), i
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_a_handover_at_an_open_gop_keyframe_fails_no_frame_before_the_damage(tmp_path, monkeypatch, watchdog, threads):
+    """The x265 clip with B-frames (open GOPs) and packet 29 failing its hash, read by seeks with frame threads: a read
+    of frame 25 decodes to the end (frame 23, a leading picture of keyframe 24, gives no frame after the seek, and
+    the frame-threaded settle waits on it). The old decoder handed over to a fresh one at keyframe 36, dropping its
+    frames from there on, leading pictures 34-35 among them, which a fresh decoder from keyframe 36 skips (they
+    reference the GOP before): the end of the stream came with no frame 34, and the reads of frames 25-28, intact,
+    failed (ba1ffb64 read them). The old decoder's leading pictures that the fresh one gives not now come out (the
+    failed packet damages them): frames 29-35 fail, the others read as in the clean clip."""
+    frame_threaded_reads(monkeypatch, threads)
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
+    bad = _damaged(clean, 29, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        assert failed_reads(reader, plain) == list(range(29, 36))

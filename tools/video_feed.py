@@ -66,14 +66,44 @@ class _Handover:
     """A fresh decoder's start at keyframe ``key`` where the old one runs frame threads: the old one decodes on (its
     frames from the keyframe dropped) until every packet before it fed and ``waits`` gave its frame, or it was fed
     ``DROP_HORIZON`` packets since (one gave none: the reader fails what waits on it); then the fresh one is fed the
-    packets from the keyframe (``fed``) again."""
+    packets from the keyframe (``fed``) again. ``shown``: the keyframe's pts (its leading pictures, decoded after it
+    and shown before it: the old decoder's frames of them are kept, as the fresh one may skip them: ``_Leading``)."""
 
     key: int
+    shown: int | None
     waits: set[int]
     fed: list[_Fed] = field(default_factory=list)
 
     def done(self) -> bool:
         return not self.waits or len(self.fed) > DROP_HORIZON
+
+
+@dataclass
+class _Leading:
+    """The old decoder's frames of a handover's keyframe's leading pictures (shown before it, decoded after it): a fresh
+    decoder from an open GOP's keyframe (HEVC's CRA) skips those that reference the GOP before (RASL), and the frames
+    handed out before them waited on them to the end of the stream (a read by a seek of an intact frame of an earlier
+    GOP failed: no frame 34). Each goes out once the fresh decoder gives a frame shown after it without giving it (the
+    failed packet before the keyframe damages it, the watch's place for it in that GOP), else the fresh one's."""
+
+    frames: list[av.VideoFrame] = field(default_factory=list)
+
+    def held(self, frame: av.VideoFrame, shown: int | None) -> bool:
+        """Keep ``frame`` (the old decoder's, from the keyframe on) where it is a leading picture of the keyframe."""
+        if frame.pts is None or shown is None or frame.pts >= shown or frame_tag(frame) == DISCARDED:
+            return False
+        self.frames.append(frame)
+        return True
+
+    def merged(self, frames: list[av.VideoFrame], *, end: bool = False) -> list[av.VideoFrame]:
+        """The fresh decoder's ``frames``, after the held ones shown before them that it did not give (``end``: all)."""
+        if not self.frames:
+            return frames
+        given = {frame.pts for frame in frames}
+        first = min((pts for pts in given if pts is not None), default=None)
+        out = [f for f in self.frames if f.pts not in given and (end or (first is not None and f.pts < first))]
+        self.frames = [f for f in self.frames if f.pts not in given and f not in out]
+        return sorted(out, key=lambda f: f.pts) + frames
 
 
 def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
@@ -111,6 +141,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     hands_over = ctx.name in HASH_CHECKED and not flushable(stream) and ctx.thread_count != 1
     unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
     fed_now: list[_Fed] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
+    leading = _Leading()
 
     def decoded(packet: av.Packet | None, *, before: int | None = None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
@@ -139,6 +170,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         kept = []
         for frame in frames:
             if before is not None and (frame_tag(frame) or 0) >= before:
+                if handover is not None:  # (but a leading picture's, which it may skip: `_Leading`)
+                    leading.held(frame, handover.shown)
                 continue  # (the old decoder's, its checks lapsed: the fresh decoder gives it)
             if frame_tag(frame) == DISCARDED:
                 watch.discarded(frame)
@@ -155,7 +188,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                    if tag > first and packet.is_keyframe and not discard), None)
         if at is not None and (handover is None or fed_now[at][1] < handover.key):
             key = fed_now[at][1]
-            handover = _Handover(key, {t for t in unseen if t < key}, fed_now[at:])
+            handover = _Handover(key, fed_now[at][0].pts, {t for t in unseen if t < key}, fed_now[at:])
 
     def send(item: _Fed) -> list[av.VideoFrame]:
         """Tag ``item``'s packet and feed it to the decoder (to the old one of a handover: its frames before it)."""
@@ -170,6 +203,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             if hands_over:
                 unseen.add(at)
         frames = decoded(packet, before=None if handover is None else handover.key)
+        if handover is None:  # (the fresh decoder's: the old one's leading pictures it skipped go out before them)
+            frames = leading.merged(frames)
         for frame in frames if hands_over else ():
             if (tag := frame_tag(frame)) is not None:
                 unseen.difference_update([tag, *(t for t in unseen if t < tag - DROP_HORIZON)])
@@ -206,7 +241,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                     if fed and hands_over:  # drained, a frame-threaded decoder loses the frames after a failed
                         # packet's error (PyAV's `decode` ends at the error, and takes no packet after the flush):
                         # it decodes on instead, its frames from the keyframe dropped
-                        handover = _Handover(fed + carried, {t for t in unseen if t < fed + carried})
+                        handover = _Handover(fed + carried, packet.pts, {t for t in unseen if t < fed + carried})
                     else:  # the old decoder's frames, then a fresh one from this keyframe (none fed: a seek's flush)
                         held = decoded(None) if fed else []
                         yield from ((frame, fed) for frame in held)
@@ -222,6 +257,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                         yield from ((frame, fed) for frame in decoded(None, before=handover.key))
                         yield from renewed()
                     yield from ((frame, fed) for frame in send(item))
+                    yield from ((frame, fed) for frame in leading.merged([], end=True))
                 # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
                 if packet.size and settling is not None and settling() and flushable(stream):
                     held = decoded(None)
