@@ -86,13 +86,13 @@ class _Leading:
     GOP failed: no frame 34). Each goes out once the fresh decoder gives a frame shown after it without giving it (the
     failed packet before the keyframe damages it, the watch's place for it in that GOP), else the fresh one's."""
 
-    frames: list[av.VideoFrame] = field(default_factory=list)
+    frames: list[tuple[int, av.VideoFrame]] = field(default_factory=list)  # (pts, frame)
 
     def held(self, frame: av.VideoFrame, shown: int | None) -> bool:
         """Keep ``frame`` (the old decoder's, from the keyframe on) where it is a leading picture of the keyframe."""
         if frame.pts is None or shown is None or frame.pts >= shown or frame_tag(frame) == DISCARDED:
             return False
-        self.frames.append(frame)
+        self.frames.append((frame.pts, frame))
         return True
 
     def merged(self, frames: list[av.VideoFrame], *, end: bool = False) -> list[av.VideoFrame]:
@@ -101,9 +101,10 @@ class _Leading:
             return frames
         given = {frame.pts for frame in frames}
         first = min((pts for pts in given if pts is not None), default=None)
-        out = [f for f in self.frames if f.pts not in given and (end or (first is not None and f.pts < first))]
-        self.frames = [f for f in self.frames if f.pts not in given and f not in out]
-        return sorted(out, key=lambda f: f.pts) + frames
+        due = [end or (first is not None and pts < first) for pts, _ in self.frames]
+        out = [held for held, now in zip(self.frames, due, strict=True) if now and held[0] not in given]
+        self.frames = [held for held, now in zip(self.frames, due, strict=True) if not now and held[0] not in given]
+        return [frame for _, frame in sorted(out, key=lambda held: held[0])] + frames
 
 
 def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
