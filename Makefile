@@ -8,6 +8,14 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install test test-slow test-all demo lint bench clean
 
+# `make test` runs on TEST_WORKERS processes (pytest-xdist): serially it kept one core of two busy for ~15 min.
+# A test file goes to one worker as a whole (--dist loadfile): its module-scope fixtures (clips, tiny models) are
+# built once, as in a serial run. `make test TEST_WORKERS=0` runs it in one process; `pytest tests/test_x.py` stays
+# serial. test-slow and test-all stay serial: their 2-rank trainings (deadlines of 60-600 s) were not yet run two
+# files at a time on two cores.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
@@ -26,7 +34,7 @@ $(STAMP): pyproject.toml | $(PY)
 install: $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m "slow and not gpu"
