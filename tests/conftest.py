@@ -13,6 +13,11 @@ import pytest
 from tests.harness_site.stand_ins import StandIns
 from tests.launches import no_shm_op
 
+# Every HTTP client the tests build with the default `verify` shares one TLS context (tests/ssl_reuse.py: the CA
+# bundle loaded once, not 30-40 ms of CPU per client; ~40-60 s over the suite). Registered here, the top-level
+# conftest, so that a serial run and each pytest-xdist worker (which loads this conftest) both use it.
+pytest_plugins = ["tests.ssl_reuse"]
+
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 # No test may reach the Hugging Face hub: a model id that is not a local path fails at once instead of
