@@ -23,6 +23,11 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 # No test may reach the Hugging Face hub: a model id that is not a local path fails at once instead of
 # retrying DNS lookups for a minute.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# pytest-xdist starts its workers with COLUMNS=80 (a serial run has none): the rich consoles made at import
+# (graph/commands.py, graph/trace_commands.py `_out`) then keep 80 columns and ignore the COLUMNS a test hands
+# CliRunner (tests/test_cli_runs.py: 7 failures under `-n 2`, none serially). Workers drop it, as a serial run.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
 # One thread for torch's CPU ops in the pytest process and every process it starts (as `harness_env` gives its
 # launches), unless the caller chose: the tests' models are tiny, and two OpenMP threads per op only add
 # synchronisation; on a loaded 2-core machine they spun (the tiny VAE's calibration, five decodes: ~11 s of CPU on
