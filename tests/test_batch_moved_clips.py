@@ -116,6 +116,19 @@ def _output(tmp_path, rows: list[dict]):
     return Output(tmp_path / "out.jsonl", [json.dumps(r) for r in rows], rows, None, None)
 
 
+def _linked_clip(tmp_path) -> tuple[dict, str, dict]:
+    """A clip new/a.mp4 and a link old -> new: the clip's item (preset full), its name through the link, its stamp."""
+    from graph.batch import clip_stamp, item_key
+
+    (tmp_path / "new").mkdir()
+    clip = tmp_path / "new" / "a.mp4"
+    clip.write_bytes(b"x")
+    (tmp_path / "old").symlink_to(tmp_path / "new", target_is_directory=True)
+    item = {"key": item_key(str(clip), TASK, "full"), "path": str(clip), "resolved": str(clip), "instruction": TASK,
+            "error": None}
+    return item, str(tmp_path / "old" / "a.mp4"), clip_stamp(str(clip)) or {}
+
+
 def test_of_two_old_rows_of_one_clip_the_last_is_taken_and_the_other_named(tmp_path):
     from graph.batch import clip_stamp, item_key
     from graph.batch_moved import moved_rows, moved_warning

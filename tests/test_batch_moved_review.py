@@ -63,18 +63,11 @@ def test_only_the_rows_found_of_the_very_clip_are_re_keyed_not_others_under_thei
     """Two rows under one old key, the last recording another size (another file then under that name): only the row of
     the clip as it is now is re-keyed; re-keyed too, the other came last under the item's key and its result counted
     (a reward of another file)."""
-    from graph.batch import clip_stamp, item_key, kept_rows
+    from graph.batch import item_key, kept_rows
     from graph.batch_moved import moved_rows
-    from tests.test_batch_moved_clips import _output
+    from tests.test_batch_moved_clips import _linked_clip, _output
 
-    (tmp_path / "new").mkdir()
-    clip = tmp_path / "new" / "a.mp4"
-    clip.write_bytes(b"x")
-    (tmp_path / "old").symlink_to(tmp_path / "new", target_is_directory=True)
-    item = {"key": item_key(str(clip), TASK, "full"), "path": str(clip), "resolved": str(clip), "instruction": TASK,
-            "error": None}
-    path = str(tmp_path / "old" / "a.mp4")
-    stamp = clip_stamp(str(clip)) or {}
+    item, path, stamp = _linked_clip(tmp_path)
     same = {"key": item_key(path, TASK, "full"), "path": path, "instruction": TASK, "preset": "full", "draw": 0,
             "clip": stamp, "result": {"status": "scored", "reward": 0.9}}
     other = {**same, "clip": {**stamp, "size": stamp["size"] + 7}, "result": {"status": "scored", "reward": 0.1}}

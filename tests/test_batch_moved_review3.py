@@ -133,24 +133,17 @@ def test_a_link_re_pointed_to_other_clips_warns_once_then_runs_quietly(monkeypat
 def test_rows_named_until_their_item_holds_its_own_row(tmp_path):
     """A row of another file under the item's clip path is named while the item has no row of its own; after, only
     a row recording no clip but holding a reward (maybe the clip's own, scored twice) is."""
-    from graph.batch import clip_stamp, item_key
+    from graph.batch import item_key
     from graph.batch_moved import moved_rows
-    from tests.test_batch_moved_clips import _output
+    from tests.test_batch_moved_clips import _linked_clip, _output
 
-    (tmp_path / "new").mkdir()
-    clip = tmp_path / "new" / "a.mp4"
-    clip.write_bytes(b"x")
-    (tmp_path / "old").symlink_to(tmp_path / "new", target_is_directory=True)
-    item = {"key": item_key(str(clip), TASK, "full"), "path": str(clip), "resolved": str(clip), "instruction": TASK,
-            "error": None}
-    path = str(tmp_path / "old" / "a.mp4")
-    stamp = clip_stamp(str(clip)) or {}
+    item, path, stamp = _linked_clip(tmp_path)
     base = {"key": item_key(path, TASK, "full"), "path": path, "instruction": TASK, "preset": "full", "draw": 0}
     other = {**base, "clip": {**stamp, "size": 9}, "result": {"status": "scored", "reward": 0.5}}
     unstamped = {**base, "result": {"status": "scored", "reward": 0.4}}
     faulted = {**base, "result": {"status": "ineligible", "reward": None,
                                   "reasons": ["quality: video: not found"]}}
-    own = {**base, "key": item["key"], "path": str(clip), "clip": stamp, "result": {"status": "scored", "reward": 0.7}}
+    own = {**base, "key": item["key"], "path": item["path"], "clip": stamp, "result": {"status": "scored", "reward": 0.7}}
     rows = [other, unstamped, faulted]
     assert moved_rows(_output(tmp_path, rows), [item], "full", 0).changed == rows
     moved = moved_rows(_output(tmp_path, [*rows, own]), [item], "full", 0)
