@@ -38,6 +38,17 @@ def _move(tmp_path) -> None:
     (tmp_path / "clips").symlink_to(tmp_path / "store" / "clips", target_is_directory=True)
 
 
+def _manifest_in_clips(monkeypatch, tmp_path) -> tuple:
+    """(manifest, out): 2 clips in tmp_path/clips, listed by a manifest in that folder whose third line is bad."""
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "clips").mkdir()
+    square_clips(tmp_path / "clips", 2)
+    manifest = tmp_path / "clips" / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(2))
+                        + "{not json\n")
+    return manifest, tmp_path / "out.jsonl"
+
+
 def _rows(out) -> list[dict]:
     return [row for _, row in json_lines(out, ValueError)]
 
@@ -169,13 +180,7 @@ def test_of_two_old_rows_of_one_clip_the_last_is_taken_and_the_other_named(tmp_p
 def test_a_manifest_moved_with_its_clips_keeps_one_row_per_line_bad_lines_too(monkeypatch, tmp_path):
     """The manifest in the moved folder too, run by its old name: its bad line's row (keyed by the manifest's
     resolved path) is replaced, not kept beside a new one."""
-    _scripted(monkeypatch, tmp_path)
-    (tmp_path / "clips").mkdir()
-    square_clips(tmp_path / "clips", 2)
-    manifest = tmp_path / "clips" / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(2))
-                        + "{not json\n")
-    out = tmp_path / "out.jsonl"
+    manifest, out = _manifest_in_clips(monkeypatch, tmp_path)
     args = ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"]
     assert runner.invoke(app, args).exit_code == 0
     assert len(_rows(out)) == 3

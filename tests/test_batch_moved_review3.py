@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from graph.cli import app
 from tests.graph_scripts import square_clips
-from tests.test_batch_moved_clips import TASK, _rows, _setup
+from tests.test_batch_moved_clips import TASK, _manifest_in_clips, _move, _rows, _setup
 from tests.test_cli_agent import _scripted
 
 runner = CliRunner()
@@ -23,22 +23,14 @@ def test_a_moved_manifest_run_from_inside_the_link_replaces_its_bad_lines_row(mo
     relative name (`cd clips; raa score-batch m.jsonl`): the process's working directory is the link's target (the
     shell's $PWD names the link), so neither the manifest's resolved name nor its absolute one is the name its bad
     line's row was keyed by; that row stayed beside the new one, for good (3 lines, 4 rows)."""
-    _scripted(monkeypatch, tmp_path)
-    (tmp_path / "clips").mkdir()
-    square_clips(tmp_path / "clips", 2)
-    manifest = tmp_path / "clips" / "m.jsonl"
-    manifest.write_text("".join(json.dumps({"path": f"c{i}.mp4", "instruction": TASK}) + "\n" for i in range(2))
-                        + "{not json\n")
-    out = tmp_path / "out.jsonl"
+    manifest, out = _manifest_in_clips(monkeypatch, tmp_path)
     args = ["score-batch", "m.jsonl", "--out", str(out), "--preset", "decomposed"]
     monkeypatch.chdir(tmp_path / "clips")
     monkeypatch.setenv("PWD", str(tmp_path / "clips"))
     assert runner.invoke(app, args).exit_code == 0
     assert len(_rows(out)) == 3
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "store").mkdir()
-    shutil.move(str(tmp_path / "clips"), str(tmp_path / "store" / "clips"))
-    (tmp_path / "clips").symlink_to(tmp_path / "store" / "clips", target_is_directory=True)
+    _move(tmp_path)
     monkeypatch.chdir(tmp_path / "clips")  # the process's directory: store/clips; the shell's: clips
     for _ in range(2):
         res = runner.invoke(app, args)
