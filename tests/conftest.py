@@ -26,8 +26,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # pytest-xdist starts its workers with COLUMNS=80 (a serial run has none): the rich consoles made at import
 # (graph/commands.py, graph/trace_commands.py `_out`) then keep 80 columns and ignore the COLUMNS a test hands
 # CliRunner (tests/test_cli_runs.py: 7 failures under `-n 2`, none serially). Workers drop it, as a serial run.
+# A worker also starts with the PYTHONPATH set below in its parent, so tests/harness_site/sitecustomize.py ran in it
+# and made `training.build_locks.launch_build_note` answer None, whose own tests run here
+# (tests/test_shm_build_note.py: 6 failures under `-n 2`): its stand-ins go; this file's (the shm op) follow below.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
+    if "stand_ins" in sys.modules:  # (the harness site's own import of tests/harness_site/stand_ins.py)
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, sys.modules["stand_ins"].StandIns)]
 # One thread for torch's CPU ops in the pytest process and every process it starts (as `harness_env` gives its
 # launches), unless the caller chose: the tests' models are tiny, and two OpenMP threads per op only add
 # synchronisation; on a loaded 2-core machine they spun (the tiny VAE's calibration, five decodes: ~11 s of CPU on
