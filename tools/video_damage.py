@@ -324,6 +324,13 @@ class DamageWatch:
         frame that came out before then is the decoder's output of packets before the failure."""
         return self._failed is not None and fed > self._failed
 
+    def before_failure(self, place: Place) -> bool:
+        """Whether the frame at ``place`` was decoded before every packet whose decode raised (``failed``): with frame
+        threads FFmpeg's HEVC decoder hands the failed packet's error back in the slot of the frame its thread put out
+        (frame 7, decoded before failed packet 9), and that frame a round of the threads later, after frames 8-11:
+        undamaged, shown out of order by the failure alone."""
+        return self._failed is not None and place != _UNPLACED and place[0] < self._failed
+
     def failures(self) -> str | None:
         """What the decoder failed on or flagged so far, if anything (for an error that has another cause in sight)."""
         if self._bad:

@@ -158,6 +158,8 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
                     if watch.packets_failed:  # the damage put frames out early (HEVC's DPB, frame threads)
                         if i is not None and watch.damage(place) is not None:
                             continue  # a damaged frame put out late (after the next keyframe's): never handed out
+                        if i is not None and watch.before_failure(place):  # one decoded before the failed packet,
+                            continue  # put out late by its error (frame threads): its own place passed, none wanted
                         raise _got_instead(name, target, total, frame, watch)
                     raise OutOfOrder
                 # a gap from the start: frames the decoder dropped; the timestamps still label the rest, unless
