@@ -271,3 +271,17 @@ def test_a_handover_at_a_keyframe_fails_no_frame_of_its_gop(tmp_path, monkeypatc
         reader._seeks = False
         failed = failed_reads(reader, plain)
         assert failed == [7, 8, 10, 11]
+
+
+def test_a_seek_to_an_open_gops_keyframe_waits_on_no_leading_picture_it_skips(tmp_path, monkeypatch, watchdog):
+    """The x265 clip with B-frames (open GOPs: CRA keyframes 12, 24) and packet 37 (the last GOP's) failing its hash,
+    read by seeks with 4 frame threads. The decoder, started at keyframe 24, skips its leading picture (RASL: packet
+    25, frame 23, referencing the GOP before) and gives no frame for it; frame 25 (and each read frame after 24) waited
+    on that packet to the end of the stream, where PyAV lost the frames after packet 37's error in the flush, and the
+    read failed "gave no frame 35 and no error". HEVC's frames after a keyframe reference none of its leading ones."""
+    frame_threaded_reads(monkeypatch, 4)
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
+    bad = _damaged(clean, 37, _zero_the_tail)
+    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    with VideoReader(bad) as reader:
+        assert np.array_equal(reader.read([25, 27]), plain[[25, 27]])

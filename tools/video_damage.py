@@ -290,6 +290,12 @@ class DamageWatch:
             (t for t in range(max(floor, 0), tag) if t not in self._out), tag)
         self._bad.append((gone, gone, what, False))
 
+    def skipped(self, tag: int) -> None:
+        """The packet tagged ``tag`` is a leading picture (shown before it, decoded after it) of the HEVC keyframe the
+        decode started at, which the decoder skips with no frame and no error where it references the GOP before
+        (RASL): no frame waits on it (HEVC's frames after a keyframe reference none of its leading pictures)."""
+        self._out.add(tag)
+
     def damage(self, place: Place, *, settled: bool = True) -> str | None:
         """What damaged the frame at ``place`` (every packet decoded before it out too: ``settled``), else None; not
         ``settled``, a flagged B-frame not yet shown to be one (``_unreferenced``) damages none but itself."""

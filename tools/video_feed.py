@@ -143,6 +143,9 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
     fed_now: list[_Fed] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
     leading = _Leading()
+    # HEVC: the pts of the keyframe the decode starts at while its leading pictures are fed (`DamageWatch.skipped`)
+    opening: int | None = None
+    started = False  # a picture was fed
 
     def decoded(packet: av.Packet | None, *, before: int | None = None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
@@ -250,6 +253,12 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                 fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
                 item = (packet, fed, carried, discard)
                 if packet.size and not discard:
+                    if not started:
+                        started, opening = True, packet.pts if packet.is_keyframe and ctx.name == "hevc" else None
+                    elif opening is not None and packet.pts is not None and packet.pts < opening:
+                        watch.skipped(fed)
+                    else:
+                        opening = None
                     fed += 1
                 if packet.size:
                     yield from feed(item)
