@@ -16,6 +16,16 @@ from tests.test_video_hevc_damage import N, _hevc, _plain, _zero_the_tail
 from tools.video import VideoDecodeError, VideoReader
 
 
+def _hashed_clip(tmp_path, packets: list[int], params: str = "") -> tuple:  # noqa: ANN001
+    """(damaged clip, the clean clip's frames): the x265 test clip with picture hashes (``params`` added to its x265
+    parameters), the slices of its ``packets`` (decode order) zeroed one after another."""
+    clean = _hevc(tmp_path / "c.mp4", ":hash=1" + params)
+    bad = clean
+    for packet in packets:
+        bad = _damaged(bad, packet, _zero_the_tail)
+    return bad, np.stack([f for _, f in sorted(_plain(clean).items())])
+
+
 @pytest.fixture
 def watchdog(request):  # noqa: ANN001, ANN201
     """A GIL deadlock (a decoder freed while a frame thread holds a packet) ends the run instead of hanging it."""
@@ -33,9 +43,7 @@ def test_frames_decoded_before_a_failed_packet_read_with_frame_threads(tmp_path,
     handing out a frame of the next GOP as frame 11); by a seek the next GOP (keyframe 12) reads, and no read gives a
     frame unlike the clean clip's."""
     eight_frame_threads(monkeypatch)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
-    bad = _damaged(clean, 4, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [4])
     with VideoReader(bad) as reader:
         reader._seeks = seeks
         for i in range(3):
@@ -89,9 +97,7 @@ def test_iter_frames_fails_frames_put_out_of_order_by_a_failed_packet(tmp_path, 
     old 15-tag window failed it by chance). A frame whose timestamp names another frame than its count, once the
     decoder failed a packet, now fails: every frame yielded is the clean clip's."""
     frame_threaded_reads(monkeypatch, threads)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
-    bad = _damaged(clean, packet, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [packet])
     with VideoReader(bad) as reader:
         with pytest.raises(VideoDecodeError, match="corrupt data"):
             for i, frame in reader.iter_frames():
@@ -126,9 +132,7 @@ def test_a_read_from_the_start_skips_the_damaged_frames_put_out_late_after_a_fai
     frame out late that the watch calls damaged is now passed over, never handed out: frames 12-39 read as in the
     clean clip, frames 3-11 still fail, and no read gives a frame unlike the clean clip's."""
     frame_threaded_reads(monkeypatch, threads)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
-    bad = _damaged(clean, 3, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [3], ":bframes=0")
     with VideoReader(bad) as reader:
         reader._seeks = False
         failed = failed_reads(reader, plain)
@@ -144,9 +148,7 @@ def test_a_second_failed_packet_read_from_the_start_fails_its_frame(tmp_path, mo
     read handed out frame 13 (and 14-16 with 8 threads) unlike the clean clip's, no error. A failure told after another
     now reaches back to the first packet since the last keyframe out whose frame has not come out: those fail."""
     frame_threaded_reads(monkeypatch, threads)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
-    bad = _damaged(_damaged(clean, 3, _zero_the_tail), 13, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [3, 13], ":bframes=0")
     with VideoReader(bad) as reader:
         reader._seeks = False
         failed = failed_reads(reader, plain)
@@ -160,9 +162,7 @@ def test_a_damaged_keyframe_after_a_failed_gop_read_from_the_start_fails(tmp_pat
     unlike the clean clip's (read fresh from keyframe 12, by a seek or with packet 12 alone damaged, packet 12 fails).
     No read may hand out a frame unlike the clean clip's."""
     frame_threaded_reads(monkeypatch, threads)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
-    bad = _damaged(_damaged(clean, 1, _zero_the_tail), 12, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [1, 12], ":bframes=0")
     with VideoReader(bad) as reader:
         reader._seeks = False
         failed = failed_reads(reader, plain)
@@ -178,9 +178,7 @@ def test_a_damaged_keyframe_fed_before_a_late_error_fails(tmp_path, monkeypatch,
     keyframe fed after the packet an error blames now starts a fresh decoder too: no read gives a frame unlike the clean
     clip's, and the last GOP (36 on) reads."""
     frame_threaded_reads(monkeypatch, threads)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
-    bad = _damaged(_damaged(_damaged(clean, 1, _zero_the_tail), 12, _zero_the_tail), 24, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [1, 12, 24], ":bframes=0")
     with VideoReader(bad) as reader:
         reader._seeks = False
         failed = failed_reads(reader, plain)
@@ -193,9 +191,7 @@ def test_a_failure_told_at_once_blames_no_keyframe_decoded_before_it(tmp_path, w
     it) fails too, and its error came out before keyframe 24's frame (held back to be shown after 23). The blame
     reached back over keyframe 24's packet, whose frame is intact, and its read failed. One thread tells a packet's
     error as it goes in: the failure is that packet's, and keyframe 24 reads as in the clean clip."""
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
-    bad = _damaged(_damaged(clean, 12, _zero_the_tail), 26, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [12, 26])
     with VideoReader(bad) as reader:
         reader._seeks = False
         assert np.array_equal(reader.read([24])[0], plain[24])
@@ -209,9 +205,7 @@ def test_a_damaged_keyframe_right_after_a_failed_packet_read_from_the_start_fail
     one thread (no seeks): the decoder gave packet 11's error and none for keyframe 12 (its checks lapse after a
     failed packet), and reads of frames 12-23 handed them out unlike the clean clip's. The decoder is now a fresh one
     from keyframe 12 on, which fails its packet: no read gives a frame unlike the clean clip's."""
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1:bframes=0")
-    bad = _damaged(_damaged(clean, 11, _zero_the_tail), 12, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [11, 12], ":bframes=0")
     with VideoReader(bad) as reader:
         reader._seeks = False
         failed = failed_reads(reader, plain)
@@ -223,9 +217,7 @@ def test_a_damaged_keyframe_sought_after_a_failed_packet_in_the_same_read_fails(
     once with seeks on one thread: decoding to frame 22 (from keyframe 12) fed packet 23, which failed, then a seek to
     keyframe 24 decoded it again on the same decoder, whose checks had lapsed: no error, and frame 24, unlike the clean
     clip's, was handed out. A decoder that failed a packet is replaced for the rest of the read, past a seek too."""
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
-    bad = _damaged(clean, 23, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [23])
     with VideoReader(bad) as reader:
         with pytest.raises(VideoDecodeError, match=f"frame 24 of {N} could not be decoded.*corrupt data"):
             reader.read([24])
@@ -247,9 +239,7 @@ def test_a_handover_at_an_open_gop_keyframe_fails_no_frame_before_the_damage(tmp
     failed (ba1ffb64 read them). The old decoder's leading pictures that the fresh one gives not now come out (the
     failed packet damages them): frames 29-35 fail, the others read as in the clean clip."""
     frame_threaded_reads(monkeypatch, threads)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
-    bad = _damaged(clean, 29, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [29])
     with VideoReader(bad) as reader:
         assert failed_reads(reader, plain) == list(range(29, 36))
 
@@ -264,9 +254,7 @@ def test_a_handover_at_a_keyframe_fails_no_frame_of_its_gop(tmp_path, monkeypatc
     before frame 7). A frame decoded before the failed packet and put out late is now passed over (its place passed):
     only frame 7 (frame 8 came out first) and the damaged frames 8, 10 and 11 fail."""
     eight_frame_threads(monkeypatch)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
-    bad = _damaged(clean, 9, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [9])
     with VideoReader(bad) as reader:
         reader._seeks = False
         failed = failed_reads(reader, plain)
@@ -280,8 +268,6 @@ def test_a_seek_to_an_open_gops_keyframe_waits_on_no_leading_picture_it_skips(tm
     on that packet to the end of the stream, where PyAV lost the frames after packet 37's error in the flush, and the
     read failed "gave no frame 35 and no error". HEVC's frames after a keyframe reference none of its leading ones."""
     frame_threaded_reads(monkeypatch, 4)
-    clean = _hevc(tmp_path / "c.mp4", ":hash=1")
-    bad = _damaged(clean, 37, _zero_the_tail)
-    plain = np.stack([f for _, f in sorted(_plain(clean).items())])
+    bad, plain = _hashed_clip(tmp_path, [37])
     with VideoReader(bad) as reader:
         assert np.array_equal(reader.read([25, 27]), plain[[25, 27]])
