@@ -74,6 +74,12 @@ class _Handover:
     waits: set[int]
     fed: list[_Fed] = field(default_factory=list)
 
+    @classmethod
+    def at(cls, key: int, shown: int | None, unseen: set[int], fed: list[_Fed]) -> _Handover:
+        """From keyframe ``key`` (pts ``shown``), fed ``fed`` since: it waits on the packets fed before the keyframe
+        whose frame has not come out (``unseen``)."""
+        return cls(key, shown, {t for t in unseen if t < key}, fed)
+
     def done(self) -> bool:
         return not self.waits or len(self.fed) > DROP_HORIZON
 
@@ -192,7 +198,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                    if tag > first and packet.is_keyframe and not discard), None)
         if at is not None and (handover is None or fed_now[at][1] < handover.key):
             key = fed_now[at][1]
-            handover = _Handover(key, fed_now[at][0].pts, {t for t in unseen if t < key}, fed_now[at:])
+            handover = _Handover.at(key, fed_now[at][0].pts, unseen, fed_now[at:])
 
     def send(item: _Fed) -> list[av.VideoFrame]:
         """Tag ``item``'s packet and feed it to the decoder (to the old one of a handover: its frames before it)."""
@@ -245,7 +251,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                     if fed and hands_over:  # drained, a frame-threaded decoder loses the frames after a failed
                         # packet's error (PyAV's `decode` ends at the error, and takes no packet after the flush):
                         # it decodes on instead, its frames from the keyframe dropped
-                        handover = _Handover(fed + carried, packet.pts, {t for t in unseen if t < fed + carried})
+                        handover = _Handover.at(fed + carried, packet.pts, unseen, [])
                     else:  # the old decoder's frames, then a fresh one from this keyframe (none fed: a seek's flush)
                         held = decoded(None) if fed else []
                         yield from ((frame, fed) for frame in held)
