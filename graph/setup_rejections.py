@@ -66,6 +66,7 @@ from graph.deepseek_words import (
     DEEPSEEK_NO_JSON,
     DEEPSEEK_NO_SCHEMA,
     NO_FORCED_CALL,
+    NO_JSON_OUTPUT,
     deepseek_json_fix,
     deepseek_type_fix,
 )
@@ -188,8 +189,7 @@ _STRUCTURED = re.compile(r"(?:response_format|json_schema|json schema|json_objec
                          rf"[^\n]{{0,80}}?(?:{_NOT_TAKEN}|not valid|invalid value|only supported|"
                          r"(?<!temporarily )(?<!service )unavailable|"
                          rf"input should be|must be)|unsupported parameter: '?response_format|{_DOES_NOT} "
-                         r"support (?:response_format|json_schema|json schema|structured output|json mode|guided|"
-                         r"json output)")
+                         r"support (?:response_format|json_schema|json schema|structured output|json mode|guided)")
 _IMAGES = re.compile(_NO_IMAGES.pattern + r"|not a (?:multi-?modal|vision)|unknown variant .image_url.|"
                      r"missing data required for image input|"
                      r"(?:image|vision|multi-?modal)(?:_url)?(?: input| inputs| content| modality)?s? (?:is |are )?"
@@ -353,7 +353,7 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     if sent.get("tools") and (_TOOLS.search(text) or
                               (not _forced(sent) and _SCHEMA_COMPILER.search(text))):
         return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
-    if (structured and _STRUCTURED.search(text)) or \
+    if (structured and (_STRUCTURED.search(text) or NO_JSON_OUTPUT.search(text))) or \
             (_forced(sent) and (_SCHEMA_COMPILER.search(text) or NO_FORCED_CALL.search(text))):
         return "structured", sent
     if sent.get("temperature") is not None and _TEMPERATURE.search(text):

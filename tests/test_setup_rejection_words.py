@@ -22,6 +22,7 @@ WORDS = [  # (a server's words, the one matcher that matches them, None for none
     ("unsupported parameter: 'response_format'", 'structured'),
     ('this model does not support response_format', 'structured'),
     ("model doesn't support json mode", 'structured'),
+    ('deepseek-reasoner does not support json output.', None),  # read as a whole message: deepseek_words
     ('response_format\nis fine but temperature not supported', None),
     ('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set', 'tools'),
     ('tools param requires --jinja flag', 'tools'),
