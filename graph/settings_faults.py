@@ -47,8 +47,10 @@ OpenAI's words "You exceeded your current quota": Gemini's free tier says them o
 5xx, read only with those words beside it (`_QUOTA_SENTENCE`: OpenAI's error relayed whole, lm-sys/RouteLLM#14): a
 500 whose traceback merely passes through a gateway's quota code (`check_insufficient_quota`) was "settings", never
 retried, where it is a crash a retry may pass."""
-_QUOTA_SENTENCE = "you exceeded your current quota"
-"""OpenAI's message for `_NO_QUOTA`, which a gateway relaying its error as a 5xx quotes with the code."""
+_QUOTA_SENTENCE = re.compile(r"you\s+exceeded\s+your\s+current\s+quota")
+"""OpenAI's message for `_NO_QUOTA`, which a gateway relaying its error as a 5xx quotes with the code: across any
+whitespace, as a relay's plain-text body wraps it ("you exceeded your\\ncurrent quota" was missed: retried, then
+"transport")."""
 _SPENT_BUDGET = "budget_exceeded"
 """A LiteLLM proxy's error type for a key, team or user whose budget is spent ("Budget has been exceeded! Current
 cost: ..., Max budget: ...": a 429 in its current versions, BerriAI/litellm#36729; a 400 before, BerriAI/litellm#4139),
@@ -68,10 +70,15 @@ of late 2024, "Team=... over budget. Spend=..., Budget=..." (no "ExceededBudget:
 Each was retried as a 429, then "transport", or "refused" as a 400. As LiteLLM writes them: a phrase that opens the
 message or a clause, not one after a word ("the frame budget has been exceeded", "I exceeded budget for frames": a 400
 quoting the request, the model's own earlier answer); and read in a 4xx only (`_budget_words`)."""
-_NO_BALANCE = "credit balance is too low"
+_NO_BALANCE = re.compile(r"credit\s+balance\s+is\s+too\s+low")
 """Anthropic's words for an account without credit, a 400 `invalid_request_error` ("Your credit balance is too low to
 access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.", as its users quote it:
-anthropics/claude-code#4208)."""
+anthropics/claude-code#4208; a LiteLLM proxy relays it as a 400 too, "litellm.BadRequestError: AnthropicException -
+{...}", BerriAI/litellm#30852), across any whitespace. In a 5xx, read only as its whole sentence (`_BALANCE_SENTENCE`),
+as `_NO_QUOTA` is read there: a server's 500 may quote the model's own output (llama.cpp's "Failed to parse input at
+pos N: <output>", a clip's screen read out), which was "settings", never retried, where a retry may pass."""
+_BALANCE_SENTENCE = re.compile(r"your\s+credit\s+balance\s+is\s+too\s+low\s+to\s+access\s+the\s+anthropic\s+api")
+"""Anthropic's sentence for `_NO_BALANCE` whole, which a relay answering every upstream error as a 5xx quotes."""
 
 
 def no_credit(exc: BaseException) -> bool:
@@ -89,8 +96,9 @@ def no_credit(exc: BaseException) -> bool:
         return True
     answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
     words = server_words(exc).lower()
-    quota = _NO_QUOTA in words and (_rejected_4xx(exc) or _QUOTA_SENTENCE in words)
-    return answered and (quota or _NO_BALANCE in words or _budget_words(exc, words) or
+    quota = _NO_QUOTA in words and (_rejected_4xx(exc) or _QUOTA_SENTENCE.search(words) is not None)
+    balance = (_NO_BALANCE if _rejected_4xx(exc) else _BALANCE_SENTENCE).search(words) is not None
+    return answered and (quota or balance or _budget_words(exc, words) or
                          (rejected_request(exc) and _KEY_LIMIT.search(words) is not None))
 
 

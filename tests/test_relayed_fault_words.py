@@ -11,10 +11,16 @@ against a local OpenAI-compatible server:
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from tests.openai_stub import StubReply
+from tests.test_backbone_http import good
 from tests.test_gateway_budget_and_caps import _call
 from tests.test_provider_credit_advice import QUOTING_THE_PHRASE
+from tests.test_settings_answers import ANTHROPIC_NO_CREDIT
+from tests.test_settings_answers import _call as _call_replies
 
 
 @pytest.mark.parametrize("words", QUOTING_THE_PHRASE, ids=["quoted_in_a_validation_error", "inside_a_sentence"])
@@ -45,3 +51,57 @@ def test_a_provider_prefixed_deepseek_name_is_still_deepseek_s_refusal(name: str
     fault, sent = _call(400, body, replies=1, method="json_mode")
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "set RAA_MODEL to a DeepSeek model that does not think" in fault.message, fault.message
+
+
+LLAMA_CPP_QUOTING_A_BALANCE = {"error": {"code": 500, "type": "server_error", "message":
+                                         'Failed to parse input at pos 0: {"observation": "the phone screen reads '
+                                         '\\"Your credit balance is too low\\"", "score": '}}
+"""llama.cpp's 500 for a reply its parser could not read, quoting the model's output (as
+`tests.test_gateway_budget_and_caps.LLAMA_CPP_PARSE_ERROR` quotes a budget): a clip's screen, read out."""
+
+
+def test_balance_words_in_the_model_s_output_quoted_by_a_500_are_retried_not_no_credit() -> None:
+    fault, sent = _call(500, LLAMA_CPP_QUOTING_A_BALANCE, replies=1)
+    assert fault is None and sent == 2, fault
+
+
+ANTHROPIC_RELAYED_AS_500 = {"error": {"message": "upstream error: " + json.dumps(ANTHROPIC_NO_CREDIT),
+                                      "type": "upstream_error", "code": 500}}
+"""A relay that answers every upstream error as a 500, quoting Anthropic's 400 whole (as lm-sys/RouteLLM#14 relays
+OpenAI's `insufficient_quota`)."""
+ANTHROPIC_WRAPPED_AS_500 = ("upstream error 400: Your credit balance is too low to access the\nAnthropic API. "
+                            "Please go to Plans & Billing to upgrade or purchase credits.")
+"""The same relayed as plain text, its sentence wrapped across lines."""
+
+
+@pytest.mark.parametrize(("body", "content_type"), [
+    (json.dumps(ANTHROPIC_RELAYED_AS_500), "application/json"), (ANTHROPIC_WRAPPED_AS_500, "text/plain")],
+    ids=["whole_error", "wrapped_text"])
+def test_anthropic_s_whole_no_credit_sentence_relayed_as_a_500_is_settings_at_once(body: str,
+                                                                                   content_type: str) -> None:
+    reply = StubReply(status=500, body=body, content_type=content_type)
+    fault, sent = _call_replies([reply] * 3 + [good("json_schema")])
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
+
+
+OPENAI_QUOTA_WRAPPED = ("upstream error 429 (insufficient_quota): You exceeded your\ncurrent quota, please check your "
+                        "plan and billing details.")
+"""A relay answering OpenAI's `insufficient_quota` as a plain-text 500, its sentence wrapped across lines."""
+
+
+def test_openai_s_quota_sentence_wrapped_across_lines_in_a_500_is_settings_at_once() -> None:
+    reply = StubReply(status=500, body=OPENAI_QUOTA_WRAPPED, content_type="text/plain")
+    fault, sent = _call_replies([reply] * 3 + [good("json_schema")])
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
+
+
+@pytest.mark.parametrize("words", ["Your credit balance is\ntoo low to access the Anthropic API.",
+                                   "Your credit balance is too low to access the Anthropic API."],
+                         ids=["wrapped", "one_line"])
+def test_anthropic_s_no_credit_in_a_400_is_settings_across_any_whitespace(words: str) -> None:
+    fault, sent = _call(400, {"type": "error", "error": {"type": "invalid_request_error", "message": words}},
+                        replies=1)
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "no credit" in fault.message, fault.message
