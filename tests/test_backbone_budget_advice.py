@@ -31,6 +31,10 @@ def test_an_end_user_budget_sent_as_a_401_is_a_budget_fault_not_the_api_key() ->
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "no credit" in fault.message and "budget" in fault.message.split("; ", 1)[1], fault.message
     assert "refused the API key" not in fault.message, fault.message
+    # the generic credit advice ("... no credit left (its balance, quota or budget): top it up, or check RAA_API_KEY")
+    # says "budget" too: the end user's budget is named, and the key is not the cause
+    fix = fault.message.split("; ", 1)[1]
+    assert "end user" in fix and "API key's account" not in fix and "is not the cause" in fix, fault.message
 
 
 def test_an_ordinary_401_keeps_its_api_key_advice() -> None:
