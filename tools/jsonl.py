@@ -33,22 +33,23 @@ generate.json, export.json, an eval folder's summary.json and started.json), so 
 such a number. `parsed_file` reads and parses such a file, and names one that is not UTF-8 with JSONDecodeError too
 (generate.json and export.json let a UnicodeDecodeError out as a traceback).
 
-Every reader here reads through `read_bytes`, which refuses a file that is not a regular one with an OSError naming
-its kind ("not a regular file: a FIFO"): a FIFO named summary.json or metrics.jsonl blocked its reader forever."""
+Every reader here reads through `read_bytes` (`tools.file_kinds`, imported here for the readers that read bytes),
+which refuses a file that is not a regular one with an OSError naming its kind ("not a regular file: a FIFO"): a FIFO
+named summary.json or metrics.jsonl blocked its reader forever."""
 
 from __future__ import annotations
 
-import errno
 import json
 import math
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from tools.file_kinds import read_bytes
 
 T = TypeVar("T")
 
@@ -57,37 +58,6 @@ def decode_text(data: bytes, errors: str = "strict") -> str:
     """The text of a JSONL file's bytes: UTF-8, a leading byte-order mark skipped (module docstring);
     UnicodeDecodeError (with `errors="strict"`) where it is not UTF-8."""
     return data.decode("utf-8-sig", errors)
-
-
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
-
-
-def file_kind(mode: int) -> str:
-    """What a file of ``st_mode`` `mode` is that is not a regular file ("a FIFO", "a folder"), for a message."""
-    return next((name for test, name in _KINDS if test(mode)), "another kind of file")
-
-
-def read_bytes(path: Path) -> bytes:
-    """The bytes of the regular file at `path`. OSError naming it otherwise: IsADirectoryError for a folder, and
-    for a FIFO, a socket or a device one whose strerror says which ("not a regular file: a FIFO"). Reading a FIFO
-    waited for a writer without limit (a reader hung with no word) and a device may never end, so the file is opened
-    without blocking and its type checked before a byte is read. The regular file is then read in blocking mode: a
-    file system that honours O_NONBLOCK there (a FUSE daemon may) answers EAGAIN, and a whole-file read then returns
-    the bytes read so far (a cut file) or None."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, with or without a writer
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
 
 
 def read_text(path: Path, errors: str = "strict") -> str:

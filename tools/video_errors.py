@@ -52,6 +52,7 @@ from pathlib import Path
 import av
 import numpy as np
 
+from tools.file_kinds import clip_kind
 from tools.video_open import av_open
 
 MACHINE_ERRNOS = frozenset({errno.EIO, errno.ENOMEM, errno.ENFILE, errno.EMFILE, errno.EAGAIN, errno.ESTALE,
@@ -120,11 +121,9 @@ _OLD_NOT_A_FILE = ": not a regular file"
 def not_a_file(name: str, mode: int) -> VideoNotFoundError:
     """The error of path ``name`` whose ``st_mode`` ``mode`` is no regular file: it says what is there. It is the
     path's fault, not a clip's bytes (worded "not a regular file", it read as a final video fault; ``unreached``
-    now retries it once a file can be read there, as a clip not found)."""
-    what = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "not a regular file")
-    return VideoNotFoundError(f"{name}: is {what}{NOT_A_FILE}")
+    now retries it once a file can be read there, as a clip not found). The kind is named in its clip words
+    (`tools.file_kinds.clip_kind`: "a directory", "a named pipe (FIFO)"), which rows hold."""
+    return VideoNotFoundError(f"{name}: is {clip_kind(mode)}{NOT_A_FILE}")
 
 
 def unreadable(name: str, exc: BaseException) -> VideoNotFoundError:

@@ -45,7 +45,8 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from tools.jsonl import NotUtf8Error, file_kind, json_text, read_text, text_lines
+from tools.file_kinds import file_kind
+from tools.jsonl import NotUtf8Error, json_text, read_text, text_lines
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 from training.launches import LAUNCHES

@@ -1,0 +1,79 @@
+"""Paths that name something other than a regular file (a folder, a FIFO, a socket, a device): what it is, named from
+its ``st_mode`` in one table (`KINDS`), and the one read of a file that refuses such a path (`read_bytes`).
+
+The table holds two wordings of each kind, for two kinds of message:
+
+- ``file`` (`file_kind`): the JSON readers' and the training run's ("not a regular file: a FIFO",
+  "OUT/metrics.jsonl is a folder, where the run writes its log").
+- ``clip`` (`clip_kind`): a clip's, which `tools.video_errors.not_a_file` writes into result rows ("is a directory,
+  not a video file"). Those rows are read back (``unreached`` knows them by their end), and tests pin both wordings;
+  so each column keeps its words, and only the table of kinds is shared.
+
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Kind(NamedTuple):
+    """One kind of file that is not a regular file."""
+
+    test: Callable[[int], bool]
+    """Whether an ``st_mode`` is of this kind (`stat.S_ISFIFO` ...)."""
+    file: str
+    """Its name in a JSON reader's or a training run's message."""
+    clip: str
+    """Its name in a clip's error (`tools.video_errors.not_a_file`), written into result rows."""
+
+
+KINDS = (Kind(stat.S_ISDIR, "a folder", "a directory"),
+         Kind(stat.S_ISFIFO, "a FIFO", "a named pipe (FIFO)"),
+         Kind(stat.S_ISSOCK, "a socket", "a socket"),
+         Kind(stat.S_ISCHR, "a character device", "a device"),
+         Kind(stat.S_ISBLK, "a block device", "a device"))
+"""Every kind of file a message names, the regular file aside (module docstring)."""
+
+_OTHER = Kind(lambda mode: True, "another kind of file", "not a regular file")
+"""What a mode none of `KINDS` matches is called."""
+
+
+def _kind(mode: int) -> Kind:
+    return next((kind for kind in KINDS if kind.test(mode)), _OTHER)
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` `mode` is that is not a regular file ("a FIFO", "a folder"), for a message."""
+    return _kind(mode).file
+
+
+def clip_kind(mode: int) -> str:
+    """`file_kind` in a clip's words ("a named pipe (FIFO)", "a directory"; module docstring)."""
+    return _kind(mode).clip
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of the regular file at `path`. OSError naming it otherwise: IsADirectoryError for a folder, and
+    for a FIFO, a socket or a device one whose strerror says which ("not a regular file: a FIFO"). Reading a FIFO
+    waited for a writer without limit (a reader hung with no word) and a device may never end, so the file is opened
+    without blocking and its type checked before a byte is read. The regular file is then read in blocking mode: a
+    file system that honours O_NONBLOCK there (a FUSE daemon may) answers EAGAIN, and a whole-file read then returns
+    the bytes read so far (a cut file) or None."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, with or without a writer
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
