@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
 
+from tools.file_kinds import missing_file
 from tools.jsonl import json_lines
 
 Label = Literal["ordinary", "failure", "unobservable", "progress"]
@@ -78,8 +79,8 @@ def manifest_lines(path: str | Path) -> list[tuple[str, dict]]:
     p = Path(path)
     if p.is_dir():
         p = p / MANIFEST_NAME
-    if not p.is_file():
-        raise ManifestError(f"manifest not found: {p}")
+    if problem := missing_file(p, "manifest"):  # a FIFO, a folder: named, not "not found"
+        raise ManifestError(problem)
     base = p.resolve().parent
     rows = []
     for where, row in json_lines(p, ManifestError):

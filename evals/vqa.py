@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from tools.file_kinds import missing_file
 from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -192,8 +193,8 @@ def read_vqa_manifest(path: str | Path) -> tuple[list[VQAItem], list[SkippedLine
     path = Path(path)
     if path.is_dir():
         path = path / "manifest.jsonl"
-    if not path.is_file():
-        raise VQAManifestError(f"manifest not found: {path}")
+    if problem := missing_file(path, "manifest"):  # a FIFO, a folder: named, not "not found"
+        raise VQAManifestError(problem)
     parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, path.parent))
     if skipped and not parsed:
         raise no_usable_row(path, skipped, VQAManifestError)

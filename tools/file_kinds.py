@@ -9,6 +9,9 @@ The table holds two wordings of each kind, for two kinds of message:
   not a video file"). Those rows are read back (``unreached`` knows them by their end), and tests pin both wordings;
   so each column keeps its words, and only the table of kinds is shared.
 
+A path is looked at (`kind_at`, `missing_file`) without opening what it names: opening a FIFO's read end releases a
+writer blocked opening its other end, which then writes into a pipe nobody reads and fails with a broken pipe.
+
 """
 
 from __future__ import annotations
@@ -55,6 +58,28 @@ def file_kind(mode: int) -> str:
 def clip_kind(mode: int) -> str:
     """`file_kind` in a clip's words ("a named pipe (FIFO)", "a directory"; module docstring)."""
     return _kind(mode).clip
+
+
+def kind_at(path: Path) -> str | None:
+    """`file_kind` of what `path` names (links followed) when it is there and is not a regular file; None for a
+    regular file, for nothing there and for a path whose ``stat`` fails. It is only looked at, never opened (module
+    docstring)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) else file_kind(mode)
+
+
+def missing_file(path: Path, what: str) -> str | None:
+    """Why `path` cannot be read as `what` (a manifest): "WHAT not found: PATH", or what is there instead (`kind_at`:
+    a FIFO, a folder), for a path that is no regular file; None for one that is. A FIFO (``-m <(...)``) or a folder
+    read "not found" for a path that is there."""
+    if path.is_file():
+        return None
+    if kind := kind_at(path):
+        return f"{what} {path} is {kind}, not a regular file: write the {what} to a file and give its path"
+    return f"{what} not found: {path}"
 
 
 def read_bytes(path: Path) -> bytes:
