@@ -41,3 +41,19 @@ def test_regular_logs_still_pass_with_overwrite_and_resume(tmp_path):
     (tmp_path / "eval.jsonl").write_text("")
     for flag in ("--overwrite_output_dir", "--resume"):
         check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path), flag]))
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "eval.jsonl"])
+@pytest.mark.parametrize("flags", [[], ["--overwrite_output_dir"], ["--resume"]], ids=["fresh", "overwrite", "resume"])
+def test_a_log_linked_to_dev_null_is_refused_alike_naming_the_link_and_why(tmp_path, name, flags):
+    """A log linked to /dev/null (to discard it) is refused by every launch (training/run_dir.py says why): before,
+    ``--resume`` wrote into it while a fresh launch deleted the link and wrote a file. The message names the link's
+    target, not only "a character device", and says why a log cannot be discarded."""
+    (tmp_path / name).symlink_to("/dev/null")
+    cfg = load_config(SMOKE, ["--output_dir", str(tmp_path), *flags])
+    with pytest.raises(ConfigError) as caught:
+        check_output_dir(cfg)
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / name} is a link to /dev/null, a character device, where the run writes "
+                              f"its log {name}: neither --resume nor --overwrite_output_dir"), message
+    assert "a log cannot be discarded: the run reads its logs back" in message, message

@@ -35,11 +35,19 @@ Decisions where the issues were silent (the behaviour of ``transformers.Trainer`
   launch ended in an IsADirectoryError traceback when it restarted or appended to the log (and a FIFO blocked the
   fresh launch's count of its rows). Overwriting does not delete it: it deletes the earlier run's output folders
   by name, and a folder in a log's place is no output of a run and may hold anything.
+- A log linked to ``/dev/null`` (a user discarding metrics) is refused the same way, by every launch, its message naming
+  the link's target and why: decided so rather than accepted, since the run reads its logs back (``--resume`` trims
+  and continues them, eval.jsonl picks the best checkpoint ``keep_checkpoints`` keeps, a metrics.jsonl with rows marks
+  a finished run's folder, training.report draws them), and a device answers each as if the run had logged nothing
+  (a second fresh launch into the folder was not refused). Before this check, ``--resume`` wrote into the device
+  while a fresh launch deleted the link (`training.metrics_log.MetricsLog` restarts its logs) and wrote a file: the
+  two disagreed. To keep a run's logs out of the way, set its output_dir where they may go.
 - Rank 0's view decides for every rank, so ranks never disagree about refusing.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 from collections.abc import Sequence
@@ -231,10 +239,16 @@ def log_file_problem(out_dir: Path) -> str | None:
         except OSError:  # no such file (a dangling link: written through as a new file)
             continue
         if not stat.S_ISREG(mode):
-            return (f"{path} is {file_kind(mode)}, where the run writes its log {name}: neither --resume nor "
+            what = f"a link to {os.path.realpath(path)}, {file_kind(mode)}" if path.is_symlink() else file_kind(mode)
+            return (f"{path} is {what}, where the run writes its log {name}: neither --resume nor "
                     "--overwrite_output_dir (which deletes only the earlier run's output folders, by name) removes "
-                    "it; move or delete it, or set another output_dir")
+                    f"it; move or delete it, or set another output_dir ({_NOT_DISCARDED})")
     return None
+
+
+_NOT_DISCARDED = ("a log cannot be discarded: the run reads its logs back, a --resume to trim and continue them, "
+                  "eval.jsonl to pick the best checkpoint, metrics.jsonl to tell a finished run's folder, "
+                  "training.report to draw them")
 
 
 def output_dir_problem(cfg: TrainConfig) -> str | None:
