@@ -60,10 +60,15 @@ def rows_of(path: Path, iteration: int) -> list[dict[str, Any]]:
     return rows
 
 
-LOG_FILES = ("metrics.jsonl", "ineligible.jsonl", "eval.jsonl", "rewards.jsonl", "eval_rewards.jsonl",
-             "failed_prompts.jsonl")
+METRICS_LOG = "metrics.jsonl"
+INELIGIBLE_LOG = "ineligible.jsonl"
+EVAL_LOG = "eval.jsonl"
+REWARDS_LOG = "rewards.jsonl"
+EVAL_REWARDS_LOG = "eval_rewards.jsonl"
+FAILED_PROMPTS_LOG = "failed_prompts.jsonl"
+LOG_FILES = (METRICS_LOG, INELIGIBLE_LOG, EVAL_LOG, REWARDS_LOG, EVAL_REWARDS_LOG, FAILED_PROMPTS_LOG)
 """The JSONL logs `MetricsLog` writes in OUTPUT_DIR, in the order of `MetricsLog.paths` (training/run_dir.py refuses
-a launch where one of them is no regular file)."""
+a launch where one of them is no regular file; training/run_files.py reads them by these names)."""
 
 
 class MetricsLog:

@@ -58,7 +58,7 @@ from tools.jsonl import NotUtf8Error, json_text, read_text, text_lines
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 from training.launches import LAUNCHES
-from training.metrics_log import LOG_FILES
+from training.metrics_log import LOG_FILES, METRICS_LOG
 
 LAYOUT_FILE = "layout.json"
 """``checkpoints/iter_NNNNNN/layout.json``: the layout (`training.resume.StateLayout`) of the launch that wrote
@@ -177,8 +177,8 @@ def earlier_outputs(out_dir: Path) -> list[str]:
     ``final/`` export, its ``export-TAG/`` exports and a ``metrics.jsonl`` with rows ("final/",
     "export-iter_000010/", "metrics.jsonl (N rows)"); [] for none."""
     found = (["final/"] if (out_dir / "final").is_dir() else []) + [f"{name}/" for name in tag_exports(out_dir)]
-    rows = metrics_rows(out_dir / "metrics.jsonl")
-    return found + ([f"metrics.jsonl ({rows} row{'s' if rows != 1 else ''})"] if rows else [])
+    rows = metrics_rows(out_dir / METRICS_LOG)
+    return found + ([f"{METRICS_LOG} ({rows} row{'s' if rows != 1 else ''})"] if rows else [])
 
 
 def metrics_rows(path: Path) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 from tools.jsonl import json_objects
 from training.best import has_iteration, latest_key, rows_of_key
+from training.metrics_log import EVAL_LOG, EVAL_REWARDS_LOG, INELIGIBLE_LOG, METRICS_LOG, REWARDS_LOG
 from training.provenance import read_reward_backbone
 from training.run_rows import last_attempt_ineligible, last_attempt_rollouts, placed_rollouts
 
@@ -64,15 +65,15 @@ def read_run(run_dir: Path) -> RunFiles:
     import yaml
 
     run_dir = Path(run_dir)
-    if not (run_dir / "metrics.jsonl").is_file() and not (run_dir / "eval.jsonl").is_file():
+    if not (run_dir / METRICS_LOG).is_file() and not (run_dir / EVAL_LOG).is_file():
         raise FileNotFoundError(f"{run_dir} has no metrics.jsonl or eval.jsonl: not a training output_dir "
                                 "(or the run has not finished its first iteration)")
     files = RunFiles(run_dir)
-    files.metrics = _last_per_iteration(_lines(run_dir / "metrics.jsonl", files))
-    evals = [r for r in _lines(run_dir / "eval.jsonl", files) if has_iteration(r)]
+    files.metrics = _last_per_iteration(_lines(run_dir / METRICS_LOG, files))
+    evals = [r for r in _lines(run_dir / EVAL_LOG, files) if has_iteration(r)]
     current = rows_of_key(evals)
     files.evals, files.other_evals = _last_per_iteration(current), len(evals) - len(current)
-    for row in _lines(run_dir / "eval_rewards.jsonl", files):
+    for row in _lines(run_dir / EVAL_REWARDS_LOG, files):
         if row.get("eval_key") != latest_key(evals):  # a sample of an earlier measurement
             continue
         try:
@@ -81,8 +82,8 @@ def read_run(run_dir: Path) -> RunFiles:
             files.unplaced_evals += 1
             continue
         files.items.setdefault(key, {})[iteration] = row
-    files.ineligible = last_attempt_ineligible(_lines(run_dir / "ineligible.jsonl", files), files.metrics)
-    placed, files.left_out = placed_rollouts(_lines(run_dir / "rewards.jsonl", files))
+    files.ineligible = last_attempt_ineligible(_lines(run_dir / INELIGIBLE_LOG, files), files.metrics)
+    placed, files.left_out = placed_rollouts(_lines(run_dir / REWARDS_LOG, files))
     saved = [r for r in last_attempt_rollouts(placed) if "video" in r and has_iteration(r)]
     if saved:
         latest = max(r["iteration"] for r in saved)
