@@ -13,8 +13,9 @@ show a partial table as if it were one. A started.json that is no JSON object (a
 page says nothing of it, as for a folder written before runs were recorded. One that cannot be opened (a folder of that
 name, a FIFO, no read permission) is no hand edit: `RunRecordError` names it. So does a summary.json that cannot be
 read in any way: taken for no summary, it made the run it records a run "not finished", a claim about a file that was
-never read (`raa eval report` refuses such a summary first, `evals.report_index.read_scope`). A FIFO of either name
-blocked the reader forever; it is refused too (`tools.jsonl.read_bytes`).
+never read. `raa eval report` reads summary.json once, with its own checks (`evals.report_index.read_summary`), and
+passes that object here (`unfinished`); `unfinished_run` reads both files itself. A FIFO of either name blocked the
+reader forever; it is refused too (`tools.jsonl.read_bytes`).
 
 A record's manifest is an absolute path; records written before it was hold the path as it was given, relative to the
 folder the run started in, which no record holds: `raa eval report` run from another folder named a wrong path (in the
@@ -89,14 +90,27 @@ def _read(path: Path, *, edits: bool) -> dict[str, Any] | None:
 _WAYS = "move it away or delete it (`raa eval reward` writes it anew), or rerun `raa eval reward`"
 
 
-def unfinished_run(out: Path) -> dict[str, Any] | None:
-    """DIR's started.json when summary.json does not record that run as finished; None otherwise (no record, a
-    hand-edited one, or the run finished). `RunRecordError` naming a record that cannot be read (module docstring)."""
+def started_run(out: Path) -> dict[str, Any] | None:
+    """DIR's started.json when it records a run (its run id a string); None otherwise (no record, a hand-edited one).
+    `RunRecordError` naming it when it cannot be opened (module docstring)."""
     started = _read(out / STARTED, edits=True)
-    if started is None or not isinstance(started.get("run"), str):
+    return started if started is not None and isinstance(started.get("run"), str) else None
+
+
+def unfinished(started: dict[str, Any] | None, summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`started` (`started_run`) when `summary` (summary.json's object, None without one) does not record its run as
+    finished; None otherwise. `raa eval report` passes the summary it read already (`evals.report_index`): read
+    twice, the file was refused by whichever read came first, and two reads may see two files."""
+    if started is None:
         return None
-    summary = _read(out / SUMMARY, edits=False) or {}
-    return None if summary.get("run") == started["run"] else started
+    return None if (summary or {}).get("run") == started["run"] else started
+
+
+def unfinished_run(out: Path) -> dict[str, Any] | None:
+    """`unfinished` of DIR's started.json and summary.json, read here; summary.json is read only for a started run.
+    `RunRecordError` naming a record that cannot be read (module docstring)."""
+    started = started_run(out)
+    return None if started is None else unfinished(started, _read(out / SUMMARY, edits=False))
 
 
 def run_manifest(record: dict[str, Any], folder: Path | None = None) -> str | None:

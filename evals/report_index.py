@@ -182,6 +182,13 @@ def read_scope(summary: Path) -> Scope | None:
     """The `Scope` of the last `raa eval reward` run from its summary.json, read once; None when the file is
     absent or names no clips (older runs). Raises `SummaryError` naming the file when it is unreadable (a folder of
     that name or a file without read permission included)."""
+    return scope_of(read_summary(summary), summary)
+
+
+def read_summary(summary: Path) -> dict[str, Any] | None:
+    """summary.json's object (`read_scope`'s checks of the file and its ``schema_version``); None without the file.
+    `raa eval report` reads it here once: its scope (`scope_of`) and whether a newer run has not finished
+    (`evals.eval_runs.unfinished`) both come from this object."""
     try:
         scope = parsed_file(summary)
     except FileNotFoundError:
@@ -203,7 +210,13 @@ def read_scope(summary: Path) -> Scope | None:
                            f"{SUMMARY_SCHEMA_VERSION}): it was written by a newer raa, whose metrics this one would "
                            "compute otherwise (the page's table would disagree with the folder's table.md); report "
                            "the folder with that one")
-    if "paths" not in scope:
+    return scope
+
+
+def scope_of(scope: dict[str, Any] | None, summary: Path) -> Scope | None:
+    """The `Scope` that summary.json's object `scope` (`read_summary`; None: no file) names; None when it names no
+    clips (a summary written before it named them). `SummaryError` naming `summary` for fields of the wrong type."""
+    if scope is None or "paths" not in scope:
         return None
     fields = {}
     for name in ("paths", "presets"):
@@ -257,8 +270,9 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         relative_manifest_note,
         run_manifest,
         shown_run,
+        started_run,
+        unfinished,
         unfinished_note,
-        unfinished_run,
     )
     from evals.result_rows import check_result_row, results_lines
     from evals.table_rows import TableRowError, check_label
@@ -272,15 +286,16 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
     lines, skipped = results_lines(results)
     rows = [row for _, row in lines.values()]
-    scope = read_scope(out / SUMMARY)
+    summary = read_summary(out / SUMMARY)  # read once (its scope, and the newer run's note)
+    scope = scope_of(summary, out / SUMMARY)
     last = scope.summary if scope is not None else None
     run_line = shown_run(last, out)
     manifest = run_manifest(last, out) if last is not None else None
     relative = relative_manifest_note(last, out) if last is not None else None
     rerun = finish_command(manifest, out, last.get("presets")) \
         if last is not None and manifest is not None else None  # the table's run, to fill its rows
-    unfinished = unfinished_run(out)
-    warning = "" if unfinished is None else unfinished_note(unfinished, out)
+    unfinished_record = unfinished(started_run(out), summary)
+    warning = "" if unfinished_record is None else unfinished_note(unfinished_record, out)
     if warning and on_unfinished is not None:
         on_unfinished(warning)
     if scope is not None:  # the last run's table
