@@ -51,3 +51,19 @@ def test_files_that_are_no_regular_file_are_named_with_their_kind(tmp_path):
         assert caught.value.filename == str(tmp_path / "s.jsonl")
     finally:
         server.close()
+
+
+def test_a_fifo_is_refused_without_opening_it(tmp_path, monkeypatch):
+    """Opening a FIFO's read end, even without blocking, releases a writer blocked opening its other end, which then
+    writes into a pipe nobody reads (a broken pipe): the FIFO is refused from its stat, never opened."""
+    fifo = tmp_path / "summary.json"
+    os.mkfifo(fifo)
+    real_open = os.open
+
+    def guarded(path, *args, **kwargs):
+        assert os.fspath(path) != str(fifo), f"{path} was opened"
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(jsonl.os, "open", guarded)
+    with pytest.raises(OSError, match=rf"not a regular file: a FIFO: '{fifo}'"):
+        read_bytes(fifo)

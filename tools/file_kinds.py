@@ -9,7 +9,7 @@ The table holds two wordings of each kind, for two kinds of message:
   not a video file"). Those rows are read back (``unreached`` knows them by their end), and tests pin both wordings;
   so each column keeps its words, and only the table of kinds is shared.
 
-A path is looked at (`kind_at`, `missing_file`) without opening what it names: opening a FIFO's read end releases a
+A path is looked at (`kind_at`, `missing_file`, and `read_bytes` before it opens it) without opening what it names: opening a FIFO's read end releases a
 writer blocked opening its other end, which then writes into a pipe nobody reads and fails with a broken pipe.
 
 """
@@ -82,20 +82,26 @@ def missing_file(path: Path, what: str) -> str | None:
     return f"{what} not found: {path}"
 
 
+def _refuse_other(mode: int, path: Path) -> None:
+    """`read_bytes`'s OSError for a file of ``st_mode`` `mode` that is not a regular one."""
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
+
+
 def read_bytes(path: Path) -> bytes:
     """The bytes of the regular file at `path`. OSError naming it otherwise: IsADirectoryError for a folder, and
     for a FIFO, a socket or a device one whose strerror says which ("not a regular file: a FIFO"). Reading a FIFO
-    waited for a writer without limit (a reader hung with no word) and a device may never end, so the file is opened
-    without blocking and its type checked before a byte is read. The regular file is then read in blocking mode: a
-    file system that honours O_NONBLOCK there (a FUSE daemon may) answers EAGAIN, and a whole-file read then returns
-    the bytes read so far (a cut file) or None."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, with or without a writer
+    waited for a writer without limit (a reader hung with no word) and a device may never end, so the path's type is
+    checked before it is opened (a FIFO is never opened: module docstring), and again once it is open, without
+    blocking (a file replaced by a FIFO in between). The regular file is then read in blocking mode: a file system
+    that honours O_NONBLOCK there (a FUSE daemon may) answers EAGAIN, and a whole-file read then returns the bytes
+    read so far (a cut file) or None."""
+    _refuse_other(os.stat(path).st_mode, path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since opens at once, with or without a writer
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
+        _refuse_other(os.fstat(fd).st_mode, path)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
