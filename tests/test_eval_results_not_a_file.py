@@ -1,11 +1,17 @@
-"""`raa eval draws` / `raa eval compare` given a results path that is a FIFO (``<(...)``): it read "results file not
-found" (`is_file` is false for a FIFO that is there). It is named now, as a folder is, and not opened."""
+"""A results path that is a FIFO (``<(...)``) read as missing (`is_file` is false for a FIFO that is there): "results
+file not found" in `raa eval draws` / `raa eval compare`, "no evaluation results" in `raa eval report`. It is named
+now, as a folder is."""
 
 from __future__ import annotations
 
 import os
 
+import pytest
+
 from evals.batch_rows import results_file_problem
+from evals.report_index import write_eval_index
+from evals.result_rows import ManifestError
+from tests.fifo_files import call_unblocked
 
 
 def test_a_fifo_results_file_is_named_as_one(tmp_path):
@@ -16,3 +22,11 @@ def test_a_fifo_results_file_is_named_as_one(tmp_path):
     assert results_file_problem(tmp_path) == (f"{tmp_path} is a folder, not a results file (give the file "
                                               "`raa score-batch --out` wrote)")
     assert results_file_problem(tmp_path / "none.jsonl") == f"results file not found: {tmp_path / 'none.jsonl'}"
+
+
+def test_the_report_names_a_fifo_results_file_not_no_results(tmp_path):
+    """`raa eval report DIR` with DIR/results.jsonl a FIFO said "no evaluation results in DIR": the file is there.
+    It is refused as `evals.result_rows` refuses any results.jsonl that is no file, naming it."""
+    os.mkfifo(tmp_path / "results.jsonl")
+    with pytest.raises(ManifestError, match=rf"^{tmp_path / 'results.jsonl'} is not a file"):
+        call_unblocked(lambda: write_eval_index(tmp_path), tmp_path / "results.jsonl")
