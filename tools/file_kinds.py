@@ -9,9 +9,9 @@ The table holds two wordings of each kind, for two kinds of message:
   not a video file"). Those rows are read back (``unreached`` knows them by their end), and tests pin both wordings;
   so each column keeps its words, and only the table of kinds is shared.
 
-A path is looked at (`kind_at`, `missing_file`, and `read_bytes` before it opens it) without opening what it names: opening a FIFO's read end releases a
-writer blocked opening its other end, which then writes into a pipe nobody reads and fails with a broken pipe.
-
+A path is looked at (`kind_at`, `missing_file`, and `read_bytes` before it opens it) without opening what it names:
+opening a FIFO's read end releases a writer blocked opening its other end, which then writes into a pipe nobody reads
+and fails with a broken pipe.
 """
 
 from __future__ import annotations
