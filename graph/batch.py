@@ -74,6 +74,7 @@ from graph.batch_manifest import (  # noqa: F401  (re-exported: the manifest is 
     repeat_key,
     same_run,
 )
+from graph.batch_manifest_file import file_id
 from graph.batch_output import (  # noqa: F401  (re-exported: the output file is graph.batch_output's concern)
     NOT_JSON,
     Output,
@@ -174,7 +175,7 @@ def clip_stamp(path: str) -> dict[str, int] | None:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "dev": st.st_dev}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, **file_id(st)}
 
 
 def stamp_unchanged(recorded: Any, now: dict[str, int]) -> bool:
@@ -193,12 +194,15 @@ def same_file(recorded: Any, now: dict[str, int]) -> bool:
     return stamp_unchanged(recorded, now) and all(recorded[k] == now[k] for k in ("ino", "dev") if k in recorded)
 
 
-def result_line(item: dict[str, Any], result: Any, clip: dict[str, int] | None = None) -> str:
+def result_line(item: dict[str, Any], result: Any, clip: dict[str, int] | None = None,
+                fields: dict[str, Any] | None = None) -> str:
     """The output row of `item` scored as `result` (a RewardResult), as one JSON line without newline; `clip`:
-    the item's `clip_stamp` taken before its run (recorded as "clip" when given)."""
+    the item's `clip_stamp` taken before its run (recorded as "clip" when given); `fields`: more fields of the row
+    (`manifest_fields`)."""
     row = {k: item[k] for k in ROW_FIELDS}
     if clip is not None:
         row["clip"] = clip
+    row.update(fields or {})
     row["result"] = result.model_dump(mode="json")
     return strict_dumps(row)
 
@@ -220,28 +224,37 @@ def build_batch_agent(settings: BackboneSettings, preset: str, checkpointer: Any
 
 def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict[str, Any]]:
     """Append the ineligible row (no run; an "input" fault of stage "manifest", reason "manifest: input: ...") of
-    every bad manifest line among `items`; return the other items, the ones to score."""
+    every bad manifest line among `items`, recording its manifest's file (`manifest_fields`); return the other items,
+    the ones to score."""
     from graph.run_results import fault_result
     from graph.schemas import Fault
 
     for item in items:
         if item["error"] is not None:
             fault = Fault(stage="manifest", kind="input", message=item["error"])
-            writer.write(result_line(item, fault_result(item["preset"], fault)), "ineligible")
+            writer.write(result_line(item, fault_result(item["preset"], fault), fields=manifest_fields(item)),
+                         "ineligible")
     return [item for item in items if item["error"] is None]
+
+
+def manifest_fields(item: dict[str, Any]) -> dict[str, Any]:
+    """What the row of a bad line or a repeat line records of its manifest besides its key: "manifest_file_id", the
+    file's identity (`graph.batch_manifest.file_id`), where `item` holds it (`graph.batch_manifest` docstring)."""
+    found = item.get("manifest_file_id")
+    return {} if found is None else {"manifest_file_id": found}
 
 
 def write_repeats(items: list[dict[str, Any]], kept: dict[str, dict[str, Any]],
                   writer: RowWriter) -> list[dict[str, Any]]:
     """Write the row of every line among `items` that repeats an earlier line's clip and instruction under other
     fields ("repeat_of", `graph.batch_manifest.drop_repeats`): the earlier line's row with this line's fields,
-    "repeat_of" its key and "manifest_file" its manifest's resolved path (whose row it is among manifests sharing
-    the output, `graph.batch_repeat_rows`), at once when that row is among `kept` (the output's rows that stay, by key), else when
+    "repeat_of" its key, "manifest_file" its manifest's resolved path and "manifest_file_id" its file
+    (`manifest_fields`: whose row it is among manifests sharing the output, `graph.batch_repeat_rows`), at once when that row is among `kept` (the output's rows that stay, by key), else when
     `writer` writes it (`RowWriter.follow`); no run of its own. Return the other items."""
     for item in items:
         if (source := item.get("repeat_of")) is not None:
             fields = {**{k: item[k] for k in ROW_FIELDS}, "repeat_of": source,
-                      "manifest_file": item["manifest_file"]}
+                      "manifest_file": item["manifest_file"], **manifest_fields(item)}
             if source in kept:
                 writer.write_repeat(kept[source], fields)
             else:

@@ -47,6 +47,10 @@ Decisions where the issue was silent:
   (`path_identities`): `os.path.realpath` of every row's path stats each of its folders, slow on a network disk.
 - Clips missing where a manifest points but present relative to the current directory get a warning before the
   batch starts (`misplaced_paths`); their rows are still "video not found".
+- The rows of bad lines and of repeat lines record the manifest file they were written from ("manifest_file_id":
+  inode and device, `graph.batch_manifest_file`, which says when a row is taken for this manifest's by it): a name
+  leading to this manifest now (a link re-pointed at another folder) may have led to another one when the row was
+  written, and that manifest's rows went with this one's.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from graph.batch_manifest_file import file_id
 from tools.jsonl import parsed_line, strict_dumps
 
 
@@ -137,11 +142,13 @@ def given_names(manifest: Path, cwd: str | None = None) -> list[str]:
     return found
 
 
-def _lines(manifest: Path) -> list[tuple[int, bytes]]:
-    """(number, bytes) of each line of `manifest`, split at "\n" only (a UTF-8 byte-order mark skipped)."""
+def _lines(manifest: Path) -> tuple[list[tuple[int, bytes]], dict[str, int]]:
+    """(number, bytes) of each line of `manifest`, split at "\n" only (a UTF-8 byte-order mark skipped), and the
+    `file_id` of the file there, stat'ed just before the read."""
+    found = file_id(manifest.stat())
     data = manifest.read_bytes()
     data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # a UTF-8 byte-order mark
-    return list(enumerate(data.split(b"\n"), start=1))
+    return list(enumerate(data.split(b"\n"), start=1)), found
 
 
 def _comment(raw: bytes) -> bool:
@@ -160,11 +167,13 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
     another file than its items). A bad line becomes an item carrying an `error`; blank and comment lines are
     skipped. An item's `path` is the row's own string joined to the manifest's folder (symlinks not
     followed: what its output row names), `resolved` that path resolved (what its `key` is of), `written` the row's
-    own string, `manifest_file` the manifest's resolved path (`repeat_key`). Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
+    own string, `manifest_file` the manifest's resolved path (`repeat_key`) and `manifest_file_id` the `file_id` of the
+    file read (module docstring). Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
     NUL byte), is a bad line like one that is not JSON."""
     base = manifest.resolve().parent
     items, comments, source = [], [], str(manifest.resolve())
-    for number, raw in _lines(manifest):
+    lines, identity = _lines(manifest)
+    for number, raw in lines:
         if _comment(raw):
             comments.append(number)
             continue
@@ -202,7 +211,8 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
         extra = {k: v for k, v in row.items() if k not in ("path", "instruction")}
         items.append({"key": key, "line": number, "path": shown, "resolved": resolved, "written": path,
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra, "error": error,
-                      "object": is_object, "array": line.lstrip().startswith("["), "manifest_file": source})
+                      "object": is_object, "array": line.lstrip().startswith("["), "manifest_file": source,
+                      "manifest_file_id": identity})
     return items, comments
 
 

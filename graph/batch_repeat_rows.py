@@ -10,10 +10,11 @@ every run and every resume offered it as a row the flag fixes; nor is it among t
 removed to score again), and it goes for good when no line of the manifest has its key any more (a repeat line deleted:
 the repeats after it move up a place, `graph.batch_manifest.repeat_key`, and the last one's old row stayed, its id twice
 in the output): known as this manifest's by the "manifest_file" it records (or a name that is this manifest now: a link
-left at the old name of a manifest moved), or for a row that records none (an output written before rows did) by its key
-among the places as many as the output's rows repeating that line, or by its clip and other fields, those of one of the
-manifest's repeat lines at whatever line (a line dropped with its row left the next one's old row, keyed past them and
-recording its old line, beside its new one).
+left at the old name of a manifest moved; where the row records the manifest's file, "manifest_file_id", only when that
+is this file, and under any name when it is: `graph.batch_manifest_file`), or for a row that records none (an output
+written before rows did) by its key among the places as many as the output's rows repeating that line, or by its clip
+and other fields, those of one of the manifest's repeat lines at whatever line (a line dropped with its row left the
+next one's old row, keyed past them and recording its old line, beside its new one).
 Only rows repeating one of this run's items are touched, and of those only this manifest's go for their line (keys are
 per manifest): another manifest sharing the output keeps its repeat rows while they are copies (with more or fewer
 repeats of one clip, each run deleted or overwrote the other's, which its next run wrote again), and when the row they
@@ -36,8 +37,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows
+from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows, manifest_fields
 from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
+from graph.batch_manifest_file import manifest_file_id, same_manifest_file
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
@@ -92,17 +94,25 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
     sharing the output, or an extended copy, holds the same repeat lines), never a renamed or moved manifest's left
     behind; None when it records none (written before rows did: not known to be another's) or no file is there (gone; or
     a folder in its place, which holds no line: taken for a manifest that cannot be read, its copies were written again
-    as they stood at every run that scored their row again, for good). Looked up once per name."""
+    as they stood at every run that scored their row again, for good). Looked up once per name. A row recording the
+    manifest's file ("manifest_file_id", `graph.batch_manifest_file`) under another name than `manifest` is
+    "this" when that is `manifest`'s file, whatever the name leads to now (a manifest moved, no link left), and never
+    when it is another file: a name leading here now may have led to another manifest when the row was written (a
+    link re-pointed), "other" while a file is there, None when none is."""
     found: dict[str, str | None] = {manifest: "this"}
+    identity = manifest_file_id(manifest)
 
     def whose(row: dict[str, Any]) -> str | None:
         recorded = row.get("manifest_file")
         if not isinstance(recorded, str):
             return None
+        same = None if recorded == manifest else same_manifest_file(row, identity)
+        if same:
+            return "this"
         if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.isfile(recorded)
                                else "this" if _same_file(recorded, manifest) else "other")
-        return found[recorded]
+        return "other" if same is False and found[recorded] == "this" else found[recorded]
 
     return whose
 
@@ -169,7 +179,8 @@ def current_repeats() -> Callable[[dict[str, Any]], dict[str, Any] | None]:
                                         {it["key"]: it for it in found if it.get("repeat_of") is not None})
         held = read[name, preset, draw]
         if held is None:
-            return {**{k: row[k] for k in ROW_FIELDS}, "repeat_of": row["repeat_of"], "manifest_file": name}
+            return {**{k: row[k] for k in ROW_FIELDS}, "repeat_of": row["repeat_of"], "manifest_file": name,
+                    **manifest_fields(row)}
         item = held.get(row["key"])
         return item if item is not None and item["repeat_of"] == row["repeat_of"] else None
 

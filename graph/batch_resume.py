@@ -58,6 +58,7 @@ from graph.batch import (
     stamp_unchanged,
 )
 from graph.batch_manifest import given_bad_line_key, given_names
+from graph.batch_manifest_file import manifest_file_id, same_manifest_file
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
@@ -79,7 +80,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     answer does not change between calls: whether a clip can be read is looked up once (a clip rendered while the
     tools load would otherwise be kept by `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`,
     leaving it no row). `cwd`: the shell's working directory (`graph.batch_manifest.shell_cwd`), against which a
-    relative manifest name is a name it had too (`given_names`: its bad lines' rows keyed by it are its own)."""
+    relative manifest name is a name it had too (`given_names`: its bad lines' rows keyed by it are its own, unless
+    they record another manifest file: "manifest_file_id", `graph.batch_manifest_file`)."""
     retry = {it["key"]: it["path"] for it in items} if retry_ineligible else {}
     found: dict[str, bool] = {}
 
@@ -89,14 +91,23 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
         return found[path]
 
     now: dict[str, dict[str, int] | None] = {}
-    bad_keys: dict[str, set[str]] = {}  # per line number: its bad line's keys, worked out once (a resolve, digests)
+    bad_keys: dict[str, tuple[str, set[str]]] = {}  # per line number: its bad line's keys, once (a resolve, digests)
     names = given_names(manifest, cwd)  # a link left at the old name of a manifest moved, maybe the shell's way in
+    identity = manifest_file_id(manifest)
 
-    def bad_key(line: int) -> set[str]:
+    def bad_key(line: int) -> tuple[str, set[str]]:  # of the resolved name; of the names it was run by
         if (shown := repr(line)) not in bad_keys:  # as written: a hand-edited `true` is not line 1
-            bad_keys[shown] = {bad_line_key(manifest, line, preset, draw),  # and of the names it was run by: a
-                               *(given_bad_line_key(name, line, preset, draw) for name in names)}  # manifest moved
+            bad_keys[shown] = (bad_line_key(manifest, line, preset, draw),  # and of the names it was run by: a
+                               {given_bad_line_key(name, line, preset, draw) for name in names})  # manifest moved
         return bad_keys[shown]
+
+    def ours(row: dict[str, Any]) -> bool:  # a bad line's row of this manifest (graph.batch_manifest_file)
+        resolved, given = bad_key(row["line"])
+        if row.get("key") == resolved:  # whatever file it records: a manifest saved by a rename is a new file
+            return True
+        if (same := same_manifest_file(row, identity)) is None:  # written before rows recorded the file
+            return row.get("key") in given
+        return same and row.get("preset") == preset and row.get("draw", 0) == draw
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
         def differs(path: str) -> bool:
@@ -109,7 +120,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     def goes(row: Any) -> str | None:
         if not isinstance(row, dict):
             return None
-        if is_bad_line_row(row) and row.get("key") in bad_key(row["line"]):
+        if is_bad_line_row(row) and ours(row):
             return "bad line"
         result, path = row.get("result"), retry.get(row.get("key"))  # the name the rerun reads the clip by
         if (path is not None and isinstance(result, dict)

@@ -1,0 +1,56 @@
+"""Which manifest file a `raa score-batch` row of a bad line or a repeat line was written from: its identity.
+
+Row format: the row of a bad manifest line (`graph.batch.write_bad_lines`) and the row of a line repeating an
+earlier line's clip and instruction (`graph.batch.write_repeats`) record "manifest_file_id": {"ino", "dev"} of the
+manifest file the run read (`file_id`, the fields a clip's "clip" stamp records of the clip, `graph.batch.clip_stamp`).
+Rows of a line scored on its own record none: their key is of the clip, not of the manifest.
+
+Why: such rows are known as this manifest's by a name (a bad line's key is of the manifest's resolved path; a repeat
+row records "manifest_file"), and a name that leads to this manifest now, through a link, may have led to another
+manifest when the row was written: `mv day day1; mkdir day2; ln -s day2 day; cd day; raa score-batch m.jsonl` took
+day 1's bad line's row and repeat rows (rewards) for day 2's and removed them until day 1 ran again.
+
+How a row is read (`same_manifest_file`; `graph.batch_resume.stale_rows`, `graph.batch_repeat_rows.recorded_manifest`):
+- keyed by, or recording, the manifest's resolved path now: this manifest's, whatever file it records (an editor
+  that saves by writing a new file and renaming it over the old one gives the manifest a new inode at each save);
+- under another name of the manifest (the shell's way in through a link, the old name of a folder moved with a link
+  left there, a hard link): this manifest's only when it records this file; recording another file, it is that
+  manifest's (it stays);
+- recording this file under a name that no longer leads here (a manifest moved with no link left, or run through a
+  link from elsewhere): this manifest's; a bad line's row of this preset and draw goes and is written again under
+  the manifest's present name, a repeat row is judged as this manifest's.
+- recording none (written before rows did): read by its names as before, since nothing tells it apart.
+A manifest moved through a link and then saved by a rename is another file for its rows written before: their bad
+lines' rows stay beside the new ones (no reward in them), their repeat rows are taken for another manifest's (kept:
+no reward is dropped). An inode reused by a manifest made after the recorded one was deleted reads as that manifest.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def file_id(st: os.stat_result) -> dict[str, int]:
+    """The identity of the file `st` stats, as rows record it ("ino", "dev"): a clip's (`graph.batch.clip_stamp`) and
+    a manifest's ("manifest_file_id", module docstring)."""
+    return {"ino": st.st_ino, "dev": st.st_dev}
+
+
+def manifest_file_id(manifest: Path | str) -> dict[str, int] | None:
+    """`file_id` of the file `manifest` names now (symlinks followed), None when it cannot be stat'ed."""
+    try:
+        return file_id(os.stat(manifest))
+    except (OSError, ValueError):
+        return None
+
+
+def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None) -> bool | None:
+    """Whether the manifest file a row of a bad or repeat line records ("manifest_file_id") is the file `now`
+    (`manifest_file_id`): None when the row records none (written before rows did: not known), False when `now` is
+    None (the manifest cannot be stat'ed: not known to be it)."""
+    recorded = row.get("manifest_file_id")
+    if not isinstance(recorded, dict) or not all(isinstance(recorded.get(k), int) for k in ("ino", "dev")):
+        return None
+    return now is not None and all(recorded[k] == now[k] for k in ("ino", "dev"))

@@ -1,0 +1,98 @@
+"""A name that leads to this manifest now (a link re-pointed at another folder, entered with `cd`) is not proof that
+the rows written under it were this manifest's: `mv day day1; ln -s day2 day; cd day; raa score-batch m.jsonl` took
+day 1's bad line's row and its repeat rows (which hold rewards) for day 2's, and removed them until day 1 ran again.
+Rows of bad and repeat lines record the manifest's file identity ("manifest_file_id": inode and device) and are taken
+for this manifest's through such a name only when it is this file's (`graph.batch_manifest` docstring)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from graph.cli import app
+from tests.cli_agent_helpers import _scripted, runner
+from tests.graph_scripts import square_clips
+from tests.test_batch_manifest_lines import TASK, _rows, _write
+
+
+def _run(monkeypatch, folder: Path, out: Path, shell: Path | None = None) -> str:
+    """`cd <shell or folder>; raa score-batch m.jsonl`: the process in `folder`, the shell's $PWD `shell`."""
+    monkeypatch.chdir(folder)
+    monkeypatch.setenv("PWD", str(shell or folder))
+    res = runner.invoke(app, ["score-batch", "m.jsonl", "--out", str(out), "--preset", "decomposed"])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _repoint(tmp_path: Path, lines: list[str]) -> None:
+    """day/ renamed day1/; day2/m.jsonl made of `lines`; day made a link to day2."""
+    (tmp_path / "day").rename(tmp_path / "day1")
+    (tmp_path / "day2").mkdir()
+    (tmp_path / "day2" / "m.jsonl").write_text("".join(line + "\n" for line in lines))
+    (tmp_path / "day").symlink_to(tmp_path / "day2", target_is_directory=True)
+
+
+def test_a_link_re_pointed_to_another_manifest_keeps_the_old_ones_bad_line_row(monkeypatch, tmp_path):
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "day").mkdir()
+    (tmp_path / "day" / "m.jsonl").write_text("{not json\n")
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    day1 = _rows(out)
+    assert len(day1) == 1 and day1[0]["path"] == "<line 1>"
+    _repoint(tmp_path, ["{also not json"])
+    for _ in range(2):  # the process in day2, the shell's name of it day (the link)
+        _run(monkeypatch, tmp_path / "day2", out, shell=tmp_path / "day")
+        rows = _rows(out)
+        assert len(rows) == 2 and day1[0] in rows, rows
+    _run(monkeypatch, tmp_path / "day1", out)  # day 1 run again: its own row replaced, day 2's kept
+    rows = _rows(out)
+    assert len(rows) == 2 and len({r["key"] for r in rows}) == 2, rows
+
+
+def test_a_link_re_pointed_to_another_manifest_keeps_the_old_ones_repeat_rows(monkeypatch, tmp_path):
+    """Both days list one clip twice under other ids: day 1's repeat row (a reward) recorded the name day/m.jsonl,
+    which leads to day 2's manifest now; it went, its id missing from the output until day 1 ran again."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    clip = str(tmp_path / "c0.mp4")
+    (tmp_path / "day").mkdir()
+    _write(tmp_path / "day" / "m.jsonl", [{"path": clip, "instruction": TASK, "id": i} for i in ("a1", "a2")])
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    repeat = [r for r in _rows(out) if "repeat_of" in r]
+    assert len(repeat) == 1 and repeat[0]["result"]["reward"] is not None
+    _repoint(tmp_path, [json.dumps({"path": clip, "instruction": TASK, "id": i}) for i in ("b1", "b2")])
+    for _ in range(2):
+        _run(monkeypatch, tmp_path / "day2", out, shell=tmp_path / "day")
+        rows = _rows(out)
+        assert repeat[0] in rows, rows
+        assert sorted(r["manifest"]["id"] for r in rows) == ["a2", "b1", "b2"], rows
+
+
+def test_a_moved_manifests_bad_line_row_is_known_by_its_file(monkeypatch, tmp_path):
+    """The manifest's folder moved (no link left): no name of it leads to the one its bad line's row was keyed by, but
+    the row records the manifest's file, so it is replaced, not left beside the new one."""
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "day").mkdir()
+    (tmp_path / "day" / "m.jsonl").write_text("{not json\n")
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    (tmp_path / "day").rename(tmp_path / "moved")
+    _run(monkeypatch, tmp_path / "moved", out)
+    assert len(_rows(out)) == 1, _rows(out)
+
+
+def test_rows_recording_no_file_identity_keep_todays_reading(monkeypatch, tmp_path):
+    """A bad line's row written before rows recorded the manifest's file: a name that leads to this manifest now (the
+    link re-pointed) is taken as this manifest's, as before (nothing tells it apart)."""
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "day").mkdir()
+    (tmp_path / "day" / "m.jsonl").write_text("{not json\n")
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    out.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "manifest_file_id"}) + "\n"
+                           for r in _rows(out)))
+    _repoint(tmp_path, ["{also not json"])
+    _run(monkeypatch, tmp_path / "day2", out, shell=tmp_path / "day")
+    assert len(_rows(out)) == 1, _rows(out)
