@@ -68,6 +68,11 @@ def test_a_link_re_pointed_to_another_manifest_keeps_the_old_ones_repeat_rows(mo
         rows = _rows(out)
         assert repeat[0] in rows, rows
         assert sorted(r["manifest"]["id"] for r in rows) == ["a2", "b1", "b2"], rows
+    _run(monkeypatch, tmp_path / "day1", out)  # day 1 again: its repeat row known by its file, written under its key
+    rows = _rows(out)  # (the clip's one row takes the fields of the manifest run last, as any shared row)
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2", "b2"], rows
+    assert len(rows) == len({r["key"] for r in rows}) == 3
+    assert {r["result"]["reward"] for r in rows if "repeat_of" in r} == {repeat[0]["result"]["reward"]}
 
 
 def test_a_moved_manifests_bad_line_row_is_known_by_its_file(monkeypatch, tmp_path):
