@@ -77,8 +77,11 @@ anthropics/claude-code#4208; a LiteLLM proxy relays it as a 400 too, "litellm.Ba
 {...}", BerriAI/litellm#30852), across any whitespace. In a 5xx, read only as its whole sentence (`_BALANCE_SENTENCE`),
 as `_NO_QUOTA` is read there: a server's 500 may quote the model's own output (llama.cpp's "Failed to parse input at
 pos N: <output>", a clip's screen read out), which was "settings", never retried, where a retry may pass."""
-_BALANCE_SENTENCE = re.compile(r"your\s+credit\s+balance\s+is\s+too\s+low\s+to\s+access\s+the\s+anthropic\s+api")
-"""Anthropic's sentence for `_NO_BALANCE` whole, which a relay answering every upstream error as a 5xx quotes."""
+_BALANCE_SENTENCE = re.compile(r"your\s+credit\s+balance\s+is\s+too\s+low\s+to\s+access\s+the\s+"
+                               r"(?:anthropic|claude)\s+api")
+"""Anthropic's sentence for `_NO_BALANCE` whole, which a relay answering every upstream error as a 5xx quotes: naming
+"the Anthropic API" or "the Claude API" (its users' clients and tests quote both; read as the first alone, a 5xx
+relaying the second was retried, then "transport", where any status was "settings" before)."""
 
 
 def no_credit(exc: BaseException) -> bool:

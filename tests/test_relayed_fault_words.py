@@ -105,3 +105,17 @@ def test_anthropic_s_no_credit_in_a_400_is_settings_across_any_whitespace(words:
                         replies=1)
     assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
     assert "no credit" in fault.message, fault.message
+
+
+CLAUDE_API_RELAYED_AS_500 = ("upstream error 400: Your credit balance is too low to access the Claude API. Please go "
+                             "to Plans & Billing to upgrade or purchase credits.")
+"""Anthropic's sentence naming "the Claude API" (as its API's users quote it too, in their clients' tests and
+handlers), relayed as a plain-text 500: `_BALANCE_SENTENCE` read "the anthropic api" only,
+so a 5xx carrying it was retried, then "transport", where before it was "settings" at once (any status)."""
+
+
+def test_anthropic_s_no_credit_sentence_naming_the_claude_api_relayed_as_a_500_is_settings_at_once() -> None:
+    reply = StubReply(status=500, body=CLAUDE_API_RELAYED_AS_500, content_type="text/plain")
+    fault, sent = _call_replies([reply] * 3 + [good("json_schema")])
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "no credit" in fault.message and "RAA_API_KEY" in fault.message, fault.message
