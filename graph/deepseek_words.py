@@ -22,13 +22,14 @@ DEEPSEEK_NO_SCHEMA = re.compile(r"this response_format type is unavailable now|r
 docstring), for its V4 models too (as their users quote it: presenton/presenton#676)."""
 _WHOLE_OPEN = r"""(?:^|\s-\s|['"]message['"]:\s*['"])"""
 _WHOLE_CLOSE = r"""\.?(?: \((?:request id|aiproxy): [^()\s]{1,80}\))?(?=\s*$|\s-\s|['"])"""
-NO_JSON_OUTPUT = re.compile(_WHOLE_OPEN + r"[\w.:/-]+ does not support json output" + _WHOLE_CLOSE)
+_NO_JSON_WORDS = " does not support json output"
+"""DeepSeek's words after the model's name (`NO_JSON_OUTPUT`, `DEEPSEEK_NO_JSON`), written once for both."""
+NO_JSON_OUTPUT = re.compile(_WHOLE_OPEN + r"[\w.:/-]+" + _NO_JSON_WORDS + _WHOLE_CLOSE)
 """DeepSeek's words for json_object to a thinking model under any model's name, read as the whole of a message as
 `DEEPSEEK_NO_JSON` reads them (graph.setup_rejections takes them for a rejection of json_object). `_STRUCTURED` read
 "does not support json output" anywhere in the words: a message quoting them (a validation error echoing the clip's
 text, a content policy) was a structured-output fault naming another method, which is no fix; it is "refused"."""
-DEEPSEEK_NO_JSON = re.compile(_WHOLE_OPEN + r"(?:[\w.-]+/)*deepseek[\w.-]* does not support json output"
-                              + _WHOLE_CLOSE)
+DEEPSEEK_NO_JSON = re.compile(_WHOLE_OPEN + r"(?:[\w.-]+/)*deepseek[\w.-]*" + _NO_JSON_WORDS + _WHOLE_CLOSE)
 """DeepSeek's 400 for json_object to a thinking model, which takes no forced tool call either (`NO_FORCED_CALL`):
 "deepseek-reasoner does not support Json Output." (as its users quote it: gomate-community/TrustRAG#140). Read as the
 whole of a message: at the start of the words, after the SDK's or a gateway's " - " ("Error code: 400 - ",
