@@ -271,3 +271,20 @@ def test_a_seek_to_an_open_gops_keyframe_waits_on_no_leading_picture_it_skips(tm
     bad, plain = _hashed_clip(tmp_path, [37])
     with VideoReader(bad) as reader:
         assert np.array_equal(reader.read([25, 27]), plain[[25, 27]])
+
+
+@pytest.mark.parametrize(("packet", "wanted"), [(24, [15, 27]), (36, [27, 38])])
+def test_a_frame_fed_before_a_seek_is_no_frame_of_the_decode_after_it(tmp_path, monkeypatch, watchdog, packet,
+                                                                       wanted):
+    """The x265 clip with B-frames (open GOPs) and packet 36 (a leading picture of keyframe 36) failing its hash,
+    read [27, 38] by seeks with 8 frame threads: the decode from keyframe 24 fed packets past keyframe 36 to settle
+    frame 27; after the seek to keyframe 36 (its flush), the decoder put frame 34 out, fed before the seek, under
+    that decode's tag 10 (a packet not fed yet in the new one). Out of order, it sent the read back to the start,
+    where the decoder gave no frame 34 and PyAV lost the frames after the error at the end: "frame 38 of 40 could not
+    be decoded". A frame tagged in an earlier decode is now dropped: the seek's decode (packet 36, a leading picture
+    of the keyframe it starts at, skipped) reads both frames as in the clean clip. The same for packet 24 and
+    [15, 27]."""
+    eight_frame_threads(monkeypatch)
+    bad, plain = _hashed_clip(tmp_path, [packet])
+    with VideoReader(bad) as reader:
+        assert np.array_equal(reader.read(wanted), plain[wanted])

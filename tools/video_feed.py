@@ -16,6 +16,7 @@ from tools.video_damage import (
     HASH_CHECKED,
     DamageWatch,
     ErrorLag,
+    earlier_decode,
     frame_tag,
     frame_threaded,
     tag_discarded,
@@ -138,6 +139,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     its error came back (packets late) hands over too (``hand_over``)."""
     fed, ctx = 0, stream.codec_context
     lag = ErrorLag(ctx)
+    decode = object()  # this call's decode, in each packet's tag: a frame of an earlier one (before a seek) is dropped
     # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
     renew = lapse is not None and lapse.lapsed
     # with frame threads, from the keyframe a fresh decoder starts at: its tag, and the packets fed since (to feed the
@@ -179,6 +181,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             return []
         kept = []
         for frame in frames:
+            if earlier_decode(frame, decode):  # (the seek's flush kept it: its tag numbers another packet here)
+                continue
             if before is not None and (frame_tag(frame) or 0) >= before:
                 if handover is not None:  # (but a leading picture's, which it may skip: `_Leading`)
                     leading.held(frame, handover.shown)
@@ -205,10 +209,10 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         packet, at, carried, discard = item
         if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
             packet = joined(b"", packet) if packet.is_discard else packet
-            tag_discarded(packet, at)
+            tag_discarded(packet, at, decode)
             lag.fed(at, discarded=True)
         elif packet.size:  # (not the end-of-stream flush packet)
-            tag_packet(packet, at, carried)
+            tag_packet(packet, at, carried, decode)
             lag.fed(at)
             if hands_over:
                 unseen.add(at)
