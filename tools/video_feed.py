@@ -57,9 +57,9 @@ class Lapse:
     lapsed: bool = False
 
 
-_Fed = tuple[av.Packet, int, int, bool]
-"""A packet as fed (``fed_with_pictures``): the packet, its tag (a discarded one's: the next one's), the packets of no
-picture it carries, whether it is discarded."""
+_Tagged = tuple[av.Packet, int, int, bool]
+"""A packet as tagged for the decoder (``fed_with_pictures``): the packet, its tag (a discarded one's: the next
+one's), the packets of no picture it carries, whether it is discarded."""
 
 
 @dataclass
@@ -67,22 +67,22 @@ class _Handover:
     """A fresh decoder's start at keyframe ``key`` where the old one runs frame threads: the old one decodes on (its
     frames from the keyframe dropped) until every packet before it fed and ``waits`` gave its frame, or it was fed
     ``DROP_HORIZON`` packets since (one gave none: the reader fails what waits on it); then the fresh one is fed the
-    packets from the keyframe (``fed``) again. ``shown``: the keyframe's pts (its leading pictures, decoded after it
+    packets from the keyframe (``replay``) again. ``shown``: the keyframe's pts (its leading pictures, decoded after it
     and shown before it: the old decoder's frames of them are kept, as the fresh one may skip them: ``_Leading``)."""
 
     key: int
     shown: int | None
     waits: set[int]
-    fed: list[_Fed] = field(default_factory=list)
+    replay: list[_Tagged] = field(default_factory=list)
 
     @classmethod
-    def at(cls, key: int, shown: int | None, unseen: set[int], fed: list[_Fed]) -> _Handover:
-        """From keyframe ``key`` (pts ``shown``), fed ``fed`` since: it waits on the packets fed before the keyframe
+    def at(cls, key: int, shown: int | None, unseen: set[int], replay: list[_Tagged]) -> _Handover:
+        """From keyframe ``key`` (pts ``shown``), fed ``replay`` since: it waits on the packets fed before the keyframe
         whose frame has not come out (``unseen``)."""
-        return cls(key, shown, {t for t in unseen if t < key}, fed)
+        return cls(key, shown, {t for t in unseen if t < key}, replay)
 
     def done(self) -> bool:
-        return not self.waits or len(self.fed) > DROP_HORIZON
+        return not self.waits or len(self.replay) > DROP_HORIZON
 
 
 @dataclass
@@ -118,7 +118,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                watch: DamageWatch, *, failed: Callable[[int, str], None] | None = None,
                settling: Callable[[], bool] | None = None, lapse: Lapse | None = None,
                ) -> Iterator[tuple[av.VideoFrame, int]]:
-    """Decode the stream from where it stands: each frame with the count of packets fed when it came out, each
+    """Decode the stream from where it stands: each frame with the count of packets tagged when it came out, each
     packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
     trimmed frames, whose frames are dropped) are not counted, as in the scan's count (``tag_discarded``). A
     packet whose decode fails on corrupt data (FFmpeg's InvalidDataError: H.264 gives no frame for it, and decodes
@@ -137,7 +137,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     its damaged frame out as good). With frame threads (not ``flushable``) the old decoder is not drained, which lost
     the frames after a failed packet's error (PyAV): it hands over (``_Handover``), and a keyframe fed to it before
     its error came back (packets late) hands over too (``hand_over``)."""
-    fed, ctx = 0, stream.codec_context
+    tagged, ctx = 0, stream.codec_context  # (packets tagged so far: the next one's tag)
     lag = ErrorLag(ctx)
     decode = object()  # this call's decode, in each packet's tag: a frame of an earlier one (before a seek) is dropped
     # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
@@ -149,7 +149,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     # the caller's thread, and tells a packet's error as it goes in); only there are packets and frames followed
     hands_over = ctx.name in HASH_CHECKED and not flushable(stream) and ctx.thread_count != 1
     unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
-    fed_now: list[_Fed] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
+    recent: list[_Tagged] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
     leading = _Leading()
     # HEVC: the pts of the keyframe the decode starts at while its leading pictures are fed (`DamageWatch.skipped`)
     opening: int | None = None
@@ -198,13 +198,13 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         keyframe fed since went to a decoder whose checks had lapsed (a damaged keyframe 24 decoded with no error where
         packet 12's error came after it): a fresh decoder starts from the first such keyframe (``_Handover``)."""
         nonlocal handover
-        at = next((j for j, (packet, tag, _, discard) in enumerate(fed_now)
+        at = next((j for j, (packet, tag, _, discard) in enumerate(recent)
                    if tag > first and packet.is_keyframe and not discard), None)
-        if at is not None and (handover is None or fed_now[at][1] < handover.key):
-            key = fed_now[at][1]
-            handover = _Handover.at(key, fed_now[at][0].pts, unseen, fed_now[at:])
+        if at is not None and (handover is None or recent[at][1] < handover.key):
+            key = recent[at][1]
+            handover = _Handover.at(key, recent[at][0].pts, unseen, recent[at:])
 
-    def send(item: _Fed) -> list[av.VideoFrame]:
+    def send(item: _Tagged) -> list[av.VideoFrame]:
         """Tag ``item``'s packet and feed it to the decoder (to the old one of a handover: its frames before it)."""
         packet, at, carried, discard = item
         if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
@@ -226,14 +226,14 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                     handover.waits.discard(tag)
         return frames
 
-    def feed(item: _Fed) -> Iterator[tuple[av.VideoFrame, int]]:
+    def feed(item: _Tagged) -> Iterator[tuple[av.VideoFrame, int]]:
         """Feed ``item`` (a packet, not the end's) to the decoder in use; the fresh one once a handover is done."""
         if hands_over:
-            fed_now.append(item)
-            del fed_now[:-DROP_HORIZON]
+            recent.append(item)
+            del recent[:-DROP_HORIZON]
         if handover is not None:
-            handover.fed.append(item)
-        yield from ((frame, fed) for frame in send(item))
+            handover.replay.append(item)
+        yield from ((frame, tagged) for frame in send(item))
         if handover is not None and handover.done():
             yield from renewed()
 
@@ -243,8 +243,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         ctx.flush_buffers()  # (its frame threads joined before it is freed: `release_decoder`)
         ctx, renew = fresh_decoder(ctx), False
         lag = ErrorLag(ctx)
-        replay, handover = handover.fed if handover is not None else [], None
-        fed_now.clear()
+        replay, handover = handover.replay if handover is not None else [], None
+        recent.clear()
         for item in replay:
             yield from feed(item)
 
@@ -252,38 +252,38 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         with wrapped(name, "decoding failed (truncated or corrupt data)", src):
             for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
                 if renew and handover is None and packet.is_keyframe and packet.size and not discard:
-                    if fed and hands_over:  # drained, a frame-threaded decoder loses the frames after a failed
+                    if tagged and hands_over:  # drained, a frame-threaded decoder loses the frames after a failed
                         # packet's error (PyAV's `decode` ends at the error, and takes no packet after the flush):
                         # it decodes on instead, its frames from the keyframe dropped
-                        handover = _Handover.at(fed + carried, packet.pts, unseen, [])
+                        handover = _Handover.at(tagged + carried, packet.pts, unseen, [])
                     else:  # the old decoder's frames, then a fresh one from this keyframe (none fed: a seek's flush)
-                        held = decoded(None) if fed else []
-                        yield from ((frame, fed) for frame in held)
+                        held = decoded(None) if tagged else []
+                        yield from ((frame, tagged) for frame in held)
                         yield from renewed()
-                fed += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
-                item = (packet, fed, carried, discard)
+                tagged += carried  # (packets of no picture whose data heads this one: tagged as the scan counts them)
+                item = (packet, tagged, carried, discard)
                 if packet.size and not discard:
                     if not started:
                         started, opening = True, packet.pts if packet.is_keyframe and ctx.name == "hevc" else None
                     elif opening is not None and packet.pts is not None and packet.pts < opening:
-                        watch.skipped(fed)
+                        watch.skipped(tagged)
                     else:
                         opening = None
-                    fed += 1
+                    tagged += 1
                 if packet.size:
                     yield from feed(item)
                 else:  # the end: the old decoder's frames (a handover's), then the fresh one's
                     while handover is not None:
-                        yield from ((frame, fed) for frame in decoded(None, before=handover.key))
+                        yield from ((frame, tagged) for frame in decoded(None, before=handover.key))
                         yield from renewed()
-                    yield from ((frame, fed) for frame in send(item))
-                    yield from ((frame, fed) for frame in leading.merged([], end=True))
+                    yield from ((frame, tagged) for frame in send(item))
+                    yield from ((frame, tagged) for frame in leading.merged([], end=True))
                 # (after the flush packet: drained already; not flushable: it decodes on, as long as the watch waits)
                 if packet.size and settling is not None and settling() and flushable(stream):
                     held = decoded(None)
                     # drained, it takes no packet until reset (PyAV 18's `InputContainer.seek` resets every stream's)
                     ctx.flush_buffers()
-                    yield from ((frame, fed) for frame in held)
+                    yield from ((frame, tagged) for frame in held)
                     return
     finally:
         if ctx is not stream.codec_context:  # a fresh decoder: its frame threads joined before it is freed
