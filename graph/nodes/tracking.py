@@ -193,6 +193,7 @@ def _compute_tracks(ctx: RunContext, video: str, idx: list[int], points: list[li
     tracker = ctx.tools.tracker()
     meta = ctx.frames.meta(video)
     frames = ctx.frames.scaled_frames(video, idx, ctx.tools.track_short_side)
+    frames.flags.writeable = False  # unchanged from here on: LK's second grid call reuses its grey frames
     h, w = frames.shape[1:3]
 
     def track(queries: np.ndarray) -> MotionTracks:

@@ -12,7 +12,10 @@ frame (drift, below). Decisions where the issue was silent:
   holds the last reliable estimate. Points on textureless areas may therefore be reported
   invisible early; summaries call this "tracked", not "seen".
 - Grey-scale frames are converted once and shared by both directions (OpenCV 5's Python binding
-  rejects prebuilt pyramids: a list from ``cv2.buildOpticalFlowPyramid`` fails overload resolution).
+  rejects prebuilt pyramids: a list from ``cv2.buildOpticalFlowPyramid`` fails overload resolution), and
+  kept for the next call: a grid track (`tools.motion.grid`) calls twice on the same frames. They are reused
+  only for the very same array when it cannot have changed in between: read-only, and so is every array it
+  views down to one owning its memory (`_frozen`); the agent hands its tracker such frames.
 - Fewer OpenCV calls, same numbers: LK treats every point independently, so all points whose query
   frame lies behind the current frame pair (in the direction of travel) are tracked together in one
   forward call per frame pair and direction, whatever their query frame; and the backward (check)
@@ -25,8 +28,13 @@ frame (drift, below). Decisions where the issue was silent:
   match costs no group search. Grey frames come from one ``cvtColor`` call per run of frames. On 2 shared
   cores the agent's window-grid track (`tools.motion.grid`, grid 8) of a 33-frame 256x256 clip went from
   ~58 ms to ~51 ms CPU (best of 80 interleaved runs; median paired ratio 0.84), the same numbers bit for bit
-  (tests/test_lk_batching.py). Not done: making a forward-direction check and the backward chain's step over
-  the same frame pair one call saved 16 of that track's 184 calls but no measurable CPU (paired ratio 1.00).
+  (tests/test_lk_batching.py).
+- A forward-direction check (frame t+1 to t) goes over the same frame pair, with the same settings, as the
+  backward chain's step from t+1; where the backward chain takes that step (t+1 at most the last query frame),
+  the check waits for it and rides in its call (the points concatenated, split after: each point's numbers are
+  its own). That saves each such check's pyramid building: 16 of the grid track's 184 calls, no measurable CPU
+  on 2 shared cores but fewer instructions (benchmarks/agent_instructions.py). The checks of the backward
+  direction (t to t+1) cannot ride in the forward chain, which has run by then (tests/test_lk_repeats.py).
 - The checks run beside the forward chain: the forward call of step t+1 needs only the forward
   result of step t, so each step's backward (check) call goes to a helper thread while the chain
   goes on (OpenCV releases the GIL), and a point whose check fails is rejected afterwards from that
@@ -58,6 +66,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -112,6 +121,8 @@ class LKTracker:
         self._lk_args = _LKArgs(winSize=(c.win_size, c.win_size), maxLevel=c.max_level,
                                 criteria=(cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT,
                                           c.max_iterations, c.epsilon))
+        # the last call's frames (weakly) and their grey frames: `_grays_of`
+        self._last_grays: tuple[weakref.ref[np.ndarray], list[np.ndarray]] | None = None
 
     def track(self, frames: np.ndarray, *, grid_size: int | None = None,
               queries: np.ndarray | None = None) -> MotionTracks:
@@ -127,14 +138,16 @@ class LKTracker:
         visible = np.zeros((t_total, n), bool)
         tracks[qf, np.arange(n)] = start
         visible[qf, np.arange(n)] = True
-        grays = _grays(frames)
+        grays = self._grays_of(frames)
         checks = _Checks(self._check)
+        merged: list[tuple[tuple[int, int, int, np.ndarray], np.ndarray]] = []  # checks made in a chain call
+        deferred: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         try:
             for direction in (1, -1):
-                self._propagate(grays, direction, qf, start, tracks, visible, h, w, checks)
+                self._propagate(grays, direction, qf, start, tracks, visible, h, w, checks, deferred, merged)
         finally:
             failed = checks.finish()
-        _reject(failed, tracks, visible)
+        _reject(failed + merged, tracks, visible)
         if (order[1:] < order[:-1]).any():
             back = np.empty_like(order)
             back[order] = np.arange(n)
@@ -142,14 +155,28 @@ class LKTracker:
         return MotionTracks(tracks=tracks, visible=visible, query_frames=query_frames,
                             frame_indices=list(range(t_total)))
 
+    def _grays_of(self, frames: np.ndarray) -> list[np.ndarray]:
+        """`_grays` of ``frames``, the last call's when it got the same frames and they cannot have changed
+        since (`_frozen`): a grid track's second call on the same frames converts nothing (module docstring)."""
+        last = self._last_grays  # one read: calls from several threads each see a whole pair
+        if last is not None and last[0]() is frames and _frozen(frames):
+            return last[1]
+        grays = _grays(frames)
+        self._last_grays = (weakref.ref(frames), grays) if _frozen(frames) else None
+        return grays
+
     def _propagate(self, grays: list[np.ndarray], direction: int, qf: np.ndarray, start: np.ndarray,
-                   tracks: np.ndarray, visible: np.ndarray, h: int, w: int, checks: _Checks) -> None:
+                   tracks: np.ndarray, visible: np.ndarray, h: int, w: int, checks: _Checks,
+                   deferred: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+                   merged: list[tuple[tuple[int, int, int, np.ndarray], np.ndarray]]) -> None:
         """Track every point from its query frame one frame at a time in ``direction`` (+1 or -1); points are
         sorted by query frame ``qf``, so the points started by a step are a contiguous run.
 
         The forward chain runs here; each step's backward (check) call goes to the `_Checks` helper
-        thread, keyed ``(direction, t, t + direction, points)``; `_reject` applies the failed checks
-        afterwards (see module docstring)."""
+        thread, keyed ``(direction, t, t + direction, points)``, except a forward-direction check over a frame
+        pair the backward chain steps over too: that one waits in ``deferred`` (by ``t``) and rides in the
+        backward chain's call (one call, same numbers: module docstring), its result going to ``merged``.
+        `_reject` applies the failed checks afterwards (see module docstring)."""
         t_total, n = visible.shape
         cur = start.copy()
         alive = np.ones(n, bool)  # passed every forward test so far (checks are applied after)
@@ -158,36 +185,52 @@ class LKTracker:
         bounds = np.searchsorted(qf, steps, "right" if direction > 0 else "left").tolist()
         moving = np.zeros(0, np.int64)  # started points still alive, ascending
         lo, hi = (0, 0) if direction > 0 else (n, n)  # the started points: lo..hi-1
+        last_back = int(qf[-1])  # the backward chain steps over the pairs (t, t + 1) with t + 1 <= last_back
         for t, bound in zip(steps, bounds, strict=True):
             nxt = t + direction
             if direction > 0 and bound > hi:
                 moving, hi = np.concatenate([moving, np.arange(hi, bound)]), bound
             elif direction < 0 and bound < lo:
                 moving, lo = np.concatenate([np.arange(bound, lo), moving]), bound
-            if len(moving):
+            due = deferred.pop(nxt, None) if direction < 0 else None  # the check of forward step nxt -> t
+            if len(moving) or due is not None:
                 g0, g1 = grays[t], grays[nxt]
                 p0 = cur[moving]
-                p1, ok = self._forward(g0, g1, p0, h, w)
+                p1, ok, back = self._forward(g0, g1, p0, h, w, None if due is None else due[1])
+                if due is not None:
+                    merged.append(((1, nxt, t, due[0]), self._failed(*back, due[2])))
                 if not ok.all():
                     alive[moving[~ok]] = False
                     moving, p0, p1 = moving[ok], p0[ok], p1[ok]
                 if len(moving):
-                    checks.submit((direction, t, nxt, moving), (g1, g0, p1, p0))
+                    if direction > 0 and nxt <= last_back:
+                        deferred[t] = (moving, p1, p0)
+                    else:
+                        checks.submit((direction, t, nxt, moving), (g1, g0, p1, p0))
                     if t in anchors:
                         p1 = self._anchored(grays, anchors[t], nxt, moving, start, p1, h, w)
                     cur[moving] = p1
             tracks[nxt, lo:hi] = cur[lo:hi]
             visible[nxt, lo:hi] = alive[lo:hi]
+        if direction < 0:  # none is left in practice: each deferred pair is a backward step
+            for t, (points, p1, p0) in deferred.items():
+                checks.submit((1, t, t + 1, points), (grays[t + 1], grays[t], p1, p0))
+            deferred.clear()
 
-    def _forward(self, img0: np.ndarray, img1: np.ndarray, p0: np.ndarray, h: int,
-                 w: int) -> tuple[np.ndarray, np.ndarray]:
+    def _forward(self, img0: np.ndarray, img1: np.ndarray, p0: np.ndarray, h: int, w: int,
+                 extra: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
         """One forward LK step of points ``p0`` [K,2]: (new positions [K,2], mask [K] of the points that
         pass the forward tests: status, patch error, inside the image; `inside_image` is False for NaN and
-        infinities, so it is the finiteness test too, and clamps a point on an edge pixel onto its centre)."""
-        p1, st, err = cv2.calcOpticalFlowPyrLK(img0, img1, p0.reshape(-1, 1, 2), None, **self._lk_args)
-        p1, inside = inside_image(p1.reshape(-1, 2), h, w)
-        ok = (st.ravel() == 1) & (err.ravel() < self.config.max_patch_error) & inside
-        return p1, ok
+        infinities, so it is the finiteness test too, and clamps a point on an edge pixel onto its centre;
+        the raw positions and status of the ``extra`` points [M,2], tracked in the same call: a check over
+        this image pair, module docstring)."""
+        k = len(p0)
+        pts = p0 if extra is None else np.concatenate([p0, extra])
+        out, st, err = cv2.calcOpticalFlowPyrLK(img0, img1, pts.reshape(-1, 1, 2), None, **self._lk_args)
+        out, st = out.reshape(-1, 2), st.ravel()
+        p1, inside = inside_image(out[:k], h, w)
+        ok = (st[:k] == 1) & (err.ravel()[:k] < self.config.max_patch_error) & inside
+        return p1, ok, (out[k:], st[k:])
 
     def _anchored(self, grays: list[np.ndarray], groups: list[tuple[int, int, int]], nxt: int,
                   points: np.ndarray, start: np.ndarray, p1: np.ndarray, h: int, w: int) -> np.ndarray:
@@ -216,8 +259,12 @@ class LKTracker:
         """Backward (check) call of one step: mask of the points whose forward-backward error or
         backward status rejects them."""
         p0b, st_b, _ = cv2.calcOpticalFlowPyrLK(img1, img0, p1.reshape(-1, 1, 2), None, **self._lk_args)
-        fb = np.linalg.norm(p0b.reshape(-1, 2) - p0, axis=1)
-        return ~((st_b.ravel() == 1) & (fb < self.config.fb_threshold))
+        return self._failed(p0b.reshape(-1, 2), st_b.ravel(), p0)
+
+    def _failed(self, p0b: np.ndarray, st_b: np.ndarray, p0: np.ndarray) -> np.ndarray:
+        """Mask of the points whose check failed: backward positions ``p0b`` [K,2] and status ``st_b`` [K]
+        against their start ``p0`` [K,2]."""
+        return ~((st_b == 1) & (np.linalg.norm(p0b - p0, axis=1) < self.config.fb_threshold))
 
 
 def _reject(failed: list[tuple[tuple[int, int, int, np.ndarray], np.ndarray]], tracks: np.ndarray,
@@ -245,6 +292,20 @@ def _grays(frames: np.ndarray) -> list[np.ndarray]:
         part = frames[i:i + run]
         out.extend(cv2.cvtColor(part.reshape(-1, w, 3), cv2.COLOR_RGB2GRAY).reshape(len(part), h, w))
     return out
+
+
+def _frozen(frames: np.ndarray) -> bool:
+    """Whether ``frames`` is read-only and so is every array it views, down to one that owns its memory: its
+    values cannot change unless someone sets a ``writeable`` flag back (a read-only view of a writeable array,
+    or of a foreign buffer, can)."""
+    a: object = frames
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        if a.base is None:
+            return True
+        a = a.base
+    return False
 
 
 _GRAY_RUN_PIXELS = 1 << 26
