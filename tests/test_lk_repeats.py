@@ -105,3 +105,22 @@ def test_frames_that_may_have_changed_are_converted_anew(monkeypatch):
     owned = np.zeros((2, 2, 2, 3), np.uint8)
     owned.flags.writeable = False
     assert lk._frozen(owned) and lk._frozen(owned.view())
+
+
+def test_cotracker3_takes_read_only_frames_without_a_warning():
+    """The agent now hands its tracker read-only frames; torch warns of a tensor over read-only memory."""
+    import warnings
+
+    import pytest
+
+    pytest.importorskip("torch")
+    from test_grid_query_frames import _RecordingPredictor
+
+    from tools.motion import CoTracker3Tracker
+
+    frames = entering_square(frames=5)
+    frames.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tracks = CoTracker3Tracker(predictor=_RecordingPredictor()).track(frames, grid_size=2)
+    assert tracks.num_points == 4

@@ -153,7 +153,10 @@ class CoTracker3Tracker:
             import torch
 
             with torch.inference_mode():
-                video = torch.from_numpy(frames).to(self.device).permute(0, 3, 1, 2)[None].float()
+                # read-only frames (the agent's: `tools.motion.lk` reuses their grey frames) are copied: torch
+                # warns of a tensor over read-only memory; a copy costs milliseconds beside the model
+                owned = frames if frames.flags.writeable else frames.copy()
+                video = torch.from_numpy(owned).to(self.device).permute(0, 3, 1, 2)[None].float()
                 qt = torch.from_numpy(q).to(self.device)[None]
                 tracks, visible = predictor(video, queries=qt, backward_tracking=True)
             tracks_np = tracks[0].float().cpu().numpy().astype(np.float32)
