@@ -78,6 +78,8 @@ def test_a_grid_tracks_second_call_reuses_the_grey_frames(monkeypatch):
     got = grid_tracks(track, frozen.shape, 8)
     assert len(asked) == 2  # the later frames' grid was asked for: a second call
     assert len(grays_made) == 1
+    frozen = None  # the last reference (the closure reads the same variable)
+    assert tracker._last_grays is None  # the frames are gone: their grey frames are not kept
     np.testing.assert_array_equal(got.query_frames, want.query_frames)
     np.testing.assert_array_equal(got.visible, want.visible)
     np.testing.assert_array_equal(got.tracks, want.tracks)

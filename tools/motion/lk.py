@@ -162,8 +162,14 @@ class LKTracker:
         if last is not None and last[0]() is frames and _frozen(frames):
             return last[1]
         grays = _grays(frames)
-        self._last_grays = (weakref.ref(frames), grays) if _frozen(frames) else None
+        self._last_grays = (weakref.ref(frames, self._forget), grays) if _frozen(frames) else None
         return grays
+
+    def _forget(self, ref: weakref.ref[np.ndarray]) -> None:
+        """Drop the kept grey frames once their frames are gone (a long-lived tracker holds no clip's greys)."""
+        last = self._last_grays
+        if last is not None and last[0] is ref:
+            self._last_grays = None
 
     def _propagate(self, grays: list[np.ndarray], direction: int, qf: np.ndarray, start: np.ndarray,
                    tracks: np.ndarray, visible: np.ndarray, h: int, w: int, checks: _Checks,
