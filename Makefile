@@ -12,10 +12,11 @@ export PYOPENGL_PLATFORM ?= egl
 # A test file goes to one worker as a whole (--dist loadfile): its module-scope fixtures (clips, tiny models) are
 # built once, as in a serial run. `make test TEST_WORKERS=0` runs it in one process; `pytest tests/test_x.py` stays
 # serial. test-slow and test-all run in two passes: the tests not marked `distributed` on the workers (single
-# processes and single-rank launches, mostly waiting on imports and subprocesses), then the `distributed` ones (2-rank
-# torchrun / DeepSpeed / spawned launches with deadlines of 45-600 s) in one process, one launch at a time as before:
+# processes and single-rank launches), then the `distributed` ones (2-rank torchrun / DeepSpeed / spawned launches
+# with deadlines of 45-600 s) in one process, one launch at a time as before:
 # with them on two workers of a 2-core machine that other jobs loaded (load ~14), a spawned rank of
-# tests/test_spawned_launches.py did not even start within its 45 s deadline, where serial runs at load 12-17 passed.
+# tests/test_spawned_launches.py did not even start within its 45 s deadline (1 run of 2; the other, at load ~9,
+# passed), where serial runs at load 12-17 passed.
 # The second pass runs even when the first fails; the target fails if either did.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile
