@@ -20,6 +20,7 @@ from pathlib import Path
 from evals.report_html import PALETTE, esc, fmt, multi_line_chart, page, section, table
 from tools.jsonl import write_text_atomic
 from training.best import best_checkpoint
+from training.metrics_log import EVAL_LOG
 from training.report import chart_keys, finite_or_none, metric_series, reward_label
 from training.run_files import RunFiles, read_run
 
@@ -53,7 +54,7 @@ def _runs_table(runs: Sequence[RunFiles], labels: Sequence[str]) -> str:
     rows = []
     for k, (files, label) in enumerate(zip(runs, labels, strict=True)):
         cfg, last = files.config, (files.metrics[-1] if files.metrics else {})
-        best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
+        best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / EVAL_LOG)
         colour = PALETTE[k % len(PALETTE)]
         rows.append([f"<b style=\"color:{colour}\">{esc(label)}</b>", esc(str(files.run_dir.resolve())),
                      esc(reward_label(files)),

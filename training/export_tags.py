@@ -17,6 +17,7 @@ from pathlib import Path
 from training.best import best_checkpoint, no_best_reason, passed_over
 from training.engine import latest_tag
 from training.export import ExportError
+from training.metrics_log import EVAL_LOG
 from training.run_dir import checkpoint_tags
 
 ALIASES = ("best", "latest")
@@ -26,7 +27,7 @@ def resolve_tag(run: Path, tag: str | None) -> str | None:
     """The saved tag ``tag`` stands for in the run folder ``run`` (``tag`` itself unless an alias; None stays None:
     the exporter's default, the latest into ``final/``); ExportError when the alias names nothing. What ``best``
     passed over is noted on stderr, the choice on stdout."""
-    ckpt_dir, eval_path = run / "checkpoints", run / "eval.jsonl"
+    ckpt_dir, eval_path = run / "checkpoints", run / EVAL_LOG
     if tag == "best":
         found = best_checkpoint(ckpt_dir, eval_path)
         if found is None:

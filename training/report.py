@@ -61,6 +61,7 @@ from evals.report_html import esc, fmt, line_chart, page, section, table
 from tools.jsonl import write_text_atomic
 from training.best import best_checkpoint
 from training.finite import finite_number
+from training.metrics_log import EVAL_LOG
 from training.report_exports import final_export_label
 from training.report_notes import checkpoint_list, ineligible_note
 from training.run_files import RunFiles, read_run
@@ -100,7 +101,7 @@ def model_label(cfg: dict[str, Any]) -> str:
 def _header(files: RunFiles) -> str:
     cfg, rows = files.config, files.metrics
     checkpoints = checkpoint_list(files.run_dir / "checkpoints")  # a killed save marked (training/report_notes.py)
-    best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
+    best = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / EVAL_LOG)
     model = model_label(cfg)
     facts = [
         ("output_dir", str(files.run_dir.resolve())),
@@ -227,7 +228,7 @@ def _held_out(files: RunFiles, columns: int, frames: int) -> str:
     xs, ys = metric_series(files.evals, "eval_reward_mean")
     chart = line_chart(xs, ys, chart_id="held-out-curve", x_label="iteration", y_label="eval_reward_mean")
     means = {int(r["iteration"]): finite_or_none(r.get("eval_reward_mean")) for r in files.evals}
-    found = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / "eval.jsonl")
+    found = best_checkpoint(files.run_dir / "checkpoints", files.run_dir / EVAL_LOG)
     best = found[1] if found else None  # the header's best checkpoint (module docstring)
     shown = _columns(sorted(means), best, columns)
     header = ["prompt / sample"] + [f"iteration {it}{' *' if it == best else ''} (mean {fmt(means[it])})" for it in shown]
