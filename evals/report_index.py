@@ -72,7 +72,7 @@ from evals.table_means import USAGE_DIGITS, USAGE_NAMES
 from evals.table_rows import outage, row_faults
 from graph.reward_format import reward_text
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from tools.file_kinds import kind_at
+from tools.file_kinds import NOTHING, kind_at
 from tools.jsonl import parsed_file, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -283,7 +283,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if out.is_file():  # DIR/results.jsonl given for DIR: "expected DIR/results.jsonl/results.jsonl" said little
         raise FileNotFoundError(f"{out} is a file: `raa eval report` takes the folder `raa eval reward --out` wrote "
                                 f"(raa eval report {shlex.quote(str(out.parent))})")
-    if not results.is_file() and kind_at(results) is None:  # a FIFO, a folder: named by `results_lines`
+    if kind_at(results) == NOTHING:  # a FIFO, a folder: named by `results_lines`
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
     lines, skipped = results_lines(results)
     rows = [row for _, row in lines.values()]

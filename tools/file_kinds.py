@@ -60,14 +60,26 @@ def clip_kind(mode: int) -> str:
     return _kind(mode).clip
 
 
+NOTHING = "nothing"
+"""`kind_at`'s answer for a path where no file is (a dangling link included)."""
+
+_NOT_THERE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+"""The errnos of a ``stat`` that `Path.is_file` takes for no file (any other, such as EACCES, it raises)."""
+
+
 def kind_at(path: Path) -> str | None:
-    """`file_kind` of what `path` names (links followed) when it is there and is not a regular file; None for a
-    regular file, for nothing there and for a path whose ``stat`` fails. It is only looked at, never opened (module
-    docstring)."""
+    """What `path` names (links followed), from one ``stat``: None for a regular file, `NOTHING` when nothing is
+    there, else its `file_kind` ("a FIFO", "a folder"). Its callers tell the three apart from this one look, not from
+    `Path.is_file` and a second stat that may see another file. A stat that fails otherwise (EACCES) raises, as
+    `Path.is_file` does. It is only looked at, never opened (module docstring)."""
     try:
         mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
+    except OSError as exc:
+        if exc.errno in _NOT_THERE:
+            return NOTHING
+        raise
+    except ValueError:  # a NUL in the path
+        return NOTHING
     return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
@@ -75,11 +87,12 @@ def missing_file(path: Path, what: str) -> str | None:
     """Why `path` cannot be read as `what` (a manifest): "WHAT not found: PATH", or what is there instead (`kind_at`:
     a FIFO, a folder), for a path that is no regular file; None for one that is. A FIFO (``-m <(...)``) or a folder
     read "not found" for a path that is there."""
-    if path.is_file():
+    kind = kind_at(path)
+    if kind is None:
         return None
-    if kind := kind_at(path):
-        return f"{what} {path} is {kind}, not a regular file: write the {what} to a file and give its path"
-    return f"{what} not found: {path}"
+    if kind == NOTHING:
+        return f"{what} not found: {path}"
+    return f"{what} {path} is {kind}, not a regular file: write the {what} to a file and give its path"
 
 
 def _refuse_other(mode: int, path: Path) -> None:

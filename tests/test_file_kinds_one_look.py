@@ -1,0 +1,59 @@
+"""A path that should name a file (a manifest, a results file) is looked at once (`tools.file_kinds.kind_at`): it was
+looked at twice, `Path.is_file` and then `kind_at`'s own stat, two checks of one thing that may each see another file
+(a FIFO taken away in between read "not found"). Their answers are unchanged."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from evals.batch_rows import results_file_problem
+from tools.file_kinds import missing_file
+
+CHECKS = [(lambda path: missing_file(path, "manifest"), {
+              "file": None,
+              "fifo": "manifest {path} is a FIFO, not a regular file: write the manifest to a file and give its path",
+              "folder": "manifest {path} is a folder, not a regular file: write the manifest to a file and give its "
+                        "path",
+              "none": "manifest not found: {path}",
+              "dangling": "manifest not found: {path}"}),
+          (results_file_problem, {
+              "file": None,
+              "fifo": "{path} is a FIFO, not a results file (give the file `raa score-batch --out` wrote)",
+              "folder": "{path} is a folder, not a results file (give the file `raa score-batch --out` wrote)",
+              "none": "results file not found: {path}",
+              "dangling": "results file not found: {path}"})]
+
+
+def _make(tmp_path, what):
+    path = tmp_path / f"{what}.jsonl"
+    if what == "file":
+        path.write_text("{}\n")
+    elif what == "fifo":
+        os.mkfifo(path)
+    elif what == "folder":
+        path.mkdir()
+    elif what == "dangling":
+        path.symlink_to(tmp_path / "gone.jsonl")
+    return path
+
+
+@pytest.mark.parametrize("check, answers", CHECKS, ids=["manifest", "results"])
+@pytest.mark.parametrize("what", ["file", "fifo", "folder", "none", "dangling"])
+def test_a_path_is_looked_at_once_with_the_same_answer(tmp_path, monkeypatch, check, answers, what):
+    path = _make(tmp_path, what)
+    looks = []
+    real_stat = os.stat
+
+    def counting(target, *args, **kwargs):
+        if os.fspath(target) == str(path):
+            looks.append(target)
+        return real_stat(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting)
+    answer = check(path)
+    monkeypatch.undo()
+    expected = answers[what]
+    assert answer == (None if expected is None else expected.format(path=path))
+    assert len(looks) == 1, looks
