@@ -57,3 +57,14 @@ def test_a_log_linked_to_dev_null_is_refused_alike_naming_the_link_and_why(tmp_p
     assert message.startswith(f"{tmp_path / name} is a link to /dev/null, a character device, where the run writes "
                               f"its log {name}: neither --resume nor --overwrite_output_dir"), message
     assert "a log cannot be discarded: the run reads its logs back" in message, message
+
+
+def test_a_folder_in_a_logs_place_is_not_told_a_log_cannot_be_discarded(tmp_path):
+    """Why a log cannot be discarded answers a log sent to a device (or a FIFO): a folder in a log's place discards
+    nothing, and its refusal ended with that reason all the same."""
+    (tmp_path / "metrics.jsonl").mkdir()
+    with pytest.raises(ConfigError) as caught:
+        check_output_dir(load_config(SMOKE, ["--output_dir", str(tmp_path)]))
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'metrics.jsonl'} is a folder, where the run writes its log"), message
+    assert message.endswith("move or delete it, or set another output_dir"), message

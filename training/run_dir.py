@@ -240,9 +240,10 @@ def log_file_problem(out_dir: Path) -> str | None:
             continue
         if not stat.S_ISREG(mode):
             what = f"a link to {os.path.realpath(path)}, {file_kind(mode)}" if path.is_symlink() else file_kind(mode)
+            why = "" if stat.S_ISDIR(mode) else f" ({_NOT_DISCARDED})"  # a folder discards nothing
             return (f"{path} is {what}, where the run writes its log {name}: neither --resume nor "
                     "--overwrite_output_dir (which deletes only the earlier run's output folders, by name) removes "
-                    f"it; move or delete it, or set another output_dir ({_NOT_DISCARDED})")
+                    f"it; move or delete it, or set another output_dir{why}")
     return None
 
 
