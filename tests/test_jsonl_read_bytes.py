@@ -1,7 +1,8 @@
-"""`tools.jsonl.read_bytes`, which every reader of tools.jsonl reads through: the file is opened without blocking so
-that a FIFO is refused rather than waited on. A regular file must then be read in blocking mode: a file system that
-honours O_NONBLOCK for a regular file (a FUSE daemon may; the flag reaches it with each read) answers a read with
-EAGAIN, and Python's whole-file read then returns the bytes read so far, a cut file taken for the whole one, or None."""
+"""`tools.jsonl.read_bytes`, which every reader of tools.jsonl reads through: a path that is no regular file is refused
+from its stat, never opened, and the file is opened without blocking so that one put there since is refused too. A
+regular file must then be read in blocking mode: a file system that honours O_NONBLOCK for a regular file (a FUSE daemon
+may; the flag reaches it with each read) answers a read with EAGAIN, and Python's whole-file read then returns the bytes
+read so far, a cut file taken for the whole one, or None."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_files_that_are_no_regular_file_are_named_with_their_kind(tmp_path):
     server = socket.socket(socket.AF_UNIX)
     try:
         server.bind(str(tmp_path / "s.jsonl"))
-        with pytest.raises(OSError) as caught:  # a socket cannot be opened: the system's own error, naming it
+        with pytest.raises(OSError, match=r"not a regular file: a socket") as caught:  # refused from its stat
             read_bytes(tmp_path / "s.jsonl")
         assert caught.value.filename == str(tmp_path / "s.jsonl")
     finally:
