@@ -12,7 +12,7 @@ from evals.batch_rows import checked_reward
 from evals.clip_identity import stale_version
 from evals.table_rows import TableRowError, check_row, finite
 from graph.schemas import RewardResult
-from tools.jsonl import LineError, SkippedLine, read_text, usable_rows
+from tools.jsonl import LineError, SkippedLine, decode_text, read_bytes, usable_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from evals.reward_scorer import EvalClip
@@ -110,12 +110,13 @@ def results_lines(path: Path) -> tuple[dict[tuple[str, str], tuple[str, dict]], 
         raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
     if not path.is_file():
         return rows, []
+    data = read_bytes(path)  # read once: checked whole, then parsed line by line
     try:
-        read_text(path)  # the whole file first: a file of another encoding is refused, not skipped line by line
+        decode_text(data)  # the whole file first: a file of another encoding is refused, not skipped line by line
     except UnicodeDecodeError as exc:
         raise ManifestError(f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}): "
                             "not a results file of `raa eval reward`; move it away or save it as UTF-8") from None
-    parsed, skipped = usable_rows(path, _result_row)
+    parsed, skipped = usable_rows(path, _result_row, data=data)
     return {(row["path"], row["preset"]): (where, row) for where, row in parsed}, skipped
 
 

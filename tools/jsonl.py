@@ -273,11 +273,13 @@ class LineError(ValueError):
     """One line's value is not a usable row: `usable_rows` skips the line with this reason."""
 
 
-def usable_rows(path: Path, parse: Callable[[str, Any], T]) -> tuple[list[T], list[SkippedLine]]:
+def usable_rows(path: Path, parse: Callable[[str, Any], T], *,
+                data: bytes | None = None) -> tuple[list[T], list[SkippedLine]]:
     """``parse(where, value)`` of each non-blank line of `path` that is UTF-8 JSON (``where`` is ``PATH:N``),
     and the lines left out (module docstring): not UTF-8 text, not valid JSON, or refused by `parse` with
-    `LineError` (its message, a leading ``"PATH:N: "`` dropped). Any other exception of `parse` propagates."""
-    raw = read_bytes(path).split(b"\n")
+    `LineError` (its message, a leading ``"PATH:N: "`` dropped). Any other exception of `parse` propagates.
+    `data`: the file's bytes, when the caller has read them already (the file is then not read again)."""
+    raw = (read_bytes(path) if data is None else data).split(b"\n")
     if raw and raw[-1] == b"":
         raw.pop()
     rows: list[T] = []

@@ -1,0 +1,39 @@
+"""`raa eval report` reads results.jsonl once (`evals.result_rows.results_lines`): it read the whole file to refuse
+one that is not UTF-8, then read it again to parse its lines; a results file grows with every run of the folder, and
+`raa eval reward` may append to it between the two reads."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from evals.result_rows import ManifestError, results_lines
+
+
+def test_results_jsonl_is_opened_once(tmp_path, monkeypatch):
+    results = tmp_path / "results.jsonl"
+    row = {"path": "/a.mp4", "preset": "full", "label": "failure", "reward": 0.9, "status": "scored"}
+    results.write_text(json.dumps(row) + "\n" + "not json\n")
+    opened = []
+    real_open = os.open
+
+    def counting(path, *args, **kwargs):
+        if os.fspath(path) == str(results):
+            opened.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting)
+    lines, skipped = results_lines(results)
+    monkeypatch.undo()
+    assert lines == {("/a.mp4", "full"): (f"{results}:1", row)}
+    assert [(s.line, s.reason) for s in skipped] == [(f"{results}:2", "not valid JSON (Expecting value)")]
+    assert len(opened) == 1, opened
+
+
+def test_a_results_file_that_is_not_utf8_is_still_refused_whole(tmp_path):
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b'{"path": "/caf\xe9.mp4", "preset": "full"}\n')
+    with pytest.raises(ManifestError, match=r"is not UTF-8 text \(byte 0xe9 at offset 14\)"):
+        results_lines(results)
