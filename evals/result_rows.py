@@ -12,6 +12,7 @@ from evals.batch_rows import checked_reward
 from evals.clip_identity import stale_version
 from evals.table_rows import TableRowError, check_row, finite
 from graph.schemas import RewardResult
+from tools.file_kinds import NOTHING, kind_at
 from tools.jsonl import LineError, SkippedLine, decode_text, read_bytes, usable_rows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -106,10 +107,11 @@ def results_lines(path: Path) -> tuple[dict[tuple[str, str], tuple[str, dict]], 
     """`results_rows` with each row's line, ``PATH:N`` (`raa eval report` names it in `evals.table_rows.check_row`'s
     error)."""
     rows: dict[tuple[str, str], tuple[str, dict]] = {}
-    if path.exists() and not path.is_file():  # the run appends to it: that failed with a bare IsADirectoryError
-        raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
-    if not path.is_file():
+    kind = kind_at(path)  # one look: a file, nothing, or something else
+    if kind == NOTHING:
         return rows, []
+    if kind is not None:  # the run appends to it: that failed with a bare IsADirectoryError
+        raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
     data = read_bytes(path)  # read once: checked whole, then parsed line by line
     try:
         decode_text(data)  # the whole file first: a file of another encoding is refused, not skipped line by line

@@ -37,3 +37,24 @@ def test_a_results_file_that_is_not_utf8_is_still_refused_whole(tmp_path):
     results.write_bytes(b'{"path": "/caf\xe9.mp4", "preset": "full"}\n')
     with pytest.raises(ManifestError, match=r"is not UTF-8 text \(byte 0xe9 at offset 14\)"):
         results_lines(results)
+
+
+def test_a_results_path_that_is_no_file_is_looked_at_once(tmp_path, monkeypatch):
+    """Whether results.jsonl is a file, nothing, or something else (here a folder) is one stat
+    (`tools.file_kinds.kind_at`), not `exists` and then `is_file`."""
+    results = tmp_path / "results.jsonl"
+    results.mkdir()
+    looks = []
+    real_stat = os.stat
+
+    def counting(path, *args, **kwargs):
+        if os.fspath(path) == str(results):
+            looks.append(path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting)
+    with pytest.raises(ManifestError, match=rf"^{results} is not a file: results are written there"):
+        results_lines(results)
+    monkeypatch.undo()
+    assert len(looks) == 1, looks
+    assert results_lines(tmp_path / "none.jsonl") == ({}, [])
