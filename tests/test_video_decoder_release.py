@@ -35,7 +35,7 @@ for rep in range(10):
     fed = [av.Packet(d) for d in data[:12 + rep % 5]]
     fed += [av.Packet(d[:8]) for d in data[20:20 + threads]]  # cut short: no frame, the packet's last reference
     for i, packet in enumerate(fed):                          # is the frame thread's
-        tag_packet(packet, i)
+        tag_packet(packet, i, decode=None)
         try:
             ctx.decode(packet)
         except av.error.InvalidDataError:

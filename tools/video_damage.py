@@ -122,7 +122,7 @@ class ErrorLag:
         return (first[0], fed[-1][1]) if end else first
 
 
-def tag_packet(packet: av.Packet, index: int, carried: int = 0, decode: object = None) -> None:
+def tag_packet(packet: av.Packet, index: int, carried: int = 0, *, decode: object) -> None:
     """Tag ``packet`` with its ``index`` in decode order, which its frame gives back (``frame_tag``) where the decoder
     copies it (``Flags.copy_opaque``); ``carried``: the packets of no picture before it whose data heads it
     (``tools.video_slices.fed_with_pictures``), tagged the indices before, which its frame brings out too;
@@ -139,7 +139,7 @@ and FFmpeg drops its frame, flag and all, but not one of a packet made for the d
 and drops its frame itself, once the watch saw its flag (``DamageWatch.discarded``)."""
 
 
-def tag_discarded(packet: av.Packet, at: int, decode: object = None) -> None:
+def tag_discarded(packet: av.Packet, at: int, *, decode: object) -> None:
     """Tag ``packet`` ``DISCARDED``, fed after the packets tagged below ``at`` in ``decode``."""
     packet.opaque = (DISCARDED, 0, at, decode)
 

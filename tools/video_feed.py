@@ -209,10 +209,10 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         packet, at, carried, discard = item
         if discard:  # fed unmarked (FFmpeg would drop its frame, flag and all): the reader drops it
             packet = joined(b"", packet) if packet.is_discard else packet
-            tag_discarded(packet, at, decode)
+            tag_discarded(packet, at, decode=decode)
             lag.fed(at, discarded=True)
         elif packet.size:  # (not the end-of-stream flush packet)
-            tag_packet(packet, at, carried, decode)
+            tag_packet(packet, at, carried, decode=decode)
             lag.fed(at)
             if hands_over:
                 unseen.add(at)
