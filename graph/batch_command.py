@@ -30,6 +30,7 @@ from graph import commands
 from graph.score_inputs import any_input_fine
 from graph.stores import StoreError
 from graph.tracing import open_async_saver
+from tools.file_kinds import missing_file
 
 # markup and emoji codes off, as graph/commands.py's console: reasons and paths in the log lines are data
 _err = Console(stderr=True, markup=False, emoji=False)
@@ -115,8 +116,8 @@ def score_batch_command(
         inside = manifest / "manifest.jsonl"
         _fail(f"manifest {manifest} is a folder; give the manifest file's path"
               + (f", e.g. {inside}" if inside.is_file() else ""))
-    if not manifest.is_file():
-        _fail(f"manifest not found: {manifest}")
+    if problem := missing_file(manifest, "manifest"):  # a FIFO (`-m <(...)`) is named, never opened
+        _fail(problem)
     if out.is_dir():  # else an IsADirectoryError traceback once the rows are read
         _fail(f"--out {out} is a folder; give the results file's path, e.g. {out / 'results.jsonl'}")
     if out.exists() and out.samefile(manifest):  # else rows appended to it, its bad and blank lines dropped
