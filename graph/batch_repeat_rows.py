@@ -96,9 +96,11 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
     a folder in its place, which holds no line: taken for a manifest that cannot be read, its copies were written again
     as they stood at every run that scored their row again, for good). Looked up once per name. A row recording the
     manifest's file ("manifest_file_id", `graph.batch_manifest_file`) under another name than `manifest` is
-    "this" when that is `manifest`'s file, whatever the name leads to now (a manifest moved, no link left), and never
-    when it is another file: a name leading here now may have led to another manifest when the row was written (a
-    link re-pointed), "other" while a file is there, None when none is."""
+    "this" when that is `manifest`'s file and the name is no manifest's own name now (a manifest moved, no link left;
+    or the name leads here through a link), and never when it is another file: a name leading here now may have led to
+    another manifest when the row was written (a link re-pointed), "other" while a file is there, None when none is.
+    A name that is another manifest's own (`_own_name`) is that manifest's even when the row records this file: an
+    inode freed by that manifest's save by a rename and given to this one (`cp a.jsonl b.jsonl`) took its rows."""
     found: dict[str, str | None] = {manifest: "this"}
     identity = manifest_file_id(manifest)
 
@@ -107,7 +109,7 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
         if not isinstance(recorded, str):
             return None
         same = None if recorded == manifest else same_manifest_file(row, identity)
-        if same:
+        if same and not _own_name(recorded):
             return "this"
         if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.isfile(recorded)
@@ -115,6 +117,14 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
         return "other" if same is False and found[recorded] == "this" else found[recorded]
 
     return whose
+
+
+def _own_name(recorded: str) -> bool:
+    """Whether the name `recorded` is, now, a manifest file's own resolved name (a file there, no link on the way):
+    that manifest keys its repeat rows by it (`graph.batch_manifest.repeat_key`) and takes a row recording it for its
+    own, whatever file the row records. The file a row records is then the one that manifest was (saved since by a
+    rename, a new inode), and this manifest's the same inode only as reused (`recorded_manifest`)."""
+    return os.path.isfile(recorded) and os.path.realpath(recorded) == recorded
 
 
 def _same_file(recorded: str, manifest: str) -> bool:

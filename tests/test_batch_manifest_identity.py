@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from graph.batch_manifest_file import manifest_file_id
 from graph.cli import app
 from tests.cli_agent_helpers import _scripted, runner
 from tests.graph_scripts import square_clips
@@ -101,3 +102,34 @@ def test_rows_recording_no_file_identity_keep_todays_reading(monkeypatch, tmp_pa
     _repoint(tmp_path, ["{also not json"])
     _run(monkeypatch, tmp_path / "day2", out, shell=tmp_path / "day")
     assert len(_rows(out)) == 1, _rows(out)
+
+
+def test_a_reused_inode_does_not_take_another_existing_manifests_repeat_row(monkeypatch, tmp_path):
+    """a.jsonl saved by an editor that renames (a new inode), then b.jsonl made (cp a b) reusing the inode a.jsonl's
+    rows record: b's run took a's repeat row (a reward) for its own by that inode, though the name it records is
+    a.jsonl's, a manifest there now that keys its rows by it; the row went, a2 missing until a ran again."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    clip, out = str(tmp_path / "c0.mp4"), tmp_path / "out.jsonl"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PWD", str(tmp_path))
+    lines = [{"path": clip, "instruction": TASK, "id": i} for i in ("a1", "a2")]
+    _write(tmp_path / "a.jsonl", lines)
+
+    def run(name: str) -> None:
+        res = runner.invoke(app, ["score-batch", name, "--out", str(out), "--preset", "decomposed"])
+        assert res.exit_code == 0, res.output
+
+    run("a.jsonl")
+    _write(tmp_path / "new.jsonl", lines)
+    (tmp_path / "new.jsonl").replace(tmp_path / "a.jsonl")  # saved by a rename: a new inode
+    _write(tmp_path / "b.jsonl", [{"path": clip, "instruction": TASK, "id": i} for i in ("b1", "b2")])
+    reused = manifest_file_id(tmp_path / "b.jsonl")  # the inode a.jsonl had, as the file system may give it again
+    out.write_text("".join(json.dumps({**r, "manifest_file_id": reused} if "repeat_of" in r else r) + "\n"
+                           for r in _rows(out)))
+    repeat = [r for r in _rows(out) if "repeat_of" in r]
+    assert len(repeat) == 1 and repeat[0]["result"]["reward"] is not None
+    run("b.jsonl")
+    rows = _rows(out)
+    assert repeat[0] in rows, rows
+    assert sorted(r["manifest"]["id"] for r in rows) == ["a2", "b1", "b2"], rows
