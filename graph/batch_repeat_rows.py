@@ -59,10 +59,10 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
     ours: set[str] = set()  # the keys of `manifest`'s repeat rows of `sources`, now or before, among those in `output`
-    lines = {_line_fields(it) for it in items if it.get("repeat_of") is not None}  # this run writes rows of these
+    lines = repeat_lines(items)  # this run writes rows of these
     named = {fields[1:] for fields in lines}  # their clips and fields, at any line
     name = str(manifest.resolve())  # as the keys and the rows hold it (an item's "manifest_file")
-    whose = recorded_manifest(name)
+    whose = recorded_manifest(name, lines)
 
     def went(row: Any) -> str | None:
         source = row.get("repeat_of") if isinstance(row, dict) else None
@@ -86,7 +86,8 @@ def stale_repeats(output: Output, manifest: Path, items: list[dict[str, Any]],
     return went
 
 
-def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
+def recorded_manifest(manifest: str,
+                      lines: frozenset[tuple[Any, Any, str]] = frozenset()) -> Callable[[dict[str, Any]], str | None]:
     """Whose a repeat row is by the "manifest_file" it records (`graph.batch.write_repeats`): "this" when that is
     `manifest` (a resolved path), or a name that is `manifest`'s file now (the old name of a manifest moved with a
     symlink left there, or another hard link to it: taken for another manifest, its rows stayed beside the ones written
@@ -100,7 +101,13 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
     or the name leads here through a link), and never when it is another file: a name leading here now may have led to
     another manifest when the row was written (a link re-pointed), "other" while a file is there, None when none is.
     A name that is another manifest's own (`_own_name`) is that manifest's even when the row records this file: an
-    inode freed by that manifest's save by a rename and given to this one (`cp a.jsonl b.jsonl`) took its rows."""
+    inode freed by that manifest's save by a rename and given to this one (`cp a.jsonl b.jsonl`) took its rows.
+    A row recording another file under a name leading here now is "this" all the same when it holds one of `lines`
+    (`repeat_lines`: this manifest's repeat lines as they are now, at their line, clip and fields): a manifest moved
+    with a link left at its old name and then saved by a rename is another file for its rows written before; taken
+    for another's, they stayed beside the ones this run wrote under the new name, each id twice for good. A link
+    re-pointed at a manifest holding the very line written the same is not told apart: that row goes, as it did
+    before rows recorded files, and is written again by its own manifest's next run."""
     found: dict[str, str | None] = {manifest: "this"}
     identity = manifest_file_id(manifest)
 
@@ -114,7 +121,9 @@ def recorded_manifest(manifest: str) -> Callable[[dict[str, Any]], str | None]:
         if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.isfile(recorded)
                                else "this" if _same_file(recorded, manifest) else "other")
-        return "other" if same is False and found[recorded] == "this" else found[recorded]
+        if same is False and found[recorded] == "this":
+            return "this" if _line_fields(row) in lines else "other"
+        return found[recorded]
 
     return whose
 
@@ -136,6 +145,11 @@ def _same_file(recorded: str, manifest: str) -> bool:
         return False
 
 
+def repeat_lines(items: list[dict[str, Any]]) -> frozenset[tuple[Any, Any, str]]:
+    """`_line_fields` of each line among `items` repeating an earlier line's clip and instruction ("repeat_of")."""
+    return frozenset(_line_fields(it) for it in items if it.get("repeat_of") is not None)
+
+
 def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:
     """A repeat item's or row's line number, clip path and other fields, as its row holds them (a NaN field as null)."""
     return row.get("line"), row.get("path"), strict_dumps(finite_json(row.get("manifest")), sort_keys=True)
@@ -154,7 +168,7 @@ def others_copies(output: Output, manifest: Path, items: list[dict[str, Any]],
     them (the old ones came back until then). One of a manifest that cannot be read as it stands now is written
     again as it stood (`current_repeats`)."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
-    whose = recorded_manifest(str(manifest.resolve()))
+    whose = recorded_manifest(str(manifest.resolve()), repeat_lines(items))
     staying = kept_rows(output, goes)  # a key with a row that stays has its row (two outputs concatenated)
     lines = current_repeats()
     copies = {}

@@ -133,3 +133,25 @@ def test_a_reused_inode_does_not_take_another_existing_manifests_repeat_row(monk
     rows = _rows(out)
     assert repeat[0] in rows, rows
     assert sorted(r["manifest"]["id"] for r in rows) == ["a2", "b1", "b2"], rows
+
+
+def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_keeps_one_repeat_row(monkeypatch, tmp_path):
+    """mv day day1; ln -s day1 day; an editor saves day1/m.jsonl by a rename (a new inode); run again: the repeat row
+    recording day/m.jsonl (a name leading here) and the old inode was taken for another manifest's and kept, beside
+    the row this run wrote under the manifest's new name: a2 twice in the output, at every run after."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    clip = str(tmp_path / "c0.mp4")
+    lines = [{"path": clip, "instruction": TASK, "id": i} for i in ("a1", "a2")]
+    (tmp_path / "day").mkdir()
+    _write(tmp_path / "day" / "m.jsonl", lines)
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    (tmp_path / "day").rename(tmp_path / "day1")
+    (tmp_path / "day").symlink_to(tmp_path / "day1", target_is_directory=True)
+    _write(tmp_path / "day1" / "new.jsonl", lines)
+    (tmp_path / "day1" / "new.jsonl").replace(tmp_path / "day1" / "m.jsonl")  # saved by a rename: a new inode
+    for _ in range(2):
+        _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
+        rows = _rows(out)
+        assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2"], rows
