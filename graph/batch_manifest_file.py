@@ -21,8 +21,10 @@ How a row is read (`same_manifest_file`; `graph.batch_resume.stale_rows`, `graph
   the manifest's present name, a repeat row is judged as this manifest's.
 - recording none (written before rows did): read by its names as before, since nothing tells it apart.
 A manifest moved through a link and then saved by a rename is another file for its rows written before: their bad
-lines' rows stay beside the new ones (no reward in them), their repeat rows are taken for another manifest's (kept:
-no reward is dropped). An inode reused by a manifest made after the recorded one was deleted reads as that manifest,
+lines' rows stay beside the new ones (no reward in them), their repeat rows are this manifest's where they hold one of
+its repeat lines as it is now, else another manifest's (kept; `graph.batch_repeat_rows.recorded_manifest`). So is a
+manifest whose device number changed between runs (a reboot or remount; an overlay or NFS mount numbers its device
+when mounted). An inode reused by a manifest made after the recorded one was deleted reads as that manifest,
 for a bad line's row; a repeat row whose recorded name is a manifest file's own name now (no link on the way) is that
 manifest's whatever file it records (`graph.batch_repeat_rows.recorded_manifest`: `cp a.jsonl b.jsonl` after a.jsonl
 was saved by a rename may give b a's old inode).
