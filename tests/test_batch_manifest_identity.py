@@ -155,3 +155,34 @@ def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_keeps_one_repea
         _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
         rows = _rows(out)
         assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2"], rows
+
+
+def test_a_manifest_saved_by_a_rename_in_place_reads_as_before(monkeypatch, tmp_path):
+    """The common case: the manifest stays where it is (entered through a link to its folder, too) and an editor saves
+    it by a rename (a new inode at each save): its bad line's row is replaced, not kept beside the new one, and its
+    repeat row is kept once, as before rows recorded files (the edit tests write in place: the same inode)."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    clip = str(tmp_path / "c0.mp4")
+    lines = [json.dumps({"path": clip, "instruction": TASK, "id": i}) for i in ("a1", "a2")]
+    (tmp_path / "day").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "day", target_is_directory=True)
+    out = tmp_path / "out.jsonl"
+
+    def save(rows: list[str]) -> None:  # an editor's save: a new file renamed over the manifest
+        _write(tmp_path / "day" / "new.jsonl", rows)
+        (tmp_path / "day" / "new.jsonl").replace(tmp_path / "day" / "m.jsonl")
+
+    save([*lines, "{not json"])
+    _run(monkeypatch, tmp_path / "day", out, shell=tmp_path / "link")
+    first = _rows(out)
+    assert len(first) == 3 and sum("repeat_of" in r for r in first) == 1, first
+    for shell in (tmp_path / "link", tmp_path / "day"):
+        save([*lines, "{still not json"])
+        _run(monkeypatch, tmp_path / "day", out, shell=shell)
+        rows = _rows(out)
+        assert sorted(r["manifest"].get("id", "") for r in rows) == ["", "a1", "a2"], rows
+        assert [r for r in first if "repeat_of" in r][0] in rows, rows
+    save(lines)  # the bad line deleted: its row goes
+    _run(monkeypatch, tmp_path / "day", out, shell=tmp_path / "link")
+    assert sorted(r["manifest"].get("id", "") for r in _rows(out)) == ["a1", "a2"], _rows(out)
