@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from graph.batch_manifest_file import file_id
+from tools.file_kinds import read_file
 from tools.jsonl import parsed_line, strict_dumps
 
 
@@ -144,11 +145,12 @@ def given_names(manifest: Path, cwd: str | None = None) -> list[str]:
 
 def _lines(manifest: Path) -> tuple[list[tuple[int, bytes]], dict[str, int]]:
     """(number, bytes) of each line of `manifest`, split at "\n" only (a UTF-8 byte-order mark skipped), and the
-    `file_id` of the file there, stat'ed just before the read."""
-    found = file_id(manifest.stat())
-    data = manifest.read_bytes()
+    `file_id` of the very file read (`tools.file_kinds.read_file`: stat'ed by name before the read, an editor's save
+    by a rename in between paired the old file's inode with the new file's lines). A FIFO or a folder put there since
+    `raa score-batch` looked is an OSError, not a read waiting for a writer."""
+    data, found = read_file(manifest)
     data = data[3:] if data.startswith(b"\xef\xbb\xbf") else data  # a UTF-8 byte-order mark
-    return list(enumerate(data.split(b"\n"), start=1)), found
+    return list(enumerate(data.split(b"\n"), start=1)), file_id(found)
 
 
 def _comment(raw: bytes) -> bool:

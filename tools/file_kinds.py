@@ -9,7 +9,7 @@ The table holds two wordings of each kind, for two kinds of message:
   not a video file"). Those rows are read back (``unreached`` knows them by their end), and tests pin both wordings;
   so each column keeps its words, and only the table of kinds is shared.
 
-A path is looked at (`kind_at`, `missing_file`, and `read_bytes` before it opens it) without opening what it names:
+A path is looked at (`kind_at`, `missing_file`, and `read_bytes` / `read_file` before it opens it) without opening what it names:
 opening a FIFO's read end releases a writer blocked opening its other end, which then writes into a pipe nobody reads
 and fails with a broken pipe.
 """
@@ -104,7 +104,13 @@ def _refuse_other(mode: int, path: Path) -> None:
 
 
 def read_bytes(path: Path) -> bytes:
-    """The bytes of the regular file at `path`. OSError naming it otherwise: IsADirectoryError for a folder, and
+    """The bytes of the regular file at `path` (`read_file`)."""
+    return read_file(path)[0]
+
+
+def read_file(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of the regular file at `path`, and the ``fstat`` of the very file read (a file saved by a rename over
+    `path` between a ``stat`` by name and the read is not paired with the other's bytes). OSError naming it otherwise: IsADirectoryError for a folder, and
     for a FIFO, a socket or a device one whose strerror says which ("not a regular file: a FIFO"). Reading a FIFO
     waited for a writer without limit (a reader hung with no word) and a device may never end, so the path's type is
     checked before it is opened (a FIFO is never opened: module docstring), and again once it is open, without
@@ -114,10 +120,11 @@ def read_bytes(path: Path) -> bytes:
     _refuse_other(os.stat(path).st_mode, path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since opens at once, with or without a writer
     try:
-        _refuse_other(os.fstat(fd).st_mode, path)
+        found = os.fstat(fd)
+        _refuse_other(found.st_mode, path)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     with os.fdopen(fd, "rb") as fh:
-        return fh.read()
+        return fh.read(), found
