@@ -88,6 +88,7 @@ from graph.batch_output import (  # noqa: F401  (re-exported: the output file is
     not_results,
     read_output,
 )
+from graph.clip_stamp import stamp_of
 from graph.settings import BackboneSettings, TraceDurability
 from tools.jsonl import strict_dumps
 
@@ -167,15 +168,15 @@ def other_scorer(output: Output, scorer: dict[str, Any]) -> str | None:
 
 
 def clip_stamp(path: str) -> dict[str, int] | None:
-    """What a row records of its clip when its run starts ("clip": size, modification time in ns, and the file's
-    inode and device), None when it cannot be read; `graph.batch_retry` retries a video fault once the clip's size or
-    modification time differ from it (`stamp_unchanged`), `graph.batch_moved` takes a row for a clip only of the very
-    file (`same_file`)."""
+    """What a row records of its clip when its run starts ("clip": size, modification time in ns as a run's state
+    stamps them, `graph.clip_stamp.stamp_of`, and the file's inode and device, `file_id`), None when it cannot be
+    read; `graph.batch_retry` retries a video fault once the clip's size or modification time differ from it
+    (`stamp_unchanged`), `graph.batch_moved` takes a row for a clip only of the very file (`same_file`)."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, **file_id(st)}
+    return {**stamp_of(st), **file_id(st)}
 
 
 def stamp_unchanged(recorded: Any, now: dict[str, int]) -> bool:
@@ -239,7 +240,7 @@ def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict
 
 def manifest_fields(item: dict[str, Any]) -> dict[str, Any]:
     """What the row of a bad line or a repeat line records of its manifest besides its key: "manifest_file_id", the
-    file's identity (`graph.batch_manifest.file_id`), where `item` holds it (`graph.batch_manifest` docstring)."""
+    file's identity (`graph.batch_manifest_file.file_id`), where `item` holds it (`graph.batch_manifest` docstring)."""
     found = item.get("manifest_file_id")
     return {} if found is None else {"manifest_file_id": found}
 

@@ -34,13 +34,19 @@ MTIME_SLACK_NS = 1_000
 number, a double, which rounds today's ~1.8e18 ns to 256 ns."""
 
 
+def stamp_of(st: os.stat_result) -> dict[str, int]:
+    """{"size", "mtime_ns"} of the file `st` stats: a run's stamp of its clip, and the first fields of a batch row's
+    ("clip", `graph.batch.clip_stamp`, which adds the file's identity)."""
+    return {"size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns)}
+
+
 def clip_stamp(video: str) -> dict[str, int] | None:
-    """{"size", "mtime_ns"} of the file at `video`; None when it cannot be stat'ed."""
+    """`stamp_of` the file at `video`; None when it cannot be stat'ed."""
     try:
         st = os.stat(video)
     except (OSError, ValueError):
         return None
-    return {"size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns)}
+    return stamp_of(st)
 
 
 def _when(mtime_ns: int) -> str:
