@@ -11,11 +11,11 @@ start time and how to finish it). Building the page from every row of results.js
 manifests (the file keeps the rows of earlier ones), and building it from the unfinished run's scope would
 show a partial table as if it were one. A started.json that is no JSON object (a hand edit) is no record: the
 page says nothing of it, as for a folder written before runs were recorded. One that cannot be opened (a folder of that
-name, a FIFO, no read permission) is no hand edit: `RunRecordError` names it. So does a summary.json that cannot be
-read in any way: taken for no summary, it made the run it records a run "not finished", a claim about a file that was
-never read. `raa eval report` reads summary.json once, with its own checks (`evals.report_index.read_summary`), and
-passes that object here (`unfinished`); `unfinished_run` reads both files itself. A FIFO of either name blocked the
-reader forever; it is refused too (`tools.jsonl.read_bytes`).
+name, a FIFO, no read permission) is no hand edit: `RunRecordError` names it (a FIFO blocked the reader forever,
+`tools.jsonl.read_bytes`). summary.json is not read here: `raa eval report` reads it once, with its own checks
+(`evals.report_index.read_summary`, whose `SummaryError` names one that cannot be read in any way: taken for no
+summary, it made the run it records a run "not finished", a claim about a file that was never read), and passes that
+object here (`unfinished`).
 
 A record's manifest is an absolute path; records written before it was hold the path as it was given, relative to the
 folder the run started in, which no record holds: `raa eval report` run from another folder named a wrong path (in the
@@ -50,7 +50,7 @@ RUN_FILES = (STARTED, TABLE_MD, TABLE_CSV, SUMMARY)
 
 
 class RunRecordError(ValueError):
-    """DIR/started.json or DIR/summary.json cannot be read (module docstring); the message names the file."""
+    """DIR/started.json cannot be opened (module docstring); the message names the file."""
 
 
 def _now() -> str:
@@ -69,22 +69,18 @@ def finished_fields(started: dict[str, Any]) -> dict[str, Any]:
             "finished": _now()}
 
 
-def _read(path: Path, *, edits: bool) -> dict[str, Any] | None:
-    """The JSON object of run record `path`; None without the file. `RunRecordError` naming it when it cannot be
-    opened or read; with `edits`, a file that is no JSON object (a hand edit) is None, else refused too."""
+def _read(path: Path) -> dict[str, Any] | None:
+    """The JSON object of run record `path`; None without the file or for one that is no JSON object (a hand edit).
+    `RunRecordError` naming it when it cannot be opened or read."""
     try:
         value = parsed_file(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise RunRecordError(f"{path} cannot be read ({exc.strerror or exc}); {_WAYS}") from None
-    except json.JSONDecodeError as exc:
-        if edits:
-            return None
-        raise RunRecordError(f"{path} is not valid JSON ({exc}); {_WAYS}") from None
-    if isinstance(value, dict) or edits:
-        return value if isinstance(value, dict) else None
-    raise RunRecordError(f"{path} must hold a JSON object, got {type(value).__name__}; {_WAYS}")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 _WAYS = "move it away or delete it (`raa eval reward` writes it anew), or rerun `raa eval reward`"
@@ -93,7 +89,7 @@ _WAYS = "move it away or delete it (`raa eval reward` writes it anew), or rerun 
 def started_run(out: Path) -> dict[str, Any] | None:
     """DIR's started.json when it records a run (its run id a string); None otherwise (no record, a hand-edited one).
     `RunRecordError` naming it when it cannot be opened (module docstring)."""
-    started = _read(out / STARTED, edits=True)
+    started = _read(out / STARTED)
     return started if started is not None and isinstance(started.get("run"), str) else None
 
 
@@ -104,13 +100,6 @@ def unfinished(started: dict[str, Any] | None, summary: dict[str, Any] | None) -
     if started is None:
         return None
     return None if (summary or {}).get("run") == started["run"] else started
-
-
-def unfinished_run(out: Path) -> dict[str, Any] | None:
-    """`unfinished` of DIR's started.json and summary.json, read here; summary.json is read only for a started run.
-    `RunRecordError` naming a record that cannot be read (module docstring)."""
-    started = started_run(out)
-    return None if started is None else unfinished(started, _read(out / SUMMARY, edits=False))
 
 
 def run_manifest(record: dict[str, Any], folder: Path | None = None) -> str | None:

@@ -179,17 +179,11 @@ class Scope(NamedTuple):
     summary: dict[str, Any]
 
 
-def read_scope(summary: Path) -> Scope | None:
-    """The `Scope` of the last `raa eval reward` run from its summary.json, read once; None when the file is
-    absent or names no clips (older runs). Raises `SummaryError` naming the file when it is unreadable (a folder of
-    that name or a file without read permission included)."""
-    return scope_of(read_summary(summary), summary)
-
-
 def read_summary(summary: Path) -> dict[str, Any] | None:
-    """summary.json's object (`read_scope`'s checks of the file and its ``schema_version``); None without the file.
-    `raa eval report` reads it here once: its scope (`scope_of`) and whether a newer run has not finished
-    (`evals.eval_runs.unfinished`) both come from this object."""
+    """summary.json's object, read once; None without the file. `SummaryError` naming the file when it cannot be read
+    (a folder of that name, a FIFO, no read permission, not UTF-8 JSON, no object) or its ``schema_version`` is not
+    one this raa reads (module docstring). `raa eval report` reads it here only: its scope (`scope_of`) and whether a
+    newer run has not finished (`evals.eval_runs.unfinished`) both come from this object."""
     try:
         scope = parsed_file(summary)
     except FileNotFoundError:

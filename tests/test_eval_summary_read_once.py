@@ -1,7 +1,7 @@
 """`raa eval report` reads an evaluation folder's summary.json once (`evals.report_index.read_summary`): its scope
-and the note of a newer run that has not finished both come from that one object. It was read twice (`read_scope`,
-then `evals.eval_runs.unfinished_run` again), each read with its own error handling, and two reads may see two
-files."""
+and the note of a newer run that has not finished both come from that one object. It was read twice (for the scope,
+then again for the note, by two readers since removed), each read with its own error handling, and two reads may see
+two files."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import evals.eval_cli as eval_cli
-from evals.report_index import SummaryError, read_scope
+from evals.report_index import SummaryError, read_summary, scope_of
 
 runner = CliRunner()
 
@@ -28,7 +28,7 @@ def test_a_summary_that_is_a_folder_is_named(tmp_path):
     ev = _folder(tmp_path)
     (ev / "summary.json").mkdir()
     with pytest.raises(SummaryError, match=r"summary\.json cannot be read"):
-        read_scope(ev / "summary.json")
+        read_summary(ev / "summary.json")
     result = runner.invoke(eval_cli.eval_app, ["report", str(ev), "--traces", str(tmp_path / "none.sqlite")])
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
@@ -62,8 +62,10 @@ def test_a_summary_that_raises_on_reading_is_named(tmp_path, monkeypatch):
     summary.write_text("{}")
     monkeypatch.setattr(evals.report_index, "parsed_file", refused)
     with pytest.raises(SummaryError, match=rf"{summary} cannot be read \(Permission denied\)"):
-        read_scope(summary)
+        read_summary(summary)
 
 
 def test_a_missing_summary_is_still_no_scope(tmp_path):
-    assert read_scope(_folder(tmp_path) / "summary.json") is None
+    summary = _folder(tmp_path) / "summary.json"
+    assert read_summary(summary) is None
+    assert scope_of(read_summary(summary), summary) is None

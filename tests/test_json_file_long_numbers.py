@@ -47,21 +47,25 @@ def test_export_json_with_a_too_long_number_is_an_export_error(tmp_path):
 
 
 def test_a_summary_with_a_too_long_number_is_a_summary_error(tmp_path):
-    from evals.report_index import SummaryError, read_scope
+    from evals.report_index import SummaryError, read_summary
 
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({"presets": ["full"], "paths": ["a.mp4"]})[:-1] + ', "clips": ' + LONG + "}")
     with pytest.raises(SummaryError, match=rf"^{summary} is not valid JSON \(a number of more than"):
-        read_scope(summary)
+        read_summary(summary)
 
 
 def test_a_started_record_with_a_too_long_number_is_no_record(tmp_path):
-    from evals.eval_runs import STARTED, unfinished_run
+    from evals.eval_runs import STARTED, SUMMARY, started_run, unfinished
+    from evals.report_index import read_summary
+
+    def _unfinished(out):  # as `raa eval report` asks it (summary.json read once, `write_eval_index`)
+        return unfinished(started_run(out), read_summary(out / SUMMARY))
 
     (tmp_path / STARTED).write_text(json.dumps({"run": "abc", "manifest": "m.jsonl"})[:-1] + ', "clips": ' + LONG + "}")
-    assert unfinished_run(tmp_path) is None
+    assert _unfinished(tmp_path) is None
     (tmp_path / STARTED).write_text(json.dumps({"run": "abc", "manifest": "m.jsonl", "clips": 1}))
-    assert unfinished_run(tmp_path) is not None  # the same record, readable, is a run not finished
+    assert _unfinished(tmp_path) is not None  # the same record, readable, is a run not finished
 
 
 def test_generate_json_that_is_not_utf8_is_read_as_no_settings(tmp_path):

@@ -88,10 +88,10 @@ def test_a_judge_verdict_that_is_no_boolean_is_named_not_ticked(reasonable, show
 def test_the_scope_carries_the_summary_it_was_read_from(tmp_path):
     """summary.json was read twice, once for the scope and again for the run's manifest (the rerun command): a run
     finishing in between gave the page one run's clips and another's command. The scope now carries the summary."""
-    from evals.report_index import read_scope
+    from evals.report_index import read_summary, scope_of
 
     summary = tmp_path / "summary.json"
     written = {"manifest": "m.jsonl", "presets": ["full"], "paths": ["a.mp4"], "clips": 1}
     summary.write_text(json.dumps(written))
-    scope = read_scope(summary)
+    scope = scope_of(read_summary(summary), summary)
     assert scope is not None and scope.paths == {"a.mp4"} and scope.presets == {"full"} and scope.summary == written
