@@ -288,3 +288,20 @@ def test_a_frame_fed_before_a_seek_is_no_frame_of_the_decode_after_it(tmp_path, 
     bad, plain = _hashed_clip(tmp_path, [packet])
     with VideoReader(bad) as reader:
         assert np.array_equal(reader.read(wanted), plain[wanted])
+
+
+@pytest.mark.parametrize("threads", [4, 6, 8])
+def test_a_packet_failed_unseen_before_a_seek_leaves_no_damaged_frame_after_it(tmp_path, monkeypatch, watchdog,
+                                                                                threads):
+    """The x265 clip without B-frames, packet 13 (frame 13, the P-frame after keyframe 12) failing its hash, read
+    [10, 13] by seeks with 4-8 frame threads: the decode from keyframe 0 fed packets past 12 and 13 to settle frame 10;
+    packet 13's failure, in flight, was never told (the seek's flush dropped it), but the decoder's checks lapsed with
+    it, and after the seek to keyframe 12 the same decoder gave the damaged frame 13 with no error: handed out as
+    good. (Before frames of earlier decodes were dropped, one of them, misread as this decode's, failed the read by
+    chance.) Frame 13 must fail; frame 10 alone reads as in the clean clip."""
+    frame_threaded_reads(monkeypatch, threads)
+    bad, plain = _hashed_clip(tmp_path, [13], ":bframes=0")
+    with VideoReader(bad) as reader:
+        with pytest.raises(VideoDecodeError, match="frame 13 of 40"):
+            reader.read([10, 13])
+        assert np.array_equal(reader.read([10]), plain[[10]])

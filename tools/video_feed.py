@@ -52,9 +52,14 @@ def fresh_decoder(ctx: VideoCodecContext) -> VideoCodecContext:
 class Lapse:
     """Whether a stream's own decoder (``stream.codec_context``) failed a packet in ``HASH_CHECKED``, its checks lapsed
     for good (a flush, a seek's, does not bring them back): kept over the ``frames_fed`` calls of one read (a seek
-    between them), each of which then decodes on a fresh decoder from its first keyframe."""
+    between them), each of which then decodes on a fresh decoder from its first keyframe. So does one that, frame-threaded,
+    was left (a seek) with packets fed whose frames had not come out (``in_flight``): one of them may have failed, its
+    error dropped by the seek's flush, and the checks lapsed with it (packet 13 damaged, a read of [10, 13]: the decode
+    from keyframe 0 fed it to settle frame 10, and after the seek to 12 the same decoder gave its frame 13 with no
+    error)."""
 
     lapsed: bool = False
+    in_flight: bool = False
 
 
 _Tagged = tuple[av.Packet, int, int, bool]
@@ -141,7 +146,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     lag = ErrorLag(ctx)
     decode = object()  # this call's decode, in each packet's tag: a frame of an earlier one (before a seek) is dropped
     # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
-    renew = lapse is not None and lapse.lapsed
+    renew = lapse is not None and (lapse.lapsed or lapse.in_flight)
     # with frame threads, from the keyframe a fresh decoder starts at: its tag, and the packets fed since (to feed the
     # fresh one once the old one gave every frame of the packets before it: `_Handover`)
     handover: _Handover | None = None
@@ -224,6 +229,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                 unseen.difference_update([tag, *(t for t in unseen if t < tag - DROP_HORIZON)])
                 if handover is not None:
                     handover.waits.discard(tag)
+        if hands_over and lapse is not None and ctx is stream.codec_context:  # (as it stands if the decode is left)
+            lapse.in_flight = bool(unseen)
         return frames
 
     def feed(item: _Tagged) -> Iterator[tuple[av.VideoFrame, int]]:
