@@ -62,7 +62,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch_manifest_file import file_id
+from graph.batch_manifest_file import file_id, manifest_folder_id
 from tools.file_kinds import read_file
 from tools.jsonl import parsed_line, strict_dumps
 
@@ -170,11 +170,12 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
     skipped. An item's `path` is the row's own string joined to the manifest's folder (symlinks not
     followed: what its output row names), `resolved` that path resolved (what its `key` is of), `written` the row's
     own string, `manifest_file` the manifest's resolved path (`repeat_key`) and `manifest_file_id` the `file_id` of the
-    file read (module docstring). Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
+    file read, `manifest_folder_id` of its folder (module docstring). Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
     NUL byte), is a bad line like one that is not JSON."""
     base = manifest.resolve().parent
     items, comments, source = [], [], str(manifest.resolve())
     lines, identity = _lines(manifest)
+    folder = manifest_folder_id(source)  # where a repeat row's name leads into (graph.batch_manifest_file)
     for number, raw in lines:
         if _comment(raw):
             comments.append(number)
@@ -214,7 +215,7 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
         items.append({"key": key, "line": number, "path": shown, "resolved": resolved, "written": path,
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra, "error": error,
                       "object": is_object, "array": line.lstrip().startswith("["), "manifest_file": source,
-                      "manifest_file_id": identity})
+                      "manifest_file_id": identity, "manifest_folder_id": folder})
     return items, comments
 
 

@@ -2,7 +2,8 @@
 
 Row format: the row of a bad manifest line (`graph.batch.write_bad_lines`) and the row of a line repeating an
 earlier line's clip and instruction (`graph.batch.write_repeats`) record "manifest_file_id": {"ino", "dev"} of the
-manifest file the run read (`file_id`, the fields a clip's "clip" stamp records of the clip, `graph.batch.clip_stamp`).
+manifest file the run read and "manifest_folder_id" of the folder it lies in (`file_id`, the fields a clip's "clip"
+stamp records of the clip, `graph.batch.clip_stamp`).
 Rows of a line scored on its own record none: their key is of the clip, not of the manifest.
 
 Why: such rows are known as this manifest's by a name (a bad line's key is of the manifest's resolved path; a repeat
@@ -20,9 +21,12 @@ How a row is read (`same_manifest_file`; `graph.batch_resume.stale_rows`, `graph
   link from elsewhere): this manifest's; a bad line's row of this preset and draw goes and is written again under
   the manifest's present name, a repeat row is judged as this manifest's.
 - recording none (written before rows did): read by its names as before, since nothing tells it apart.
-A manifest moved through a link and then saved by a rename is another file for its rows written before: their bad
-lines' rows stay beside the new ones (no reward in them), their repeat rows are this manifest's where they hold one of
-its repeat lines as it is now, else another manifest's (kept; `graph.batch_repeat_rows.recorded_manifest`). So is a
+A manifest moved through a link and then saved by a rename is another file for its rows written before: they are
+this manifest's where they record the folder the name leads into now ("manifest_folder_id": a folder moved keeps its
+inode, a link re-pointed at another folder leads into another one; a save by a rename stays in its folder), else
+its bad lines' rows stay beside the new ones (no reward in them; `graph.batch_resume.stale_rows`), its repeat rows
+are this manifest's where they hold one of its repeat lines as it is now, else another manifest's (kept;
+`graph.batch_repeat_rows.recorded_manifest`). So is a
 manifest whose device number changed between runs (a reboot or remount; an overlay or NFS mount numbers its device
 when mounted). An inode reused by a manifest made after the recorded one was deleted reads as that manifest,
 for a bad line's row; a repeat row whose recorded name is a manifest file's own name now (no link on the way) is that
@@ -51,11 +55,21 @@ def manifest_file_id(manifest: Path | str) -> dict[str, int] | None:
         return None
 
 
-def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None) -> bool | None:
-    """Whether the manifest file a row of a bad or repeat line records ("manifest_file_id") is the file `now`
-    (`manifest_file_id`): None when the row records none (written before rows did: not known), False when `now` is
-    None (the manifest cannot be stat'ed: not known to be it)."""
-    recorded = row.get("manifest_file_id")
+def manifest_folder_id(manifest: Path | str) -> dict[str, int] | None:
+    """`file_id` of the folder the file `manifest` names now lies in (symlinks followed), None when it cannot be
+    stat'ed: what a row records as "manifest_folder_id" (module docstring)."""
+    try:
+        return file_id(os.stat(os.path.dirname(os.path.realpath(manifest))))
+    except (OSError, ValueError):
+        return None
+
+
+def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None,
+                       field: str = "manifest_file_id") -> bool | None:
+    """Whether the manifest file a row of a bad or repeat line records ("manifest_file_id"; its folder with `field`
+    "manifest_folder_id") is the file `now` (`manifest_file_id`, `manifest_folder_id`): None when the row records none
+    (written before rows did: not known), False when `now` is None (cannot be stat'ed: not known to be it)."""
+    recorded = row.get(field)
     if not isinstance(recorded, dict) or not all(isinstance(recorded.get(k), int) for k in ("ino", "dev")):
         return None
     return now is not None and all(recorded[k] == now[k] for k in ("ino", "dev"))

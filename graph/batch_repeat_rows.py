@@ -39,7 +39,7 @@ from typing import Any
 
 from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows, manifest_fields
 from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
-from graph.batch_manifest_file import manifest_file_id, same_manifest_file
+from graph.batch_manifest_file import manifest_file_id, manifest_folder_id, same_manifest_file
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
@@ -102,11 +102,13 @@ def recorded_manifest(manifest: str,
     another manifest when the row was written (a link re-pointed), "other" while a file is there, None when none is.
     A name that is another manifest's own (`_own_name`) is that manifest's even when the row records this file: an
     inode freed by that manifest's save by a rename and given to this one (`cp a.jsonl b.jsonl`) took its rows.
-    A row recording another file under a name leading here now is "this" all the same when it holds one of `lines`
+    A row recording another file under a name leading here now is "this" all the same when it records the folder that
+    name leads into now ("manifest_folder_id": the folder moved, the link left at its old name) or holds one of `lines`
     (`repeat_lines`: this manifest's repeat lines as they are now, at their line, clip and fields): a manifest moved
     with a link left at its old name and then saved by a rename is another file for its rows written before; taken
-    for another's, they stayed beside the ones this run wrote under the new name, each id twice for good. A link
-    re-pointed at a manifest holding the very line written the same is not told apart: that row goes, as it did
+    for another's, they stayed beside the ones this run wrote under the new name, each id twice for good (for a row
+    recording no folder, one of a line edited or deleted since still does). A link re-pointed at a manifest holding
+    the very line written the same, or at another file of the same folder, is not told apart: that row goes, as it did
     before rows recorded files, and is written again by its own manifest's next run."""
     found: dict[str, str | None] = {manifest: "this"}
     identity = manifest_file_id(manifest)
@@ -121,8 +123,9 @@ def recorded_manifest(manifest: str,
         if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.isfile(recorded)
                                else "this" if _same_file(recorded, manifest) else "other")
-        if same is False and found[recorded] == "this":
-            return "this" if _line_fields(row) in lines else "other"
+        if same is False and found[recorded] == "this":  # a folder moved with a link left, or a link re-pointed
+            moved = same_manifest_file(row, manifest_folder_id(recorded), "manifest_folder_id")
+            return "this" if moved or _line_fields(row) in lines else "other"
         return found[recorded]
 
     return whose

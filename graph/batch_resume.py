@@ -58,7 +58,7 @@ from graph.batch import (
     stamp_unchanged,
 )
 from graph.batch_manifest import given_bad_line_key, given_names
-from graph.batch_manifest_file import manifest_file_id, same_manifest_file
+from graph.batch_manifest_file import manifest_file_id, manifest_folder_id, same_manifest_file
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
@@ -93,7 +93,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     now: dict[str, dict[str, int] | None] = {}
     bad_keys: dict[str, tuple[str, set[str]]] = {}  # per line number: its bad line's keys, once (a resolve, digests)
     names = given_names(manifest, cwd)  # a link left at the old name of a manifest moved, maybe the shell's way in
-    identity = manifest_file_id(manifest)
+    identity, folder = manifest_file_id(manifest), manifest_folder_id(manifest)
 
     def bad_key(line: int) -> tuple[str, set[str]]:  # of the resolved name; of the names it was run by
         if (shown := repr(line)) not in bad_keys:  # as written: a hand-edited `true` is not line 1
@@ -107,6 +107,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return True
         if (same := same_manifest_file(row, identity)) is None:  # written before rows recorded the file
             return row.get("key") in given
+        if same is False and row.get("key") in given:  # saved by a rename since: ours in our folder (moved, a link left)
+            return bool(same_manifest_file(row, folder, "manifest_folder_id"))
         return same and row.get("preset") == preset and row.get("draw", 0) == draw
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record

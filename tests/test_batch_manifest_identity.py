@@ -186,3 +186,42 @@ def test_a_manifest_saved_by_a_rename_in_place_reads_as_before(monkeypatch, tmp_
     save(lines)  # the bad line deleted: its row goes
     _run(monkeypatch, tmp_path / "day", out, shell=tmp_path / "link")
     assert sorted(r["manifest"].get("id", "") for r in _rows(out)) == ["a1", "a2"], _rows(out)
+
+
+def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_with_a_line_changed_keeps_one_row(monkeypatch,
+                                                                                                    tmp_path):
+    """As above, but the save also adds a field to the repeat line (a2 given a "condition"): the old row, recording
+    day/m.jsonl and the old inode, holds no line of the manifest as it is now."""
+    _scripted(monkeypatch, tmp_path)
+    square_clips(tmp_path, 1)
+    clip = str(tmp_path / "c0.mp4")
+    lines = [{"path": clip, "instruction": TASK, "id": i} for i in ("a1", "a2")]
+    (tmp_path / "day").mkdir()
+    _write(tmp_path / "day" / "m.jsonl", lines)
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    (tmp_path / "day").rename(tmp_path / "day1")
+    (tmp_path / "day").symlink_to(tmp_path / "day1", target_is_directory=True)
+    _write(tmp_path / "day1" / "new.jsonl", [lines[0], {**lines[1], "condition": "x"}])
+    (tmp_path / "day1" / "new.jsonl").replace(tmp_path / "day1" / "m.jsonl")  # saved by a rename: a new inode
+    for _ in range(2):
+        _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
+        rows = _rows(out)
+        assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2"], rows
+
+
+def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_keeps_one_bad_line_row(monkeypatch, tmp_path):
+    """mv day day1; ln -s day1 day; day1/m.jsonl saved by a rename (a new inode), its line still bad; run through the
+    link: the bad line's row keyed by day/m.jsonl, recording the old inode, stayed beside the new one for good."""
+    _scripted(monkeypatch, tmp_path)
+    (tmp_path / "day").mkdir()
+    (tmp_path / "day" / "m.jsonl").write_text("{not json\n")
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    (tmp_path / "day").rename(tmp_path / "day1")
+    (tmp_path / "day").symlink_to(tmp_path / "day1", target_is_directory=True)
+    (tmp_path / "day1" / "new.jsonl").write_text("{still not json\n")
+    (tmp_path / "day1" / "new.jsonl").replace(tmp_path / "day1" / "m.jsonl")  # saved by a rename: a new inode
+    for _ in range(2):
+        _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
+        assert len(_rows(out)) == 1, _rows(out)
