@@ -270,7 +270,7 @@ def test_an_unreadable_manifest_or_unwritable_output_is_a_clear_error(monkeypatc
     blocker.write_text("x")
     res = runner.invoke(app, [*args[:3], str(blocker / "out.jsonl"), *args[4:]])
     assert res.exit_code == 2 and "cannot write --out" in res.output, res.output
-    monkeypatch.setattr("graph.batch_manifest.Path.read_bytes", lambda self: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    monkeypatch.setattr("graph.batch_manifest.read_file", lambda path: (_ for _ in ()).throw(PermissionError(13, "denied")))
     res = runner.invoke(app, args)
     assert res.exit_code == 2 and "cannot read manifest" in res.output and "denied" in res.output, res.output
 
