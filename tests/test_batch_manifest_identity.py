@@ -33,6 +33,20 @@ def _repoint(tmp_path: Path, lines: list[str]) -> None:
     (tmp_path / "day").symlink_to(tmp_path / "day2", target_is_directory=True)
 
 
+def _moved_then_saved(monkeypatch, tmp_path: Path, first: list, saved: list) -> Path:
+    """day/m.jsonl made of `first` and run; mv day day1; ln -s day1 day; day1/m.jsonl saved by a rename (a new inode)
+    as `saved`. The output file."""
+    (tmp_path / "day").mkdir()
+    _write(tmp_path / "day" / "m.jsonl", first)
+    out = tmp_path / "out.jsonl"
+    _run(monkeypatch, tmp_path / "day", out)
+    (tmp_path / "day").rename(tmp_path / "day1")
+    (tmp_path / "day").symlink_to(tmp_path / "day1", target_is_directory=True)
+    _write(tmp_path / "day1" / "new.jsonl", saved)
+    (tmp_path / "day1" / "new.jsonl").replace(tmp_path / "day1" / "m.jsonl")  # saved by a rename: a new inode
+    return out
+
+
 def test_a_link_re_pointed_to_another_manifest_keeps_the_old_ones_bad_line_row(monkeypatch, tmp_path):
     _scripted(monkeypatch, tmp_path)
     (tmp_path / "day").mkdir()
@@ -143,14 +157,7 @@ def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_keeps_one_repea
     square_clips(tmp_path, 1)
     clip = str(tmp_path / "c0.mp4")
     lines = [{"path": clip, "instruction": TASK, "id": i} for i in ("a1", "a2")]
-    (tmp_path / "day").mkdir()
-    _write(tmp_path / "day" / "m.jsonl", lines)
-    out = tmp_path / "out.jsonl"
-    _run(monkeypatch, tmp_path / "day", out)
-    (tmp_path / "day").rename(tmp_path / "day1")
-    (tmp_path / "day").symlink_to(tmp_path / "day1", target_is_directory=True)
-    _write(tmp_path / "day1" / "new.jsonl", lines)
-    (tmp_path / "day1" / "new.jsonl").replace(tmp_path / "day1" / "m.jsonl")  # saved by a rename: a new inode
+    out = _moved_then_saved(monkeypatch, tmp_path, lines, lines)
     for _ in range(2):
         _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
         rows = _rows(out)
@@ -196,14 +203,7 @@ def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_with_a_line_cha
     square_clips(tmp_path, 1)
     clip = str(tmp_path / "c0.mp4")
     lines = [{"path": clip, "instruction": TASK, "id": i} for i in ("a1", "a2")]
-    (tmp_path / "day").mkdir()
-    _write(tmp_path / "day" / "m.jsonl", lines)
-    out = tmp_path / "out.jsonl"
-    _run(monkeypatch, tmp_path / "day", out)
-    (tmp_path / "day").rename(tmp_path / "day1")
-    (tmp_path / "day").symlink_to(tmp_path / "day1", target_is_directory=True)
-    _write(tmp_path / "day1" / "new.jsonl", [lines[0], {**lines[1], "condition": "x"}])
-    (tmp_path / "day1" / "new.jsonl").replace(tmp_path / "day1" / "m.jsonl")  # saved by a rename: a new inode
+    out = _moved_then_saved(monkeypatch, tmp_path, lines, [lines[0], {**lines[1], "condition": "x"}])
     for _ in range(2):
         _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
         rows = _rows(out)
@@ -214,14 +214,7 @@ def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_keeps_one_bad_l
     """mv day day1; ln -s day1 day; day1/m.jsonl saved by a rename (a new inode), its line still bad; run through the
     link: the bad line's row keyed by day/m.jsonl, recording the old inode, stayed beside the new one for good."""
     _scripted(monkeypatch, tmp_path)
-    (tmp_path / "day").mkdir()
-    (tmp_path / "day" / "m.jsonl").write_text("{not json\n")
-    out = tmp_path / "out.jsonl"
-    _run(monkeypatch, tmp_path / "day", out)
-    (tmp_path / "day").rename(tmp_path / "day1")
-    (tmp_path / "day").symlink_to(tmp_path / "day1", target_is_directory=True)
-    (tmp_path / "day1" / "new.jsonl").write_text("{still not json\n")
-    (tmp_path / "day1" / "new.jsonl").replace(tmp_path / "day1" / "m.jsonl")  # saved by a rename: a new inode
+    out = _moved_then_saved(monkeypatch, tmp_path, ["{not json"], ["{still not json"])
     for _ in range(2):
         _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
         assert len(_rows(out)) == 1, _rows(out)
