@@ -5,26 +5,18 @@ one that is not UTF-8, then read it again to parse its lines; a results file gro
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from evals.result_rows import ManifestError, results_lines
+from tests.path_calls import calls_on
 
 
 def test_results_jsonl_is_opened_once(tmp_path, monkeypatch):
     results = tmp_path / "results.jsonl"
     row = {"path": "/a.mp4", "preset": "full", "label": "failure", "reward": 0.9, "status": "scored"}
     results.write_text(json.dumps(row) + "\n" + "not json\n")
-    opened = []
-    real_open = os.open
-
-    def counting(path, *args, **kwargs):
-        if os.fspath(path) == str(results):
-            opened.append(path)
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", counting)
+    opened = calls_on(monkeypatch, "open", results)
     lines, skipped = results_lines(results)
     monkeypatch.undo()
     assert lines == {("/a.mp4", "full"): (f"{results}:1", row)}
@@ -44,15 +36,7 @@ def test_a_results_path_that_is_no_file_is_looked_at_once(tmp_path, monkeypatch)
     (`tools.file_kinds.kind_at`), not `exists` and then `is_file`."""
     results = tmp_path / "results.jsonl"
     results.mkdir()
-    looks = []
-    real_stat = os.stat
-
-    def counting(path, *args, **kwargs):
-        if os.fspath(path) == str(results):
-            looks.append(path)
-        return real_stat(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", counting)
+    looks = calls_on(monkeypatch, "stat", results)
     with pytest.raises(ManifestError, match=rf"^{results} is not a file: results are written there"):
         results_lines(results)
     monkeypatch.undo()

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from evals.batch_rows import results_file_problem
+from tests.path_calls import calls_on
 from tools.file_kinds import missing_file
 
 CHECKS = [(lambda path: missing_file(path, "manifest"), {
@@ -43,15 +44,7 @@ def _make(tmp_path, what):
 @pytest.mark.parametrize("what", ["file", "fifo", "folder", "none", "dangling"])
 def test_a_path_is_looked_at_once_with_the_same_answer(tmp_path, monkeypatch, check, answers, what):
     path = _make(tmp_path, what)
-    looks = []
-    real_stat = os.stat
-
-    def counting(target, *args, **kwargs):
-        if os.fspath(target) == str(path):
-            looks.append(target)
-        return real_stat(target, *args, **kwargs)
-
-    monkeypatch.setattr(os, "stat", counting)
+    looks = calls_on(monkeypatch, "stat", path)
     answer = check(path)
     monkeypatch.undo()
     expected = answers[what]
