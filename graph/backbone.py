@@ -85,26 +85,30 @@ from typing import Any, TypeVar
 
 import openai
 from langchain_core.exceptions import ModelError, ModelRefusalError
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ValidationError
+from langchain_openai import ChatOpenAI
+from pydantic import BaseModel, SecretStr, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 # BackboneFault is re-exported: graph.backbone is its public home (graph/backbone_fault.py: shared with tool rounds)
 from graph.backbone_fault import BackboneFault as BackboneFault
 from graph.backbone_identity import BackboneIdentity
-from graph.backbone_identity import default_chat_model as default_chat_model  # re-exported: its public home
 from graph.bridge import run_sync
 from graph.cache import StageCache, encode_output, lookup, store
-from graph.completion_shape import completion_text, reply_text
+from graph.completion_shape import ShapedChatOpenAI, completion_text, reply_text
 from graph.flights import FlightFailed
 from graph.replies import CUT_HINT, FILTERED, MODEL_REFUSED
 from graph.server_words import clause_joined, quoted_words
+from graph.settings import BackboneSettings, SettingsError
 from graph.setup_rejections import Sent, sent_request, structured_parts
 from graph.tool_replies import STRUCTURED_REMEDY, unsupported
 from graph.tool_rounds import tool_round
 from graph.transport import (
+    BACKBONE_NAMES,
+    EndpointNames,
     PacedWait,
     connection_hint,
     is_timeout,
@@ -123,9 +127,31 @@ from graph.validation import InvalidReply, ReplyFault, decode_stored, excerpt, r
 _Out = TypeVar("_Out", bound=BaseModel)  # a stage output: a schema instance or an AIMessage (one too)
 
 
+def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
+    """ChatOpenAI for the endpoint (opens no connection; retries are ours): `graph.completion_shape`'s reader."""
+    if not settings.configured or settings.model is None or settings.api_key is None:  # (the last two: for mypy)
+        raise SettingsError(settings.describe_missing())
+    return ShapedChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=SecretStr(settings.api_key),
+                            timeout=settings.timeout_s, max_retries=0, temperature=settings.temperature,
+                            asked_temperature=settings.temperature, max_completion_tokens=settings.max_tokens)
+
+
 class Backbone(BackboneIdentity):
     """Structured and tool-calling backbone calls with retries, usage accounting and caching; its model, settings
     and stage keys: `graph.backbone_identity.BackboneIdentity`."""
+
+    @classmethod
+    def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
+                      cache: StageCache | None = None, setting_names: EndpointNames = BACKBONE_NAMES) -> Backbone:
+        """Backbone from settings; `model` overrides the default ChatOpenAI (`default_chat_model`; the cache key uses
+        `settings.model` as the model name and `settings.base_url` as the endpoint, unless `model` asks for others:
+        `key_of`); `setting_names`: those its caller reads, named in its faults (`raa eval world-model`'s)."""
+        chat = model if model is not None else default_chat_model(settings)
+        return cls(chat, method=settings.method, schema_retries=settings.schema_retries,
+                   max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
+                   model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url,
+                   setting_names=setting_names)
+
 
     # -- one model invocation with transport retries ---------------------------------------------
     async def invoke(self, stage: str, runnable: Runnable, messages: list[BaseMessage], usage: Usage,

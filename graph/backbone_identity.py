@@ -1,9 +1,8 @@
 """Who a backbone's calls go to and how they are keyed (DESIGN.md §3 "Backbone"): its chat model and the settings it
-calls it with, the temperature it samples at, its draw, its stage-cache keys, and the backbone built from settings.
-`graph.backbone.Backbone` is this with its calls (retries, structured outputs, tool rounds); both names are
-imported from graph.backbone, their public home.
+calls it with, the temperature it samples at, its draw and its stage-cache keys. `graph.backbone.Backbone` is this
+with its calls (retries, structured outputs, tool rounds) and its building from settings (`Backbone.from_settings`,
+`graph.backbone.default_chat_model`: kept there, where tests and users replace the default chat model).
 
-- `default_chat_model`: the ChatOpenAI the settings name (`graph.completion_shape.ShapedChatOpenAI`).
 - `BackboneIdentity.sampling` / `temperature`: what an OpenAI-family model asks its endpoint for and the
   temperature it samples at (`graph.model_request`), for the stage keys and what a run records
   (`graph.context.backbone_settings`).
@@ -20,24 +19,14 @@ from typing import Self
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable
-from langchain_openai import ChatOpenAI
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 
 from graph.cache import StageCache
 from graph.cache_keys import stage_key
-from graph.completion_shape import ShapedChatOpenAI, shaped
+from graph.completion_shape import shaped
 from graph.model_request import Requested, requested, sampling_temperature, stage_identity
-from graph.settings import BackboneSettings, SettingsError, StructuredMethod
+from graph.settings import StructuredMethod
 from graph.transport import BACKBONE_NAMES, EndpointNames
-
-
-def default_chat_model(settings: BackboneSettings) -> ChatOpenAI:
-    """ChatOpenAI for the endpoint (opens no connection; retries are ours): `graph.completion_shape`'s reader."""
-    if not settings.configured or settings.model is None or settings.api_key is None:  # (the last two: for mypy)
-        raise SettingsError(settings.describe_missing())
-    return ShapedChatOpenAI(base_url=settings.base_url, model=settings.model, api_key=SecretStr(settings.api_key),
-                            timeout=settings.timeout_s, max_retries=0, temperature=settings.temperature,
-                            asked_temperature=settings.temperature, max_completion_tokens=settings.max_tokens)
 
 
 class BackboneIdentity:
@@ -110,15 +99,3 @@ class BackboneIdentity:
                                                temperature=self._temperature, draw=self.draw)
         return stage_key(model_name=name, endpoint=endpoint, method=method, stage=stage, messages=messages,
                          params={**(params or {}), **extra} if extra else params, schema=schema, tools=tools)
-
-    @classmethod
-    def from_settings(cls, settings: BackboneSettings, *, model: BaseChatModel | None = None,
-                      cache: StageCache | None = None, setting_names: EndpointNames = BACKBONE_NAMES) -> Self:
-        """Backbone from settings; `model` overrides the default ChatOpenAI (the cache key uses `settings.model` as
-        the model name and `settings.base_url` as the endpoint, unless `model` asks for others: `key_of`);
-        `setting_names`: those its caller reads, named in its faults (`raa eval world-model`'s)."""
-        chat = model if model is not None else default_chat_model(settings)
-        return cls(chat, method=settings.method, schema_retries=settings.schema_retries,
-                   max_retries=settings.max_retries, timeout_s=settings.timeout_s, cache=cache,
-                   model_name=settings.model, temperature=settings.temperature, endpoint=settings.base_url,
-                   setting_names=setting_names)
