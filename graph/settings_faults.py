@@ -19,13 +19,12 @@ import openai
 from langchain_core.exceptions import (
     ModelAPIError,
     ModelAuthenticationError,
-    ModelError,
     ModelNotFoundError,
     ModelPermissionDeniedError,
 )
 
 from graph.server_words import server_words
-from graph.setup_rejections import Sent, rejected_request, setup_rejection
+from graph.setup_rejections import Sent, rejected_request, server_answered, setup_rejection
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.transport import EndpointNames
@@ -97,11 +96,10 @@ def no_credit(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError) and (
             exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or exc.type == _SPENT_BUDGET):
         return True
-    answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
     words = server_words(exc).lower()
     quota = _NO_QUOTA in words and (_rejected_4xx(exc) or _QUOTA_SENTENCE.search(words) is not None)
     balance = (_NO_BALANCE if _rejected_4xx(exc) else _BALANCE_SENTENCE).search(words) is not None
-    return answered and (quota or balance or _budget_words(exc, words) or
+    return server_answered(exc) and (quota or balance or _budget_words(exc, words) or
                          (rejected_request(exc) and _KEY_LIMIT.search(words) is not None))
 
 
@@ -205,8 +203,7 @@ huggingface/text-generation-inference#1427). Was "refused" for every clip (as a 
 
 def no_template(exc: BaseException) -> bool:
     """True when the server says it has no chat template for the model (`_NO_TEMPLATE`), with any error status."""
-    answered = (isinstance(exc, openai.APIStatusError) and exc.status_code >= 400) or isinstance(exc, ModelError)
-    return answered and _NO_TEMPLATE.search(server_words(exc).lower()) is not None
+    return server_answered(exc) and _NO_TEMPLATE.search(server_words(exc).lower()) is not None
 
 
 _OTHER_ROUTE = re.compile(r"only supported in v1/responses|not a chat model and thus not supported in the "

@@ -60,7 +60,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import openai
-from langchain_core.exceptions import ContextOverflowError, ModelError
+from langchain_core.exceptions import (
+    ContextOverflowError,
+    ModelConnectionError,
+    ModelError,
+    ModelRefusalError,
+    ModelTimeoutError,
+)
 
 from graph.deepseek_words import (
     DEEPSEEK_NO_JSON,
@@ -128,12 +134,28 @@ parameter ("max_tokens and max_completion_tokens cannot be set at the same time"
 answer."""
 
 
+_NOT_ANSWERED = (ModelConnectionError, ModelTimeoutError, ModelRefusalError)
+"""LangChain's `ModelError`s that are no server's answer to the request: no reply came (a connection refused, reset
+or timed out: langchain-openai raises its connection and timeout errors as these too), or the model declined (its
+own words, which may quote anything)."""
+
+
+def server_answered(exc: BaseException) -> bool:
+    """Whether `exc` is the server's error answer to the request: an error status (400 and up), or a LangChain
+    `ModelError` another chat model raised but `_NOT_ANSWERED` (whose words are the client's or the model's: read as
+    the server's, a connection error quoting "does not support tools" was a "settings" fault, never retried)."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 400
+    return isinstance(exc, ModelError) and not isinstance(exc, _NOT_ANSWERED)
+
+
 def rejected_request(exc: BaseException) -> bool:
     """Whether the server rejected the request itself: a 4xx status, or a LangChain `ModelError` another chat model
-    raised (not a reply the model declined, nor one that never came)."""
+    raised that is the server's answer (`server_answered`: not a reply the model declined, nor one that never came,
+    which it counted, langchain-openai's `OpenAIConnectionError` and `OpenAITimeoutError` too)."""
     if isinstance(exc, openai.APIStatusError):
         return 400 <= exc.status_code < 500
-    return isinstance(exc, ModelError)
+    return server_answered(exc)
 
 
 def limit_kind(exc: BaseException) -> Literal["body", "images", "context", "max_tokens"] | None:
