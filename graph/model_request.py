@@ -90,8 +90,10 @@ def number(value: Any, kind: type, as_type: type) -> Any:
 def sampling_temperature(request: Requested | None, given: float | None) -> float | None:
     """The temperature a model samples at, for its stage keys (`stage_identity`) and what a run records
     (`graph.backbone.Backbone.temperature`): an OpenAI-family model's own (`request`, from `requested`: what it
-    sends, None for none, the server's default), else `given`, the backbone's (another chat model's is not known)."""
-    return given if request is None else request.temperature
+    sends, None for none, the server's default), else `given`, the backbone's (another chat model's is not known), as
+    a float (`number`), as the OpenAI family's and the run's record are: an int given keyed "1" where 1.0 keyed "1.0",
+    while the resume guard took both for the same run (recorded 1.0), so a run resumed at 1.0 asked the model again."""
+    return number(given, Real, float) if request is None else request.temperature
 
 
 def stage_identity(model: BaseChatModel, *, model_name: str, endpoint: str | None, temperature: float,
