@@ -1,7 +1,8 @@
 """The words of a failed model call that its fault quotes and the matchers read (graph.setup_rejections,
 graph.settings_faults; DESIGN.md §3 "Faults"): `server_words` reads what the server said in its reply, masks a
 credential in it, and reads a web page as its title; `quoted_words` is what a fault's one-line reason quotes of them,
-and `clause_joined` adds a clause to such a quote.
+and `clause_joined` adds a clause to such a quote. `server_answered` says whether an error is the server's answer at
+all (not a failed connection, nor the model's own refusal).
 Moved out of graph/setup_rejections.py, which re-exports `server_words`.
 """
 
@@ -12,6 +13,21 @@ import re
 from collections.abc import Mapping
 
 import openai
+from langchain_core.exceptions import ModelConnectionError, ModelError, ModelRefusalError, ModelTimeoutError
+
+_NOT_ANSWERED = (ModelConnectionError, ModelTimeoutError, ModelRefusalError)
+"""LangChain's `ModelError`s that are no server's answer to the request: no reply came (a connection refused, reset
+or timed out: langchain-openai raises its connection and timeout errors as these too), or the model declined (its
+own words, which may quote anything)."""
+
+
+def server_answered(exc: BaseException) -> bool:
+    """Whether `exc` is the server's error answer to the request: an error status (400 and up), or a LangChain
+    `ModelError` another chat model raised but `_NOT_ANSWERED` (whose words are the client's or the model's: read as
+    the server's, a connection error quoting "does not support tools" was a "settings" fault, never retried)."""
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code >= 400
+    return isinstance(exc, ModelError) and not isinstance(exc, _NOT_ANSWERED)
 
 
 def server_words(exc: BaseException) -> str:

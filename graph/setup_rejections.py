@@ -60,13 +60,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import openai
-from langchain_core.exceptions import (
-    ContextOverflowError,
-    ModelConnectionError,
-    ModelError,
-    ModelRefusalError,
-    ModelTimeoutError,
-)
+from langchain_core.exceptions import ContextOverflowError
 
 from graph.deepseek_words import (
     DEEPSEEK_NO_JSON,
@@ -78,6 +72,7 @@ from graph.deepseek_words import (
 )
 
 # re-exported: its home before graph/server_words.py
+from graph.server_words import server_answered
 from graph.server_words import server_words as server_words
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -132,21 +127,6 @@ above maximum value, expected a value <= N, but got M instead." (or `max_tokens`
 their users quote them: Gitlawb/openclaude#331, langgenius/dify#14376), not its other invalid values of that
 parameter ("max_tokens and max_completion_tokens cannot be set at the same time"). Was "refused", every clip's
 answer."""
-
-
-_NOT_ANSWERED = (ModelConnectionError, ModelTimeoutError, ModelRefusalError)
-"""LangChain's `ModelError`s that are no server's answer to the request: no reply came (a connection refused, reset
-or timed out: langchain-openai raises its connection and timeout errors as these too), or the model declined (its
-own words, which may quote anything)."""
-
-
-def server_answered(exc: BaseException) -> bool:
-    """Whether `exc` is the server's error answer to the request: an error status (400 and up), or a LangChain
-    `ModelError` another chat model raised but `_NOT_ANSWERED` (whose words are the client's or the model's: read as
-    the server's, a connection error quoting "does not support tools" was a "settings" fault, never retried)."""
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code >= 400
-    return isinstance(exc, ModelError) and not isinstance(exc, _NOT_ANSWERED)
 
 
 def rejected_request(exc: BaseException) -> bool:
