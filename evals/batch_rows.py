@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evals.table_rows import MAX_FLOAT, finite, row_faults
-from tools.file_kinds import NOTHING, kind_at
+from tools.file_kinds import missing_file
 from tools.jsonl import LineError, SkippedLine, skipped_listing
 
 
@@ -38,13 +38,9 @@ def shown_preset(preset: str) -> str:
 
 def results_file_problem(path: Path) -> str | None:
     """Why `path` cannot be read as a results file (missing; a folder, a FIFO: what is there, named from its stat,
-    `tools.file_kinds.kind_at`); None when it is a file. Shared with `evals.draws`."""
-    kind = kind_at(path)
-    if kind is None:
-        return None
-    if kind == NOTHING:
-        return f"results file not found: {path}"
-    return f"{path} is {kind}, not a results file (give the file `raa score-batch --out` wrote)"
+    `tools.file_kinds.missing_file`); None when it is a file. Shared with `evals.draws`."""
+    return missing_file(path, "results file",
+                        lambda kind: f"{path} is {kind}, not a results file (give the file `raa score-batch --out` wrote)")
 
 
 def score_batch_row(where: str, row: Any) -> dict[str, Any]:

@@ -83,15 +83,19 @@ def kind_at(path: Path) -> str | None:
     return None if stat.S_ISREG(mode) else file_kind(mode)
 
 
-def missing_file(path: Path, what: str) -> str | None:
+def missing_file(path: Path, what: str, other: Callable[[str], str] | None = None) -> str | None:
     """Why `path` cannot be read as `what` (a manifest): "WHAT not found: PATH", or what is there instead (`kind_at`:
     a FIFO, a folder), for a path that is no regular file; None for one that is. A FIFO (``-m <(...)``) or a folder
-    read "not found" for a path that is there."""
+    read "not found" for a path that is there. `other` words the second refusal from the kind found, for a reader
+    whose advice differs (`evals.batch_rows.results_file_problem`); by default "WHAT PATH is KIND, not a regular
+    file: write the WHAT to a file and give its path"."""
     kind = kind_at(path)
     if kind is None:
         return None
     if kind == NOTHING:
         return f"{what} not found: {path}"
+    if other is not None:
+        return other(kind)
     return f"{what} {path} is {kind}, not a regular file: write the {what} to a file and give its path"
 
 
