@@ -58,7 +58,7 @@ from tools.jsonl import NotUtf8Error, json_text, read_text, text_lines
 from training.collectives import as_rank0_sees
 from training.config import ConfigError, TrainConfig
 from training.launches import LAUNCHES
-from training.metrics_log import LOG_FILES, METRICS_LOG
+from training.metrics_log import EVAL_LOG, LOG_FILES, METRICS_LOG
 
 LAYOUT_FILE = "layout.json"
 """``checkpoints/iter_NNNNNN/layout.json``: the layout (`training.resume.StateLayout`) of the launch that wrote
@@ -248,7 +248,7 @@ def log_file_problem(out_dir: Path) -> str | None:
 
 
 _NOT_DISCARDED = ("a log cannot be discarded: the run reads its logs back, a --resume to trim and continue them, "
-                  "eval.jsonl to pick the best checkpoint, metrics.jsonl to tell a finished run's folder, "
+                  f"{EVAL_LOG} to pick the best checkpoint, {METRICS_LOG} to tell a finished run's folder, "
                   "training.report to draw them")
 
 
