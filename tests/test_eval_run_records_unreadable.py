@@ -11,9 +11,10 @@ import json
 
 import pytest
 
-from evals.eval_runs import STARTED, SUMMARY, RunRecordError, started_run, unfinished
-from evals.report_index import SummaryError, read_summary, write_eval_index
+from evals.eval_runs import STARTED, SUMMARY, RunRecordError, started_run
+from evals.report_index import SummaryError, write_eval_index
 from tests.fifo_files import call_unblocked, make_fifo
+from tests.unfinished_runs import unfinished_run
 
 RECORD = {"run": "r1", "manifest": "/m.jsonl", "presets": ["full"], "clips": 1, "started": "2026-01-01T00:00:00+00:00"}
 
@@ -28,11 +29,6 @@ def _not_utf8(path):
 
 def _not_json(path):
     path.write_text('{"run": "r1", ')
-
-
-def _unfinished(out):
-    """The run `raa eval report` calls unfinished (`write_eval_index`: summary.json read once)."""
-    return unfinished(started_run(out), read_summary(out / SUMMARY))
 
 
 @pytest.mark.parametrize("make, why", [
@@ -68,11 +64,11 @@ def test_records_that_read_keep_their_answers(tmp_path):
     """The refusals above are of unreadable files only: a finished run, an unfinished one, and a hand-edited
     started.json (no record, as documented) answer as before."""
     (tmp_path / STARTED).write_text(json.dumps(RECORD))
-    assert _unfinished(tmp_path)["run"] == "r1"  # no summary.json: not finished
+    assert unfinished_run(tmp_path)["run"] == "r1"  # no summary.json: not finished
     (tmp_path / SUMMARY).write_text(json.dumps({**RECORD, "finished": "2026-01-01T00:01:00+00:00"}))
-    assert _unfinished(tmp_path) is None
+    assert unfinished_run(tmp_path) is None
     (tmp_path / STARTED).write_text('{"run": ')
-    assert _unfinished(tmp_path) is None
+    assert unfinished_run(tmp_path) is None
 
 
 def test_the_report_refuses_a_fifo_summary_naming_it(tmp_path):

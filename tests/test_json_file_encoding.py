@@ -68,14 +68,14 @@ def test_model_configs_and_weight_index(tmp_path, ascii_default):
 
 
 def test_eval_records_with_a_byte_order_mark_and_not_utf8(tmp_path):
-    from evals.eval_runs import started_run, unfinished
     from evals.report_index import SummaryError, read_summary, scope_of
+    from tests.unfinished_runs import unfinished_run
 
     summary = tmp_path / "summary.json"
     summary.write_bytes(b"\xef\xbb\xbf" + json.dumps({"paths": ["/a.mp4"], "presets": ["full"], "run": "r1"}).encode())
     assert scope_of(read_summary(summary), summary).paths == {"/a.mp4"}
     (tmp_path / "started.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"run": "r2", "manifest": "/m"}).encode())
-    assert unfinished(started_run(tmp_path), read_summary(summary))["run"] == "r2"  # a BOM made it no record: the unfinished run went unsaid
+    assert unfinished_run(tmp_path)["run"] == "r2"  # a BOM made it no record: the unfinished run went unsaid
     summary.write_bytes(b'{"paths": ["/caf\xe9.mp4"]}')
     with pytest.raises(SummaryError, match=r"not UTF-8 text \(byte 0xe9 at line 1 column 17\): save the file as UTF-8"):
         read_summary(summary)

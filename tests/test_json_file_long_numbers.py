@@ -56,16 +56,13 @@ def test_a_summary_with_a_too_long_number_is_a_summary_error(tmp_path):
 
 
 def test_a_started_record_with_a_too_long_number_is_no_record(tmp_path):
-    from evals.eval_runs import STARTED, SUMMARY, started_run, unfinished
-    from evals.report_index import read_summary
-
-    def _unfinished(out):  # as `raa eval report` asks it (summary.json read once, `write_eval_index`)
-        return unfinished(started_run(out), read_summary(out / SUMMARY))
+    from evals.eval_runs import STARTED
+    from tests.unfinished_runs import unfinished_run
 
     (tmp_path / STARTED).write_text(json.dumps({"run": "abc", "manifest": "m.jsonl"})[:-1] + ', "clips": ' + LONG + "}")
-    assert _unfinished(tmp_path) is None
+    assert unfinished_run(tmp_path) is None
     (tmp_path / STARTED).write_text(json.dumps({"run": "abc", "manifest": "m.jsonl", "clips": 1}))
-    assert _unfinished(tmp_path) is not None  # the same record, readable, is a run not finished
+    assert unfinished_run(tmp_path) is not None  # the same record, readable, is a run not finished
 
 
 def test_generate_json_that_is_not_utf8_is_read_as_no_settings(tmp_path):
