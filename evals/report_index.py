@@ -269,7 +269,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         unfinished,
         unfinished_note,
     )
-    from evals.result_rows import check_result_row, results_lines
+    from evals.result_rows import REPORT_ADVICE, check_result_row, results_lines
     from evals.table_rows import TableRowError, check_label
 
     out = Path(out_dir)
@@ -279,7 +279,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
                                 f"(raa eval report {shlex.quote(str(out.parent))})")
     if kind_at(results) == NOTHING:  # a FIFO, a folder: named by `results_lines`
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
-    lines, skipped = results_lines(results)
+    lines, skipped = results_lines(results, REPORT_ADVICE)
     rows = [row for _, row in lines.values()]
     summary = read_summary(out / SUMMARY)  # read once (its scope, and the newer run's note)
     scope = scope_of(summary, out / SUMMARY)

@@ -103,15 +103,23 @@ def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], list[SkippedL
     return {key: row for key, (_, row) in rows.items()}, skipped
 
 
-def results_lines(path: Path) -> tuple[dict[tuple[str, str], tuple[str, dict]], list[SkippedLine]]:
+REWARD_ADVICE = "results are written there; move it away or choose another --out"
+"""`raa eval reward`'s advice for a results.jsonl that is no file (it appends to it)."""
+REPORT_ADVICE = "`raa eval report` reads the rows `raa eval reward --out` wrote there; give it a folder that run wrote"
+"""`raa eval report`'s (it only reads the file, and takes a folder, no --out)."""
+
+
+def results_lines(path: Path, advice: str = REWARD_ADVICE) -> tuple[dict[tuple[str, str], tuple[str, dict]],
+                                                                    list[SkippedLine]]:
     """`results_rows` with each row's line, ``PATH:N`` (`raa eval report` names it in `evals.table_rows.check_row`'s
-    error)."""
+    error). A path that is something else than a file (a folder, a FIFO) is refused, ending with the command's
+    `advice` (`REWARD_ADVICE`, `REPORT_ADVICE`)."""
     rows: dict[tuple[str, str], tuple[str, dict]] = {}
     kind = kind_at(path)  # one look: a file, nothing, or something else
     if kind == NOTHING:
         return rows, []
     if kind is not None:  # the run appends to it: that failed with a bare IsADirectoryError
-        raise ManifestError(f"{path} is not a file: results are written there; move it away or choose another --out")
+        raise ManifestError(f"{path} is not a file: {advice}")
     data = read_bytes(path)  # read once: checked whole, then parsed line by line
     try:
         decode_text(data)  # the whole file first: a file of another encoding is refused, not skipped line by line

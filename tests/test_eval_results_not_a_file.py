@@ -30,3 +30,16 @@ def test_the_report_names_a_fifo_results_file_not_no_results(tmp_path):
     os.mkfifo(tmp_path / "results.jsonl")
     with pytest.raises(ManifestError, match=rf"^{tmp_path / 'results.jsonl'} is not a file"):
         call_unblocked(lambda: write_eval_index(tmp_path), tmp_path / "results.jsonl")
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir], ids=["fifo", "folder"])
+def test_the_reports_refusal_advises_what_the_report_can_do(tmp_path, make):
+    """The report's refusal ended "results are written there; move it away or choose another --out", the advice of
+    `raa eval reward`, which writes results.jsonl: `raa eval report DIR` has no --out and writes no results there.
+    It says what the report reads and which folder to give it; the reward run keeps its advice."""
+    results = tmp_path / "results.jsonl"
+    make(results)
+    with pytest.raises(ManifestError) as refused:
+        call_unblocked(lambda: write_eval_index(tmp_path), results)
+    assert str(refused.value) == (f"{results} is not a file: `raa eval report` reads the rows `raa eval reward --out` "
+                                  "wrote there; give it a folder that run wrote")
