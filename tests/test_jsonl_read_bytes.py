@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from pathlib import Path
 
 import pytest
 
+from tests.fifo_files import call_unblocked
 from tools import jsonl
 from tools.jsonl import read_bytes
 
@@ -68,3 +70,22 @@ def test_a_fifo_is_refused_without_opening_it(tmp_path, monkeypatch):
     monkeypatch.setattr(jsonl.os, "open", guarded)
     with pytest.raises(OSError, match=rf"not a regular file: a FIFO: '{fifo}'"):
         read_bytes(fifo)
+
+
+def test_a_fifo_put_there_after_the_stat_is_refused_without_waiting(tmp_path, monkeypatch):
+    """The path is looked at (a regular file), then a FIFO is put there before it is opened: the open must not wait
+    for a writer (O_NONBLOCK), and the open file's own stat refuses it. The swap is injected into the stat."""
+    path = tmp_path / "summary.json"
+    path.write_bytes(b"{}")
+    real_stat = os.stat
+
+    def then_swapped(target, *args, **kwargs):
+        found = real_stat(target, *args, **kwargs)
+        if os.fspath(target) == str(path) and not stat.S_ISFIFO(found.st_mode):
+            os.unlink(path)
+            os.mkfifo(path)
+        return found
+
+    monkeypatch.setattr(os, "stat", then_swapped)
+    with pytest.raises(OSError, match=rf"not a regular file: a FIFO: '{path}'"):
+        call_unblocked(lambda: read_bytes(path), path)
