@@ -11,6 +11,7 @@ the corners of a turned cube.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -79,24 +80,25 @@ def push_standoff(shape: str, yaw: float, direction: np.ndarray, opening: float,
     the line is one interval around the centre: each finger overlaps the object there)."""
     d = np.asarray(direction, dtype=float)[:2]
     d = d / (float(np.linalg.norm(d)) or 1.0)
-    lo, hi = 0.0, 2 * (HALF * math.sqrt(2) + math.hypot(opening + FINGER_HALF[0], FINGER_HALF[1]) + gap)
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if fingers_overlap(shape, yaw, -d * mid, opening, gap):
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    far = 2 * (HALF * math.sqrt(2) + math.hypot(opening + FINGER_HALF[0], FINGER_HALF[1]) + gap)
+    return _first_clear(far, lambda mid: fingers_overlap(shape, yaw, -d * mid, opening, gap))
 
 
 def grasp_closed(shape: str, yaw: float) -> float:
     """Finger offset from the tool centre when the fingers close on an object centred between them: they touch it
     (``HALF + FINGER_HALF[0]`` for a cylinder or a square-on cube; more for a turned cube, whose corners reach
     further along x within the fingers' width)."""
-    lo, hi = 0.0, HALF * math.sqrt(2) + FINGER_HALF[0] + 0.001
+    return _first_clear(HALF * math.sqrt(2) + FINGER_HALF[0] + 0.001,
+                        lambda mid: fingers_overlap(shape, yaw, np.zeros(2), mid))
+
+
+def _first_clear(far: float, overlaps: Callable[[float], bool]) -> float:
+    """The least distance in [0, `far`] at which `overlaps` is false, by 40 halvings (it overlaps below that distance,
+    clears above it): the upper end of the last interval, which clears."""
+    lo, hi = 0.0, far
     for _ in range(40):
         mid = (lo + hi) / 2
-        if fingers_overlap(shape, yaw, np.zeros(2), mid):
+        if overlaps(mid):
             lo = mid
         else:
             hi = mid
