@@ -24,6 +24,7 @@ from evals.scenes import (
     OPEN_GAP,
     Layout,
     SceneStates,
+    poser,
     scene_xml,
 )
 
@@ -157,17 +158,10 @@ def finger_penetration(layout: Layout, states: SceneStates, targets: tuple[str, 
                 body = model.body(f"obj{k}")
                 geoms += range(body.geomadr[0], body.geomadr[0] + body.geomnum[0])
     fingers = (model.geom("fl").id, model.geom("fr").id)
-    obj_ids = [model.body(f"obj{k}").mocapid[0] for k in range(len(layout.objects))]
-    for k, obj in enumerate(layout.objects):
-        data.mocap_quat[obj_ids[k]] = [math.cos(obj.yaw / 2), 0, 0, math.sin(obj.yaw / 2)]
-    grip = model.body("gripper").mocapid[0]
-    jl, jr = model.joint("jl").qposadr[0], model.joint("jr").qposadr[0]
+    pose = poser(model, data, layout)
     deepest = 0.0
     for t in range(len(states.gripper)):
-        data.mocap_pos[grip] = states.gripper[t]
-        data.qpos[jl], data.qpos[jr] = -states.opening[t], states.opening[t]
-        for k, mid in enumerate(obj_ids):
-            data.mocap_pos[mid] = states.objects[t, k]
+        pose(states, t)
         mujoco.mj_kinematics(model, data)
         for f in fingers:
             for g in geoms:

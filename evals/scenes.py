@@ -24,7 +24,9 @@ Decisions where the issue was silent:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -268,6 +270,25 @@ def _same_state(s: SceneStates, a: int, b: int) -> bool:
                 and np.array_equal(s.occluder[a], s.occluder[b]) and s.simplify[a] == s.simplify[b])
 
 
+def poser(model: Any, data: Any, layout: Layout) -> Callable[[SceneStates, int], None]:
+    """A function that puts frame ``t`` of some states of `layout`'s scene into MuJoCo's `data` (of `model`, built
+    from `scene_xml`): the gripper, its fingers' opening and each object (their yaws, which do not change, are set
+    here once). The camera and the occluder are the renderer's (`render_states`); `evals.contact` poses the same."""
+    obj_ids = [model.body(f"obj{i}").mocapid[0] for i in range(len(layout.objects))]
+    for i, obj in enumerate(layout.objects):
+        data.mocap_quat[obj_ids[i]] = [math.cos(obj.yaw / 2), 0, 0, math.sin(obj.yaw / 2)]
+    grip_id = model.body("gripper").mocapid[0]
+    jl, jr = model.joint("jl").qposadr[0], model.joint("jr").qposadr[0]
+
+    def pose(states: SceneStates, t: int) -> None:
+        data.mocap_pos[grip_id] = states.gripper[t]
+        data.qpos[jl], data.qpos[jr] = -states.opening[t], states.opening[t]
+        for i, mid in enumerate(obj_ids):
+            data.mocap_pos[mid] = states.objects[t, i]
+
+    return pose
+
+
 def render_states(layout: Layout, states: SceneStates, width: int, height: int) -> np.ndarray:
     """Render every frame of ``states``; returns uint8 [T,H,W,3]."""
     try:
@@ -281,15 +302,11 @@ def render_states(layout: Layout, states: SceneStates, width: int, height: int) 
     except Exception as exc:  # GL context creation errors come in several library-specific types
         raise RenderError(f"MuJoCo could not create an offscreen renderer ({exc}); on a headless machine "
                           "set MUJOCO_GL=egl (or osmesa) before starting Python") from exc
-    obj_ids = [model.body(f"obj{i}").mocapid[0] for i in range(len(layout.objects))]
-    grip_id = model.body("gripper").mocapid[0]
+    pose = poser(model, data, layout)
     occ_id = model.body("occluder").mocapid[0]
     gripper_geoms = {model.geom(n).id for n in ("palm", "wrist", "fl", "fr")}
-    for i, obj in enumerate(layout.objects):
-        data.mocap_quat[obj_ids[i]] = [math.cos(obj.yaw / 2), 0, 0, math.sin(obj.yaw / 2)]
     cam = mujoco.MjvCamera()
     cam.type = mujoco.mjtCamera.mjCAMERA_FREE
-    jl, jr = model.joint("jl").qposadr[0], model.joint("jr").qposadr[0]
     out = np.empty((len(states.gripper), height, width, 3), dtype=np.uint8)
     bg = np.array(layout.background_rgb, dtype=np.uint8)
     try:
@@ -297,10 +314,7 @@ def render_states(layout: Layout, states: SceneStates, width: int, height: int) 
             if t > 0 and _same_state(states, t - 1, t):  # static stretches: identical pixels, no re-render
                 out[t] = out[t - 1]
                 continue
-            data.mocap_pos[grip_id] = states.gripper[t]
-            data.qpos[jl], data.qpos[jr] = -states.opening[t], states.opening[t]
-            for i, mid in enumerate(obj_ids):
-                data.mocap_pos[mid] = states.objects[t, i]
+            pose(states, t)
             data.mocap_pos[occ_id] = states.occluder[t]
             c = states.camera[t]
             cam.lookat[:] = c[:3]
