@@ -12,8 +12,9 @@ is killed whole and fails the test, so nothing of it outlives the test.
   `deepspeed_launch`: the ``deepspeed`` command's, whose ranks meet at a store the test holds (`rendezvous_store`);
 * `spawn_ranks`: ``fn(rank, *args)`` in spawned processes that write ``DIR/rank{r}.done`` ("ok" or the error);
   they meet at a store this process serves (`rendezvous_store`), each rank's output goes to ``DIR/rank{r}.log``,
-  and a failure (a hang, a rank that died or did not write "ok") quotes the ranks' outcomes and logs, with
-  every thread's Python stack of a hung rank.
+  and a failure (a hang, ranks that did not start, a rank that died or did not write "ok") quotes the ranks'
+  outcomes and logs, with every thread's Python stack of a hung rank. Its deadline counts from when every rank
+  has started (``DIR/rank{r}.started``); start-up has a bound of its own (`STARTUP_S`).
 """
 
 from __future__ import annotations
@@ -238,7 +239,8 @@ def rendezvous_store(world: int) -> Iterator[int]:
 
 def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder: str, port: int,
                world: int) -> None:
-    """A spawned rank: its output to ``folder/rank{rank}.log``, SIGUSR1 dumps every thread's stack there
+    """A spawned rank: its output to ``folder/rank{rank}.log``, ``folder/rank{rank}.started`` once torch is imported
+    (`started_marker`), SIGUSR1 dumps every thread's stack there
     (`spawn_ranks` sends it to a hung rank), the launcher's environment variables (the store at ``port``
     served by the test: TORCHELASTIC_USE_AGENT_STORE, as torchrun's agent serves it), one CPU thread; then
     ``fn(rank, *args)``. No DeepSpeed shared-memory op: the spawned interpreter runs tests/harness_site's
@@ -256,6 +258,7 @@ def _rank_main(rank: int, fn: Callable[..., None], args: tuple[Any, ...], folder
     import torch
 
     torch.set_num_threads(1)
+    started_marker(Path(folder), rank).touch()  # start-up done: `spawn_ranks`' deadline counts from here
     fn(rank, *args)
 
 
@@ -290,43 +293,71 @@ def ranks_report(folder: Path, world: int) -> str:
     return "\n".join(parts)
 
 
+STARTUP_S = 300.0
+"""Seconds `spawn_ranks` waits for its ranks to start (spawned interpreters unpickling their function, which imports
+its module, and importing torch) before any deadline of the test counts. Serially on a loaded 2-core machine (load
+12-17) start-up took up to tens of seconds; on two pytest-xdist workers at load ~14 a rank had not started after 45 s."""
+POLL_S = 1.0
+"""Seconds between two looks at the ranks (`spawn_ranks`)."""
+
+
+def started_marker(folder: Path, rank: int) -> Path:
+    """The file rank ``rank`` creates once it has started (`_rank_main`: before ``fn``)."""
+    return folder / f"rank{rank}.started"
+
+
 def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *, deadline_s: float,
-                world: int = 2) -> None:
+                world: int = 2, startup_s: float = STARTUP_S) -> None:
     """Start ``fn(rank, *args)`` on ``world`` spawned ranks (`_rank_main`: RANK, WORLD_SIZE, MASTER_* set) and
     wait; each writes ``folder/rank{r}.done``. Fails the test, quoting every rank's outcome and log
-    (`ranks_report`), when they run past ``deadline_s`` (out of step: a rank waits in a collective the other
-    never joins; each rank's stacks are dumped into its log, then every rank is killed), when a rank exits
-    with an error or a signal, or when a rank did not write "ok". Whatever else ends the wait (an interrupt)
-    kills the ranks still running: they were left asleep or waiting in a collective."""
+    (`ranks_report`), when not every rank has started within ``startup_s`` (`STARTUP_S`: "the ranks did not
+    start"), when they run past ``deadline_s`` counted from when the last of them started (out of step: a rank
+    waits in a collective the other never joins; each rank's stacks are dumped into its log, then every rank is
+    killed), when a rank exits with an error or a signal, or when a rank did not write "ok". The deadline once
+    counted start-up too, and a loaded machine failed ranks as hung that had not yet started. Whatever else ends
+    the wait (an interrupt) kills the ranks still running: they were left asleep or waiting in a collective."""
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException
 
     with rendezvous_store(world) as port:
         ctx = mp.start_processes(_rank_main, args=(fn, args, str(folder), port, world), nprocs=world, join=False,
                                  start_method="spawn")
-        deadline = time.monotonic() + deadline_s
+        startup_end = time.monotonic() + startup_s
+        deadline = None  # set once every rank has started
         try:
-            while not ctx.join(timeout=2):
-                if time.monotonic() > deadline:
+            while not ctx.join(timeout=POLL_S):
+                now = time.monotonic()
+                if deadline is None:
+                    waiting = [r for r in range(world) if not started_marker(folder, r).exists()]
+                    if not waiting:
+                        deadline = now + deadline_s
+                    elif now > startup_end:
+                        _kill_ranks(ctx.processes)
+                        pytest.fail(f"the ranks did not start (ranks {waiting} not started within {startup_s:g} s; "
+                                    f"no deadline counted yet):\n{ranks_report(folder, world)}")
+                elif now > deadline:
                     hung = [p for p in ctx.processes if p.is_alive()]
                     for proc in hung:
                         os.kill(proc.pid, signal.SIGUSR1)  # every thread's stack into its log
                     time.sleep(3)
-                    for proc in ctx.processes:
-                        proc.kill()
-                        proc.join()
-                    pytest.fail(f"the ranks hung (no end in {deadline_s:g} s; stacks of the ranks still running at "
-                                f"the end of their logs):\n{ranks_report(folder, world)}")
+                    _kill_ranks(ctx.processes)
+                    pytest.fail(f"the ranks hung (no end in {deadline_s:g} s after they started; stacks of the ranks "
+                                f"still running at the end of their logs):\n{ranks_report(folder, world)}")
         except ProcessException as exc:  # a rank died (a signal, an exit code): the others were stopped
             pytest.fail(f"{exc}\n{ranks_report(folder, world)}")
         finally:  # whatever ended the wait (an interrupt, a plugin's timeout too), no rank outlives it
-            for proc in ctx.processes:
-                if proc.is_alive():
-                    proc.kill()
-                proc.join()
+            _kill_ranks(ctx.processes)
     outcomes = [(folder / f"rank{r}.done").read_text() if (folder / f"rank{r}.done").exists() else None
                 for r in range(world)]
     assert outcomes == ["ok"] * world, ranks_report(folder, world)
+
+
+def _kill_ranks(processes: Sequence[Any]) -> None:
+    """Kill every spawned rank still running and reap them all."""
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
 
 
 def destroy_process_group() -> None:

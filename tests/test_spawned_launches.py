@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,69 @@ def test_a_rank_that_dies_fails_with_the_signal_and_every_ranks_output(tmp_path)
     rank0, rank1 = text.split("--- rank 1: ")
     assert "--- rank 0: (no rank0.done)" in rank0 and "rank 0 starts" in rank0
     assert rank1.startswith("(no rank1.done)") and "rank 1 starts" in rank1
+
+
+def _slow_start(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+class SlowStart:
+    """An argument of a rank whose unpickling in the spawned process takes ``seconds``: the rank's start-up (as an
+    interpreter importing torch on a loaded machine), before `spawn_ranks` has it started."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __reduce__(self) -> tuple:
+        return _slow_start, (self.seconds,)
+
+
+def _started_late(rank: int, tmp: str, _delay: float, mode: str) -> None:
+    if mode == "hang":  # a real hang once started
+        time.sleep(3600)
+    Path(tmp, f"rank{rank}.done").write_text("ok")
+
+
+@pytest.mark.slow  # two spawned processes, 15 s of start-up (~25 s here)
+@pytest.mark.distributed
+def test_the_deadline_counts_from_when_the_ranks_have_started(tmp_path):
+    """The deadline counted the ranks' start-up too (a spawned interpreter importing torch): serially at load ~14 a
+    rank of the 45 s hang test had not even started by its deadline. Start-up that takes longer than the deadline
+    (here 15 s against 10) no longer fails ranks that then finish in time."""
+    spawn_ranks(_started_late, (str(tmp_path), SlowStart(15), "ok"), tmp_path, deadline_s=10)
+    assert [(tmp_path / f"rank{r}.done").read_text() for r in (0, 1)] == ["ok", "ok"]
+
+
+@pytest.mark.slow  # two spawned processes, one deadline (~20 s here)
+@pytest.mark.distributed
+def test_a_hang_after_a_slow_start_still_fails_as_a_hang(tmp_path):
+    with pytest.raises(pytest.fail.Exception) as failed:
+        spawn_ranks(_started_late, (str(tmp_path), SlowStart(4), "hang"), tmp_path, deadline_s=3)
+    text = str(failed.value)
+    assert text.startswith("the ranks hung (no end in 3 s after they started"), text
+    assert "--- rank 0: (no rank0.done)" in text and "--- rank 1: (no rank1.done)" in text
+    assert text.count("in _started_late") == 2, text  # each rank's stack, dumped where it hung
+
+
+def _spawned_children() -> set[int]:  # spawned processes still running (not the resource tracker)
+    import psutil
+
+    return {p.pid for p in psutil.Process().children() if "spawn_main" in " ".join(p.cmdline())
+            and p.status() != psutil.STATUS_ZOMBIE}
+
+
+@pytest.mark.slow  # two spawned processes (~10 s here)
+@pytest.mark.distributed
+def test_ranks_that_do_not_start_fail_as_such_not_as_a_hang(tmp_path):
+    """Start-up has a bound of its own: ranks stuck before they started fail saying so, and are killed."""
+    before = _spawned_children()
+    with pytest.raises(pytest.fail.Exception) as failed:
+        spawn_ranks(_started_late, (str(tmp_path), SlowStart(600), "ok"), tmp_path, deadline_s=600, startup_s=3)
+    text = str(failed.value)
+    assert text.startswith("the ranks did not start (ranks [0, 1] not started within 3 s"), text
+    assert "hung" not in text.splitlines()[0], text
+    assert _spawned_children() - before == set()
 
 
 def _deepspeed_ranks(rank: int, tmp: str) -> None:
