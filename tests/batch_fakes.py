@@ -119,3 +119,21 @@ def rows_held_until_taken(monkeypatch, marks, n: int, then=lambda: None) -> None
         return ready
 
     monkeypatch.setattr(batch_procs, "wait", wait)
+
+
+def parent_clock(monkeypatch, moves) -> None:  # noqa: ANN001
+    """The parent's clock (`batch_procs.time.monotonic`, which its run deadlines read) reads the real time while
+    ``moves()`` is true and otherwise stands at the last time it read (from the call on): a test lets one run's
+    deadline pass and no other's, whatever the machine's load."""
+    import types
+
+    from graph import batch_procs
+
+    last = [time.monotonic()]
+
+    def monotonic() -> float:
+        if moves():
+            last[0] = time.monotonic()
+        return last[0]
+
+    monkeypatch.setattr(batch_procs, "time", types.SimpleNamespace(monotonic=monotonic))

@@ -48,6 +48,9 @@ def test_processes_score_every_item_into_one_output_and_trace_db(monkeypatch, tm
             "--processes", "2"]
     with OpenAIStub(responder=script_responder(full_script())) as stub:
         _env(monkeypatch, tmp_path, stub.base_url)
+        # _env's 5 s request timeout (one retry) is for failing fast: here a reply that the stub, in this process
+        # beside the batch's parent, took over 5 s to serve twice on a loaded machine made a row ineligible
+        monkeypatch.setenv("RAA_TIMEOUT_S", "300")
         res = runner.invoke(app, args)
         assert res.exit_code == 0, res.output
         got = _rows(out)
@@ -163,6 +166,9 @@ def test_an_error_in_the_parent_stops_every_worker(monkeypatch, tmp_path) -> Non
 
 
 def test_a_worker_whose_parent_is_gone_cancels_its_runs_and_exits(tmp_path) -> None:
+    """The run's model call is answered only when the test ends and the client would wait an hour: the worker exits
+    while it is unanswered (before: a 60 s call and an exit within 30 s, which a loaded machine could miss)."""
+    import threading
     import time
 
     from graph.batch_procs import worker_main
@@ -172,26 +178,32 @@ def test_a_worker_whose_parent_is_gone_cancels_its_runs_and_exits(tmp_path) -> N
     clip = moving_square(tmp_path / "c.mp4")
     item = {"key": "k", "line": 1, "path": str(clip), "instruction": INSTRUCTION, "preset": "visual_verify",
             "draw": 0, "manifest": {}, "error": None}
-    with OpenAIStub(responder=lambda body: StubReply(status=500, delay_s=60)) as stub:  # the run hangs in a call
+    answer = threading.Event()
+
+    def responder(body: dict) -> StubReply:  # the run hangs in a call until the test is done
+        answer.wait(3600)
+        return StubReply(status=500)
+
+    with OpenAIStub(responder=responder) as stub:
         settings = BackboneSettings(base_url=stub.base_url, model="m", api_key="EMPTY", cache_path=None,
-                                    traces_path=str(tmp_path / "traces.sqlite"), timeout_s=120, max_retries=1)
+                                    traces_path=str(tmp_path / "traces.sqlite"), timeout_s=3600, max_retries=1)
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=worker_main, args=(child, settings, "visual_verify", "exit"))
         proc.start()
         child.close()
         try:
-            assert parent.poll(120) and parent.recv()[0] == "ready"
+            assert parent.poll(300) and parent.recv()[0] == "ready"
             parent.send(("item", 0, item))
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 300
             while not stub.requests and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert stub.requests  # the run is waiting on the model server
             parent.close()  # the parent is gone
-            started = time.monotonic()
-            proc.join(30)
-            assert not proc.is_alive() and time.monotonic() - started < 30  # did not wait out the 60 s call
+            proc.join(300)
+            assert not proc.is_alive() and not answer.is_set()  # gone before its call could end
         finally:
+            answer.set()
             if proc.is_alive():
                 proc.kill()
                 proc.join()
@@ -219,7 +231,8 @@ def test_a_tool_model_that_cannot_load_stops_the_batch_at_start(tmp_path, monkey
 
 
 # ------------------------------------------------ the parent's bookkeeping, with stand-in workers (tests/batch_fakes.py)
-def _fake_batch(monkeypatch, tmp_path, instructions: list[str], **kw) -> tuple[dict, dict[int, dict], list[str]]:
+def _fake_batch(monkeypatch, tmp_path, instructions: list[str], logged: list[str] | None = None,
+                **kw) -> tuple[dict, dict[int, dict], list[str]]:
     from graph import batch_procs
     from graph.batch import RowWriter
     from graph.settings import BackboneSettings
@@ -228,7 +241,7 @@ def _fake_batch(monkeypatch, tmp_path, instructions: list[str], **kw) -> tuple[d
     monkeypatch.setattr(batch_procs, "worker_main", fake_worker)
     items = [{"key": f"k{i}", "line": i, "path": f"/x/c{i}.mp4", "written": f"c{i}.mp4", "instruction": text,
               "preset": "direct", "draw": 0, "manifest": {}, "error": None} for i, text in enumerate(instructions)]
-    out, logged = tmp_path / "out.jsonl", []
+    out, logged = tmp_path / "out.jsonl", [] if logged is None else logged
     counts = batch_procs.run_batch_processes(items, RowWriter(out), settings=BackboneSettings(), preset="direct",
                                              log=logged.append, **kw)
     return counts, _rows(out), logged
@@ -270,18 +283,10 @@ def test_a_hung_run_gets_its_worker_killed_and_an_ineligible_row(monkeypatch, tm
     other runs have sent their rows (`sent-<key>`, tests/batch_fakes.py): on a loaded machine one of them took over
     3 s and was killed as a hang too, failing the counts; the hung run's deadline still passes, as soon as they are
     in."""
-    import time
-    import types
-
-    from graph import batch_procs
+    from tests.batch_fakes import parent_clock
 
     monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
-    still = time.monotonic()
-
-    def monotonic() -> float:
-        return time.monotonic() if len(list(tmp_path.glob("sent-*"))) == 3 else still
-
-    monkeypatch.setattr(batch_procs, "time", types.SimpleNamespace(monotonic=monotonic))
+    parent_clock(monkeypatch, lambda: len(list(tmp_path.glob("sent-*"))) == 3)
     counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["HANG push", "push", "push", "push"], processes=2,
                                        concurrency=4, run_timeout_s=3)
     assert counts == {"scored": 3, "zero": 0, "ineligible": 1}, logged
@@ -294,9 +299,15 @@ def test_a_hung_run_gets_its_worker_killed_and_an_ineligible_row(monkeypatch, tm
 
 def test_an_ineligible_row_names_the_cause_of_each_death_when_they_differ(monkeypatch, tmp_path) -> None:
     """Attempt 1 hangs (its worker is killed), attempt 2 raises: the reason names both, in order (before: only
-    the last death's cause, "died (exit code 1: ...) on each of 2 attempts")."""
+    the last death's cause, "died (exit code 1: ...) on each of 2 attempts"). The parent's clock stands still once
+    attempt 1's worker was killed: attempt 2 had 1.5 s to fail, and a parent that a loaded machine let see it only
+    later killed it as a hang too ("attempt 2: did not finish within 1.5 s")."""
+    from tests.batch_fakes import parent_clock
+
     monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
-    counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["FLAKY push"], processes=1, concurrency=1,
+    logged: list[str] = []
+    parent_clock(monkeypatch, lambda: not any("was killed" in line for line in logged))
+    counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["FLAKY push"], logged, processes=1, concurrency=1,
                                        run_timeout_s=1.5)
     assert counts == {"scored": 0, "zero": 0, "ineligible": 1}, logged
     assert rows[0]["result"]["reasons"][0] == (
