@@ -126,3 +126,14 @@ def test_cotracker3_takes_read_only_frames_without_a_warning():
         warnings.simplefilter("error")
         tracks = CoTracker3Tracker(predictor=_RecordingPredictor()).track(frames, grid_size=2)
     assert tracks.num_points == 4
+
+
+def test_only_a_bytes_owner_counts_as_frozen_among_foreign_buffers():
+    """A read-only view of ``bytes`` (the tool service's .npy body) cannot change; one of a bytearray or of a
+    memoryview can (through the buffer's owner), so its grey frames are not kept."""
+    frozen = np.frombuffer(bytes(24), np.uint8).reshape(2, 2, 2, 3)
+    assert not frozen.flags.writeable and lk._frozen(frozen)
+    for buffer in (bytearray(24), memoryview(bytearray(24)), memoryview(bytes(24))):
+        view = np.frombuffer(buffer, np.uint8).reshape(2, 2, 2, 3)
+        view.flags.writeable = False
+        assert not lk._frozen(view), type(buffer)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from service_helpers import NPY, npy
+from service_helpers import AUTH, NPY, npy
 from test_grid_query_frames import entering_square
 
 from tools.motion import LKTracker
@@ -104,3 +104,49 @@ def test_the_client_asks_for_the_window_grid_by_path(tmp_path):
     assert (MotionTracks.from_dict(window["tracks"]).query_frames > 0).any()
     assert window["summary"]["moving_points"] >= 3, window["summary"]
     assert MotionTracks.from_dict(first["tracks"]).num_points == 64
+
+
+class _CountedLK(LKTracker):
+    """An LKTracker that counts its calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def track(self, frames, *, grid_size=None, queries=None):
+        self.calls += 1
+        return super().track(frames, grid_size=grid_size, queries=queries)
+
+
+@pytest.mark.parametrize("source", ["npy", "npy_indices", "path", "upload"])
+def test_a_window_grid_request_converts_its_frames_to_grey_once(tmp_path, monkeypatch, source):
+    """The window grid calls the tracker twice on the same frames; LK reuses the first call's grey frames only for
+    frames that cannot have changed (`tools.motion.lk._frozen`). The service's frames were writeable (a decoded
+    video, a selection of a .npy body) or viewed the request's bytes: every frame was converted to grey twice."""
+    from service_helpers import TOKEN
+
+    import tools.motion.lk as lk
+    from tools.video import write_video
+
+    frames = entering_square()
+    write_video(tmp_path / "clip.mp4", frames)
+    tracker = _CountedLK()
+    app = create_app(ToolSettings(), tmp_path, token=TOKEN, tracker=tracker, enable_surprise=False)
+    conversions = []
+    real = lk._grays
+    monkeypatch.setattr(lk, "_grays", lambda f: conversions.append(len(f)) or real(f))
+    grid = {"grid_size": 8, "grid_frames": "window"}
+    with TestClient(app) as c:
+        if source == "npy":
+            r = c.post("/v1/track?grid_size=8&grid_frames=window", content=npy(frames), headers=NPY)
+        elif source == "npy_indices":
+            r = c.post(f"/v1/track?grid_size=8&grid_frames=window&frame_indices={list(range(len(frames)))}",
+                       content=npy(frames), headers=NPY)
+        elif source == "path":
+            r = c.post("/v1/track", json={"path": "clip.mp4", **grid}, headers=AUTH)
+        else:
+            r = c.post("/v1/track", files={"video": ("c.mp4", (tmp_path / "clip.mp4").read_bytes())},
+                       data={k: str(v) for k, v in grid.items()}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    assert tracker.calls == 2  # the later query frames' grid was asked for
+    assert conversions == [len(frames)]

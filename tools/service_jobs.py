@@ -82,6 +82,7 @@ def track_job(state: ServiceState, src: Path | bytes | Upload, params: dict) -> 
     opts = track_options(params)  # every option before decoding and tracking (tools/service_params.py)
     frames = decode_frames(src, opts.frame_indices, state.settings.max_frames,
                            max_decode_mb=state.settings.max_decode_mb)
+    frames.flags.writeable = False  # unchanged from here on: LK's second window-grid call reuses its grey frames
     tracker = state.tracker
     if tracker is None:  # set when the service starts (tools.service), before any request is served
         raise ToolFault("motion", "run", "the service has no motion tracker")

@@ -15,8 +15,10 @@ frame (drift, below). Decisions where the issue was silent:
   rejects prebuilt pyramids: a list from ``cv2.buildOpticalFlowPyramid`` fails overload resolution), and
   kept for the next call: a grid track (`tools.motion.grid`) calls twice on the same frames. They are reused
   only for the very same array when it is read-only, and so is every array it views down to one owning its
-  memory (`_frozen`); the agent hands its tracker such frames, freshly decoded. A writeable view of them taken
-  before they were made read-only would go unseen (numpy keeps no list of views): a caller must not keep one.
+  memory, or to the immutable ``bytes`` of a tool-service request (`_frozen`); the agent and the tool service
+  (`tools.service_jobs.track_job`) hand their tracker such frames, freshly decoded. A writeable view of them
+  taken before they were made read-only would go unseen (numpy keeps no list of views): a caller must not keep
+  one.
 - Fewer OpenCV calls, same numbers: LK treats every point independently, so all points whose query
   frame lies behind the current frame pair (in the direction of travel) are tracked together in one
   forward call per frame pair and direction, whatever their query frame; and the backward (check)
@@ -302,10 +304,12 @@ def _grays(frames: np.ndarray) -> list[np.ndarray]:
 
 
 def _frozen(frames: np.ndarray) -> bool:
-    """Whether ``frames`` is read-only and so is every array it views, down to one that owns its memory (a
-    read-only view of a writeable array, or of a foreign buffer, can change). It does not see a writeable view
-    taken before the owner was made read-only: writes through it change the frames, so a caller that freezes
-    frames for reuse must hold no such view (the agent's `_compute_tracks` freezes a freshly decoded array)."""
+    """Whether ``frames`` is read-only and so is every array it views, down to one that owns its memory or to
+    a ``bytes`` object, which cannot change (a read-only view of a writeable array, or of another foreign
+    buffer, can). It does not see a writeable view taken before the owner was made read-only: writes through it
+    change the frames, so a caller that freezes frames for reuse must hold no such view; neither freezing caller
+    can (the agent's `_compute_tracks` and the service's `track_job` freeze freshly decoded or copied arrays,
+    or a view of the request's bytes)."""
     a: object = frames
     while isinstance(a, np.ndarray):
         if a.flags.writeable:
@@ -313,7 +317,7 @@ def _frozen(frames: np.ndarray) -> bool:
         if a.base is None:
             return True
         a = a.base
-    return False
+    return type(a) is bytes  # immutable: the tool service's zero-copy view of a .npy request body
 
 
 _GRAY_RUN_PIXELS = 1 << 26
