@@ -243,3 +243,43 @@ def test_an_unreadable_checkpoint_names_the_file(tmp_path):
     with pytest.raises(ToolFault) as info:
         CoTracker3Tracker(checkpoint=bad).load()
     assert info.value.kind == "load" and str(bad) in info.value.message
+
+
+class _VideoKeeper:
+    """A predictor that keeps the video it is given; points stay at their queries, all visible."""
+
+    def __call__(self, video, queries, backward_tracking):
+        import torch
+
+        self.video = video
+        t = video.shape[1]
+        return queries[:, None, :, 1:].repeat(1, t, 1, 1), torch.ones(queries.shape[:2], dtype=torch.bool)[:, None]\
+            .repeat(1, t, 1)
+
+
+@pytest.mark.parametrize("writeable", [True, False])
+def test_frames_go_to_the_model_without_a_whole_copy(writeable):
+    """Read-only frames (the agent's, the tool service's) were copied whole before ``torch.from_numpy`` (its
+    warning): a numpy allocation of the frames' size (~250 MB for a 720p 93-frame stretch) on top of the model's
+    float video. The video is now built by a copying constructor straight into the float tensor: no numpy copy
+    (tracemalloc sees numpy's allocations, not torch's), and the same values, dtype and layout as before."""
+    import tracemalloc
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    frames = small_clip(t_total=8, h=240, w=320)
+    frames.flags.writeable = writeable
+    keeper = _VideoKeeper()
+    tracker = CoTracker3Tracker(predictor=keeper)
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tracker.track(frames, grid_size=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < frames.nbytes / 2, (peak, frames.nbytes)
+    want = torch.from_numpy(frames.copy()).permute(0, 3, 1, 2)[None].float()  # the construction before
+    assert keeper.video.dtype == want.dtype and keeper.video.stride() == want.stride()
+    assert torch.equal(keeper.video, want)
