@@ -15,9 +15,11 @@ from typing import Generic, TypeVar
 import av
 from av.video.frame import PictureType
 
-from tools.video_damage import DROP_HORIZON, UNREFERENCED_B, DamageWatch, frame_tag, frame_threaded
+from tools.video_damage import DROP_HORIZON, UNREFERENCED_B, DamageWatch
 from tools.video_scan import FrameIndex, Source, VideoDecodeError, mid_gop_error
 from tools.video_seek import SeekDamaged, SeekFailed, SeekMissed, seek_keyframe, seek_landed
+from tools.video_tags import frame_tag
+from tools.video_threads import frame_threaded
 
 T = TypeVar("T")
 

@@ -10,21 +10,11 @@ import av
 from av.codec.context import CodecContext
 from av.video.codeccontext import VideoCodecContext
 
-from tools.video_damage import (
-    DISCARDED,
-    DROP_HORIZON,
-    HASH_CHECKED,
-    DamageWatch,
-    ErrorLag,
-    earlier_decode,
-    frame_tag,
-    frame_threaded,
-    tag_discarded,
-    tag_packet,
-    watched_decoder,
-)
+from tools.video_damage import DROP_HORIZON, DamageWatch
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
+from tools.video_tags import DISCARDED, earlier_decode, frame_tag, tag_discarded, tag_packet
+from tools.video_threads import HASH_CHECKED, ErrorLag, frame_threaded, watched_decoder
 
 
 def flushable(stream: av.video.stream.VideoStream) -> bool:

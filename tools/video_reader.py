@@ -13,7 +13,7 @@ import numpy as np
 from av.codec.context import Flags2
 from av.video.reformatter import Interpolation
 
-from tools.video_damage import DamageWatch, Place, frame_threaded, release_decoder, watched_decoder
+from tools.video_damage import DamageWatch, Place
 from tools.video_decode import CountCheck, FrameDropped, OutOfOrder, ended_early, frames_by_pts
 from tools.video_feed import Lapse, frames_fed
 from tools.video_hdr import hdr_transfer, keyframe_hdr, stated_hdr
@@ -37,6 +37,7 @@ from tools.video_scan import (
     wrapped,
 )
 from tools.video_seek import SEEK_FAILURES, SeekDamaged, SeekFailed, SeekMissed, seek_keyframe
+from tools.video_threads import frame_threaded, release_decoder, watched_decoder
 
 
 class VideoReader:
