@@ -86,6 +86,7 @@ class DamageWatch:
         # (lowest tag, highest tag, what, B): a flagged frame or failed packet; B, a flagged B-frame where nothing
         # references one: alone once a frame decoded before it came out shown after it (`_unreferenced`)
         self._bad: list[tuple[int, int, str, bool]] = []
+        self._broken: list[tuple[int, int, str]] = []  # (lowest tag, highest tag, what): damage it did not tell
         self._unshown: dict[int, tuple[int, int]] = {}  # such a B-frame's tag -> (its floor, pts) until then
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
@@ -176,6 +177,14 @@ class DamageWatch:
         low = min(first, tag)  # (a discarded packet's: after `tag`)
         self._failed = low if self._failed is None else min(self._failed, low)
 
+    def broken(self, tag: int, what: str, *, discarded: bool = False) -> None:
+        """The packet tagged ``tag`` is damaged (``what``) though the decoder may decode it with no flag and no error
+        (``tools.video_nal_check``): the frames decoded from it (``discarded``: after it, as ``discarded``'s) up to the
+        next keyframe, which reference its frame, are damaged (named where the decoder told nothing of them)."""
+        bad = (tag, tag - 1 if discarded else tag, what)
+        if bad not in self._broken:  # (a handover feeds a packet again)
+            self._broken.append(bad)
+
     def discarded(self, frame: av.VideoFrame) -> None:
         """``frame``, of a packet tagged ``DISCARDED``, came out, and the reader drops it: flagged, it damages the
         frames decoded after it (a tag from the one it stood at) up to the next keyframe, which reference it."""
@@ -204,7 +213,8 @@ class DamageWatch:
 
     def damage(self, place: Place, *, settled: bool = True) -> str | None:
         """What damaged the frame at ``place`` (every packet decoded before it out too: ``settled``), else None; not
-        ``settled``, a flagged B-frame not yet shown to be one (``_unreferenced``) damages none but itself."""
+        ``settled``, a flagged B-frame not yet shown to be one (``_unreferenced``) damages none but itself, and no
+        damage the decoder did not tell (``broken``) is named yet."""
         tag, floor = place
         for lo, hi, what, b in self._bad:
             if b and lo != tag:
@@ -213,7 +223,9 @@ class DamageWatch:
                     continue
             if lo <= tag and hi >= floor:
                 return what
-        return None
+        if not settled:  # (a flag of a frame decoded before it, yet to come out, names the damage better)
+            return None
+        return next((what for lo, hi, what in self._broken if lo <= tag and hi >= floor), None)
 
     def _unreferenced(self, tag: int) -> bool | None:
         """Whether the flagged B-frame of ``tag`` is one: a frame decoded before it (from the last keyframe out then)

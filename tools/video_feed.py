@@ -11,6 +11,7 @@ from av.codec.context import CodecContext
 from av.video.codeccontext import VideoCodecContext
 
 from tools.video_damage import DROP_HORIZON, DamageWatch
+from tools.video_nal_check import broken_nal_unit, zero_run_damage
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
 from tools.video_tags import DISCARDED, earlier_decode, frame_tag, tag_discarded, tag_packet
@@ -133,6 +134,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     the frames after a failed packet's error (PyAV): it hands over (``_Handover``), and a keyframe fed to it before
     its error came back (packets late) hands over too (``hand_over``)."""
     tagged, ctx = 0, stream.codec_context  # (packets tagged so far: the next one's tag)
+    extradata = ctx.extradata  # (a fresh decoder's too: `fresh_decoder`)
     lag = ErrorLag(ctx)
     decode = object()  # this call's decode, in each packet's tag: a frame of an earlier one (before a seek) is dropped
     # a packet failed on a decoder whose checks then lapse: a fresh one at the next keyframe
@@ -211,6 +213,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             lag.fed(at)
             if hands_over:
                 unseen.add(at)
+        if packet.size and broken_nal_unit(bytes(packet), ctx.name, extradata):  # (damage it may decode unseen)
+            watch.broken(at, zero_run_damage(at), discarded=discard)
         frames = decoded(packet, before=None if handover is None else handover.key)
         if handover is None:  # (the fresh decoder's: the old one's leading pictures it skipped go out before them)
             frames = leading.merged(frames)

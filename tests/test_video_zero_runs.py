@@ -1,0 +1,73 @@
+"""Zeroed bytes inside an H.264 / HEVC NAL unit that the decoder neither flags nor fails on: CABAC decodes the zeros as
+valid, wrong macroblocks (no concealment, no error, on one thread or on frame threads, whatever ``err_detect``). A run
+of three zero bytes is itself the damage: no NAL unit may hold one (emulation prevention), so the reader fails what the
+packet reaches (``tools.video_nal_check``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_video import write_raw
+from tests.test_video_concealed import (
+    N,
+    _damaged,
+    _decode,
+    _gradient_ids,
+    _zero_a_fifth,
+    failed_reads,
+    frame_threaded_reads,
+)
+from tools.video import VideoDecodeError, VideoReader
+from tools.video_nal_check import broken_nal_unit
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    """A 40-frame H.264 MP4 with B-frames, keyframes every 12 (0, 12, 24, 36), and its frames."""
+    path = write_raw(tmp_path_factory.mktemp("z") / "c.mp4", _gradient_ids(), gop=12)
+    good = _decode(path)
+    return path, np.stack([good[p][0] for p in sorted(good)])
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("packet, damaged", [(4, range(4, 12)), (13, range(13, 24))])
+def test_zeroed_bytes_the_decoder_does_not_flag_fail_the_frames_they_reach(tmp_path, monkeypatch, clean, threads,
+                                                                          packet, damaged):
+    """Packet 4 (frame 4, a P-frame) or 13 (frame 13, the P-frame after keyframe 12) has a fifth of its bytes zeroed:
+    FFmpeg decodes it with no flag and no error, and the frames up to the next keyframe come out wrong. Each was handed
+    out as the clip's frame. Now each read of them fails; the frames before the packet and from the next keyframe on
+    read as in the clean clip, as does a whole read of them."""
+    path, want = clean
+    bad = _damaged(path, packet, _zero_a_fifth)
+    decoded = _decode(bad)
+    assert not any(flagged for _, flagged in decoded.values()) and len(decoded) == N  # the premise: no signal
+    got = np.stack([decoded[p][0] for p in sorted(decoded)])
+    assert [i for i in range(N) if not np.array_equal(got[i], want[i])] == list(damaged)
+    if threads > 1:
+        frame_threaded_reads(monkeypatch, threads)
+    with VideoReader(bad) as reader:
+        assert failed_reads(reader, want) == list(damaged)
+        with pytest.raises(VideoDecodeError, match=f"frame {damaged[0]} of {N} could not be decoded.*zero bytes"):
+            reader.read(range(N))
+        keep = [i for i in range(N) if i not in damaged]
+        assert np.array_equal(reader.read(keep), want[keep])
+
+
+def test_a_nal_unit_is_broken_by_three_zero_bytes_inside_it_not_by_its_escapes_or_trailing_zeros():
+    """Length-prefixed (an avcC record's 4-byte lengths) and Annex B: 00 00 00, 00 00 01 and 00 00 02 cannot occur
+    inside a NAL unit (the encoder escapes them: 00 00 03); zero bytes after its last byte are padding."""
+    avcc = bytes([1, 100, 0, 30, 0xFF])  # (its 5th byte: 4-byte lengths)
+
+    def prefixed(*units: bytes) -> bytes:
+        return b"".join(len(u).to_bytes(4, "big") + u for u in units)
+
+    assert broken_nal_unit(prefixed(b"\x65\x88\x00\x00\x00\x17"), "h264", avcc)
+    assert broken_nal_unit(prefixed(b"\x06\x05\x11", b"\x41\x9a\x00\x00\x02\x42"), "h264", avcc)
+    assert not broken_nal_unit(prefixed(b"\x65\x88\x00\x00\x03\x00\x17", b"\x41\x9a\x00\x00"), "h264", avcc)
+    assert not broken_nal_unit(prefixed(b"\x41\x00\x00\x03\x01"), "h264", avcc)
+    assert broken_nal_unit(b"\x00\x00\x00\x01\x65\x88\x00\x00\x00\x00\x17", "h264", None)
+    assert not broken_nal_unit(b"\x00\x00\x00\x01\x65\x88\x00\x00\x00\x00\x01\x41\x17", "h264", None)
+    assert not broken_nal_unit(prefixed(b"\x00\x00\x00"), "mpeg4", avcc)  # (not H.264 / HEVC)

@@ -1,0 +1,62 @@
+"""Zero bytes inside an H.264 / HEVC NAL unit: damage the decoder does not see (``broken_nal_unit``).
+
+A stretch of a picture's bytes zeroed (a disk block lost, a download's gap filled with zeros) decodes as valid
+macroblocks: CABAC reads zeros as symbols like any others, the slice ends where its macroblocks do, and FFmpeg's H.264
+decoder neither conceals nor flags nor fails the picture (none of ``err_detect``'s checks, ``explode`` and
+``aggressive`` included, on one thread or on frame threads; a 96x96 x264 clip with B-frames: 16 of its 40 packets,
+a fifth of each zeroed, gave wrong frames with no signal), and the frames up to the next keyframe reference it. Yet
+the zeros break the stream's own byte rule: within a NAL unit no three bytes may read 00 00 00, 00 00 01 or 00 00 02
+(H.264 7.4.1, HEVC 7.4.2.3: the encoder escapes them as 00 00 03 0x), and FFmpeg copies such bytes through as data.
+Zero bytes after a unit's last byte are padding (Annex B's trailing_zero_8bits, or a muxer's), not inside it.
+
+Only damage that leaves such a run: a bit flipped in CABAC data, or bytes replaced by other non-zero bytes, still
+decodes unseen (no checksum in H.264; HEVC's optional picture hashes: ``tools.video_threads.HASH_CHECKED``)."""
+
+from __future__ import annotations
+
+from tools.video_slices import SLICE_THREADED_CODECS, nal_length_size, nal_units
+
+FORBIDDEN = (b"\x00\x00\x00", b"\x00\x00\x01", b"\x00\x00\x02")
+"""The three-byte sequences no H.264 / HEVC NAL unit holds (emulation prevention)."""
+
+
+def broken_nal_unit(data: bytes, codec: str, extradata: bytes | None) -> bool:
+    """Whether a NAL unit of the H.264 / HEVC packet ``data`` (length-prefixed as the stream's avcC / hvcC record
+    ``extradata`` says, else Annex B) holds a sequence of ``FORBIDDEN`` before its last non-zero byte; False for another
+    codec. (A length past the packet's end ends the look: FFmpeg fails such a packet itself.)"""
+    if codec not in SLICE_THREADED_CODECS:
+        return False
+    size = nal_length_size(codec, extradata)
+    if size is None:  # (Annex B: each unit split off at its start code, trailing zeros stripped)
+        return any(_forbidden(unit, 0, len(unit)) for unit in nal_units(data, codec, extradata))
+    at = 0
+    while at + size <= len(data):
+        length = int.from_bytes(data[at:at + size], "big")
+        at += size
+        if not length or at + length > len(data):
+            return False
+        end = at + length
+        while end > at and not data[end - 1]:
+            end -= 1
+        if _forbidden(data, at, end):
+            return True
+        at += length
+    return False
+
+
+def _forbidden(data: bytes, start: int, end: int) -> bool:
+    """Whether ``data[start:end]`` holds a sequence of ``FORBIDDEN`` (one scan for 00 00, rare in valid data: the
+    encoder's escapes)."""
+    at = data.find(b"\x00\x00", start, end)
+    while 0 <= at < end - 2:
+        if data[at + 2] <= 2:
+            return True
+        at = data.find(b"\x00\x00", at + 1, end)
+    return False
+
+
+def zero_run_damage(tag: int) -> str:
+    """What the watch names for the packet tagged ``tag`` that ``broken_nal_unit`` found broken."""
+    return (f"in packet {tag} of the decode (decode order), a run of zero bytes inside a picture's data, which no "
+            "encoder writes (the decoder takes it as data, no error): the frames decoded after it up to the next "
+            "keyframe may reference its frame")
