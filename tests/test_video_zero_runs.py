@@ -21,7 +21,7 @@ from tests.test_video_concealed import (
     frame_threaded_reads,
 )
 from tools.video import VideoDecodeError, VideoReader
-from tools.video_nal_check import broken_nal_unit
+from tools.video_nal_check import broken_headers, broken_nal_unit, unreferenced
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,22 @@ def test_zeroed_bytes_the_decoder_does_not_flag_fail_the_frames_they_reach(tmp_p
         assert np.array_equal(reader.read(keep), want[keep])
 
 
+@pytest.mark.parametrize("threads", [1, 4])
+def test_zeroed_bytes_of_a_b_frame_no_frame_references_fail_that_frame_alone(tmp_path, monkeypatch, clean, threads):
+    """Packet 3 (frame 2, a B-frame whose slice says no picture references it: nal_ref_idc 0) has a fifth zeroed:
+    only frame 2 comes out wrong, no signal. Its read fails; frames 3-11, decoded after it, still read."""
+    path, want = clean
+    bad = _damaged(path, 3, _zero_a_fifth)
+    got = _decode(bad)
+    assert [i for i, p in enumerate(sorted(got)) if not np.array_equal(got[p][0], want[i])] == [2]  # the premise
+    if threads > 1:
+        frame_threaded_reads(monkeypatch, threads)
+    with VideoReader(bad) as reader:
+        assert failed_reads(reader, want) == [2]
+        with pytest.raises(VideoDecodeError, match=f"frame 2 of {N} could not be decoded.*no frame references"):
+            reader.read(range(N))
+
+
 def test_a_nal_unit_is_broken_by_three_zero_bytes_inside_it_not_by_its_escapes_or_trailing_zeros():
     """Length-prefixed (an avcC record's 4-byte lengths) and Annex B: 00 00 00, 00 00 01 and 00 00 02 cannot occur
     inside a NAL unit (the encoder escapes them: 00 00 03); zero bytes after its last byte are padding."""
@@ -71,3 +87,6 @@ def test_a_nal_unit_is_broken_by_three_zero_bytes_inside_it_not_by_its_escapes_o
     assert broken_nal_unit(b"\x00\x00\x00\x01\x65\x88\x00\x00\x00\x00\x17", "h264", None)
     assert not broken_nal_unit(b"\x00\x00\x00\x01\x65\x88\x00\x00\x00\x00\x01\x41\x17", "h264", None)
     assert not broken_nal_unit(prefixed(b"\x00\x00\x00"), "mpeg4", avcc)  # (not H.264 / HEVC)
+    headers = broken_headers(prefixed(b"\x01\x9e\x00\x00\x00\x17", b"\x41\x9a\x00\x00\x00\x42"), "h264", avcc)
+    assert headers == [0x01, 0x41] and not unreferenced(headers, "h264")  # (a reference slice among them)
+    assert unreferenced(headers[:1], "h264") and not unreferenced([0x06], "h264")  # (an SEI's damage reaches on)

@@ -86,7 +86,8 @@ class DamageWatch:
         # (lowest tag, highest tag, what, B): a flagged frame or failed packet; B, a flagged B-frame where nothing
         # references one: alone once a frame decoded before it came out shown after it (`_unreferenced`)
         self._bad: list[tuple[int, int, str, bool]] = []
-        self._broken: list[tuple[int, int, str]] = []  # (lowest tag, highest tag, what): damage it did not tell
+        self._broken: list[tuple[int, int, str, bool]] = []  # (lowest tag, highest tag, what, its frame's alone):
+        # damage the decoder did not tell (`broken`)
         self._unshown: dict[int, tuple[int, int]] = {}  # such a B-frame's tag -> (its floor, pts) until then
         self._last = _UNPLACED  # the place of the frame just out
         self._handed: list[tuple[int, Place, int]] = []  # (index, place, frames out then) handed before resolved
@@ -177,12 +178,13 @@ class DamageWatch:
         low = min(first, tag)  # (a discarded packet's: after `tag`)
         self._failed = low if self._failed is None else min(self._failed, low)
 
-    def broken(self, tag: int, what: str, *, discarded: bool = False) -> None:
+    def broken(self, tag: int, what: str, *, discarded: bool = False, alone: bool = False) -> None:
         """The packet tagged ``tag`` is damaged (``what``) though the decoder may decode it with no flag and no error
         (``tools.video_nal_check``): the frames decoded from it (``discarded``: after it, as ``discarded``'s) up to the
-        next keyframe, which reference its frame, are damaged (named where the decoder told nothing of them)."""
-        bad = (tag, tag - 1 if discarded else tag, what)
-        if bad not in self._broken:  # (a handover feeds a packet again)
+        next keyframe, which reference its frame, are damaged (named where the decoder told nothing of them);
+        ``alone``: a picture no frame references, its own frame only."""
+        bad = (tag, tag if alone else tag - 1 if discarded else tag, what, alone)
+        if not (discarded and alone) and bad not in self._broken:  # (a handover feeds a packet again)
             self._broken.append(bad)
 
     def discarded(self, frame: av.VideoFrame) -> None:
@@ -225,7 +227,8 @@ class DamageWatch:
                 return what
         if not settled:  # (a flag of a frame decoded before it, yet to come out, names the damage better)
             return None
-        return next((what for lo, hi, what in self._broken if lo <= tag and hi >= floor), None)
+        return next((what for lo, hi, what, alone in self._broken
+                     if (lo == tag if alone else lo <= tag and hi >= floor)), None)
 
     def _unreferenced(self, tag: int) -> bool | None:
         """Whether the flagged B-frame of ``tag`` is one: a frame decoded before it (from the last keyframe out then)

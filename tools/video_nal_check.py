@@ -24,24 +24,37 @@ def broken_nal_unit(data: bytes, codec: str, extradata: bytes | None) -> bool:
     """Whether a NAL unit of the H.264 / HEVC packet ``data`` (length-prefixed as the stream's avcC / hvcC record
     ``extradata`` says, else Annex B) holds a sequence of ``FORBIDDEN`` before its last non-zero byte; False for another
     codec. (A length past the packet's end ends the look: FFmpeg fails such a packet itself.)"""
+    return bool(broken_headers(data, codec, extradata, first=True))
+
+
+def broken_headers(data: bytes, codec: str, extradata: bytes | None, *, first: bool = False) -> list[int]:
+    """The header bytes (the first byte) of the NAL units of ``data`` that ``broken_nal_unit`` finds broken (``first``:
+    up to the first)."""
     if codec not in SLICE_THREADED_CODECS:
-        return False
+        return []
     size = nal_length_size(codec, extradata)
     if size is None:  # (Annex B: each unit split off at its start code, trailing zeros stripped)
-        return any(_forbidden(unit, 0, len(unit)) for unit in nal_units(data, codec, extradata))
-    at = 0
-    while at + size <= len(data):
+        units = [unit for unit in nal_units(data, codec, extradata) if _forbidden(unit, 0, len(unit))]
+        return [unit[0] for unit in units[:1 if first else None]]
+    at, found = 0, list[int]()
+    while at + size <= len(data) and not (first and found):
         length = int.from_bytes(data[at:at + size], "big")
         at += size
         if not length or at + length > len(data):
-            return False
+            break
         end = at + length
         while end > at and not data[end - 1]:
             end -= 1
         if _forbidden(data, at, end):
-            return True
+            found.append(data[at])
         at += length
-    return False
+    return found
+
+
+def unreferenced(headers: list[int], codec: str) -> bool:
+    """Whether the NAL units of ``headers`` (``broken_headers``) are all H.264 slices of a picture no other references
+    (nal_ref_idc 0: x264's B-frames but the pyramid's): its damage is its own frame's alone. (HEVC: not told apart.)"""
+    return codec == "h264" and bool(headers) and all(1 <= h & 0x1F <= 5 and not h & 0x60 for h in headers)
 
 
 def _forbidden(data: bytes, start: int, end: int) -> bool:
@@ -55,8 +68,10 @@ def _forbidden(data: bytes, start: int, end: int) -> bool:
     return False
 
 
-def zero_run_damage(tag: int) -> str:
-    """What the watch names for the packet tagged ``tag`` that ``broken_nal_unit`` found broken."""
+def zero_run_damage(tag: int, alone: bool = False) -> str:
+    """What the watch names for the packet tagged ``tag`` that ``broken_nal_unit`` found broken (``alone``: a picture
+    no other references, ``unreferenced``)."""
     return (f"in packet {tag} of the decode (decode order), a run of zero bytes inside a picture's data, which no "
-            "encoder writes (the decoder takes it as data, no error): the frames decoded after it up to the next "
-            "keyframe may reference its frame")
+            "encoder writes (the decoder takes it as data, no error)" + (
+                " (a picture no frame references)" if alone else
+                ": the frames decoded after it up to the next keyframe may reference its frame"))
