@@ -12,7 +12,8 @@ after it, an open GOP's leading picture, may reference the GOP before: it counts
 
 Damage the decoder neither flags nor fails on (most bit flips in CABAC data decode as valid, wrong pictures) cannot
 be seen here: nothing in an H.264 stream checks its pictures' data, nor in an HEVC one but its optional picture
-hashes (``watched_decoder``). Nor can damage FFmpeg's H.264 slice threads
+hashes (``watched_decoder``); but for a run of zero bytes inside a NAL unit, which no stream may hold
+(``tools.video_nal_check``, told to ``broken``). Nor can damage FFmpeg's H.264 slice threads
 decode (they flag nothing): H.264 decodes without them (``tools.video_slices``)."""
 
 from __future__ import annotations
