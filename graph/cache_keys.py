@@ -64,7 +64,9 @@ def _schema_entry(schema: type[BaseModel]) -> dict[str, Any]:
 
 
 def _render_block(block: Any) -> Any:
-    """A content block with image data replaced by its hash (text blocks unchanged)."""
+    """A content block with image data replaced by its hash (text blocks unchanged). Only dicts and lists are
+    walked: any other value comes back as it is, so it is taken as it is without a call per string (a stage's
+    messages hold ~500 values, most of them strings: labels, texts, types)."""
     if isinstance(block, dict):
         out: dict[str, Any] = {}
         for k, v in block.items():
@@ -72,15 +74,16 @@ def _render_block(block: Any) -> Any:
                 url = v.get("url", "") if isinstance(v, dict) else str(v)
                 detail = v.get("detail") if isinstance(v, dict) else None
                 out[k] = {"sha256": _url_sha(url), "detail": detail}
-            elif k in ("data", "base64") and isinstance(v, str):
-                out[k] = {"sha256": _url_sha(v)}
-            elif k == "url" and isinstance(v, str) and v.startswith("data:"):
-                out[k] = {"sha256": _url_sha(v)}
-            else:
+            elif isinstance(v, str):
+                out[k] = {"sha256": _url_sha(v)} if k in ("data", "base64") or (k == "url" and v.startswith("data:")) \
+                    else v
+            elif isinstance(v, dict | list):
                 out[k] = _render_block(v)
+            else:
+                out[k] = v
         return out
     if isinstance(block, list):
-        return [_render_block(b) for b in block]
+        return [_render_block(b) if isinstance(b, dict | list) else b for b in block]
     return block
 
 
