@@ -62,7 +62,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graph.batch_manifest_file import file_id, manifest_folder_id
+from graph.batch_manifest_file import ManifestFile, file_id, manifest_folder_id
 from tools.file_kinds import read_file
 from tools.jsonl import parsed_line, strict_dumps
 
@@ -164,18 +164,26 @@ def read_manifest(manifest: Path, preset: str, draw: int = 0) -> list[dict[str, 
 
 
 def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dict[str, Any]], list[int]]:
+    """The items and comment lines' numbers of `read_items`."""
+    items, comments, _ = read_items(manifest, preset, draw)
+    return items, comments
+
+
+def read_items(manifest: Path, preset: str,
+               draw: int = 0) -> tuple[list[dict[str, Any]], list[int], ManifestFile]:
     """Manifest rows as batch items of stage-cache `draw`, and the numbers of the comment lines skipped, both of one
     read of the file (read again for the comments, a manifest edited meanwhile had its comments counted from
     another file than its items). A bad line becomes an item carrying an `error`; blank and comment lines are
     skipped. An item's `path` is the row's own string joined to the manifest's folder (symlinks not
     followed: what its output row names), `resolved` that path resolved (what its `key` is of), `written` the row's
     own string, `manifest_file` the manifest's resolved path (`repeat_key`) and `manifest_file_id` the `file_id` of the
-    file read, `manifest_folder_id` of its folder (module docstring). Lines are decoded one by one: a line that is not UTF-8 text, or whose path cannot be a file name (a
-    NUL byte), is a bad line like one that is not JSON."""
+    file read, `manifest_folder_id` of its folder (module docstring); and the file read (`ManifestFile`, of the same:
+    what the resume judges rows against). Lines are decoded one by one: a line that is not UTF-8 text, or whose path
+    cannot be a file name (a NUL byte), is a bad line like one that is not JSON."""
     base = manifest.resolve().parent
     items, comments, source = [], [], str(manifest.resolve())
     lines, identity = _lines(manifest)
-    folder = manifest_folder_id(source)  # where a repeat row's name leads into (graph.batch_manifest_file)
+    read = ManifestFile(source, identity, manifest_folder_id(source))  # the folder: where a row's name leads into
     for number, raw in lines:
         if _comment(raw):
             comments.append(number)
@@ -215,8 +223,8 @@ def manifest_items(manifest: Path, preset: str, draw: int = 0) -> tuple[list[dic
         items.append({"key": key, "line": number, "path": shown, "resolved": resolved, "written": path,
                       "instruction": instruction, "preset": preset, "draw": draw, "manifest": extra, "error": error,
                       "object": is_object, "array": line.lstrip().startswith("["), "manifest_file": source,
-                      "manifest_file_id": identity, "manifest_folder_id": folder})
-    return items, comments
+                      "manifest_file_id": read.identity, "manifest_folder_id": read.folder})
+    return items, comments, read
 
 
 def _named(path: Path, resolved: str) -> str:

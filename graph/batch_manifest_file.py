@@ -11,7 +11,8 @@ row records "manifest_file"), and a name that leads to this manifest now, throug
 manifest when the row was written: `mv day day1; mkdir day2; ln -s day2 day; cd day; raa score-batch m.jsonl` took
 day 1's bad line's row and repeat rows (rewards) for day 2's and removed them until day 1 ran again.
 
-How a row is read (`same_manifest_file`; `graph.batch_resume.stale_rows`, `graph.batch_repeat_rows.recorded_manifest`):
+How a row is read (`same_manifest_file`; `graph.batch_resume.stale_rows`, `graph.batch_repeat_rows.recorded_manifest`;
+"this file": the one whose lines the run read, `ManifestFile`):
 - keyed by, or recording, the manifest's resolved path now: this manifest's, whatever file it records (an editor
   that saves by writing a new file and renaming it over the old one gives the manifest a new inode at each save);
 - under another name of the manifest (the shell's way in through a link, the old name of a folder moved with a link
@@ -37,6 +38,7 @@ was saved by a rename may give b a's old inode).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,19 @@ def file_id(st: os.stat_result) -> dict[str, int]:
     """The identity of the file `st` stats, as rows record it ("ino", "dev"): a clip's (`graph.batch.clip_stamp`) and
     a manifest's ("manifest_file_id", module docstring)."""
     return {"ino": st.st_ino, "dev": st.st_dev}
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    """The manifest file one run read (`graph.batch_manifest.read_items`), as its rows are judged against it: `name`,
+    its resolved path ("manifest_file"); `identity`, `file_id` of the very file read (its fstat); `folder`, `file_id`
+    of the folder it lies in, taken at the read (None when it cannot be stat'ed). A stat of the manifest's name made
+    later (the resume looked three times a run) found a file saved by a rename since, not the one whose lines it
+    read."""
+
+    name: str
+    identity: dict[str, int]
+    folder: dict[str, int] | None
 
 
 def manifest_file_id(manifest: Path | str) -> dict[str, int] | None:

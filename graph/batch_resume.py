@@ -58,13 +58,13 @@ from graph.batch import (
     stamp_unchanged,
 )
 from graph.batch_manifest import given_bad_line_key, given_names
-from graph.batch_manifest_file import manifest_file_id, manifest_folder_id, same_manifest_file
+from graph.batch_manifest_file import ManifestFile, same_manifest_file
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
-def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,
+def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *, read: ManifestFile,
                retry_ineligible: bool, scorer: dict[str, Any] | None = None,
                cwd: str | None = None) -> Callable[[Any], str | None]:
     """Why a row of the output goes before `items` of `manifest` run at `preset` and `draw` ("bad line", "retry"
@@ -81,7 +81,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     tools load would otherwise be kept by `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`,
     leaving it no row). `cwd`: the shell's working directory (`graph.batch_manifest.shell_cwd`), against which a
     relative manifest name is a name it had too (`given_names`: its bad lines' rows keyed by it are its own, unless
-    they record another manifest file: "manifest_file_id", `graph.batch_manifest_file`)."""
+    they record another manifest file: "manifest_file_id", `graph.batch_manifest_file`). `read`: the manifest file
+    `items` were read from (`graph.batch_manifest.read_items`), the one a row's recorded file is compared with."""
     retry = {it["key"]: it["path"] for it in items} if retry_ineligible else {}
     found: dict[str, bool] = {}
 
@@ -93,7 +94,6 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     now: dict[str, dict[str, int] | None] = {}
     bad_keys: dict[str, tuple[str, set[str]]] = {}  # per line number: its bad line's keys, once (a resolve, digests)
     names = given_names(manifest, cwd)  # a link left at the old name of a manifest moved, maybe the shell's way in
-    identity, folder = manifest_file_id(manifest), manifest_folder_id(manifest)
 
     def bad_key(line: int) -> tuple[str, set[str]]:  # of the resolved name; of the names it was run by
         if (shown := repr(line)) not in bad_keys:  # as written: a hand-edited `true` is not line 1
@@ -105,10 +105,10 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
         resolved, given = bad_key(row["line"])
         if row.get("key") == resolved:  # whatever file it records: a manifest saved by a rename is a new file
             return True
-        if (same := same_manifest_file(row, identity)) is None:  # written before rows recorded the file
+        if (same := same_manifest_file(row, read.identity)) is None:  # written before rows recorded the file
             return row.get("key") in given
         if same is False and row.get("key") in given:  # saved by a rename since: ours in our folder (moved, a link left)
-            return bool(same_manifest_file(row, folder, "manifest_folder_id"))
+            return bool(same_manifest_file(row, read.folder, "manifest_folder_id"))
         return same and row.get("preset") == preset and row.get("draw", 0) == draw
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
@@ -219,16 +219,16 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None],
     return retried
 
 
-def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str,
-                 draw: int, scorer: dict[str, Any] | None = None, cwd: str | None = None) -> dict[str, int]:
+def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,
+                 read: ManifestFile, scorer: dict[str, Any] | None = None, cwd: str | None = None) -> dict[str, int]:
     """How many clips of `items` whose rows in `output` a run without `--retry-ineligible` keeps the flag would score
     again, by `stale_rows`' why ("retry", "changed"), and how many rows of lines repeating an earlier line's clip and
     instruction it would write again from that line's row ("copied": no run of their own; module docstring): told, a
     batch whose endpoint was down no longer reads as complete. And how many rows the flag leaves though a setting
     would admit their clips ("too_large": over the decode limit, `over_decode_limit`), which only deleting them
     scores again; the copies of those rows are not counted (`fixable_lines` names the rows without "repeat_of": a
-    copy goes with its first line's row, `graph.batch_repeat_rows.stale_repeats`). `cwd`: as `stale_rows`'."""
-    goes = stale_rows(manifest, items, preset, draw, retry_ineligible=True, scorer=scorer, cwd=cwd)
+    copy goes with its first line's row, `graph.batch_repeat_rows.stale_repeats`). `read`, `cwd`: as `stale_rows`'."""
+    goes = stale_rows(manifest, items, preset, draw, read=read, retry_ineligible=True, scorer=scorer, cwd=cwd)
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     sources = {it["key"] for it in items if it["error"] is None} - repeats  # once: per row, quadratic in the batch
     found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set(), "too_large": set()}

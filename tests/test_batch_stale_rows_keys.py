@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from graph import batch_resume
 from graph.batch import bad_line_key, bad_line_path
+from graph.batch_manifest import read_items
 
 
 def test_a_bad_lines_key_is_worked_out_once_per_line(monkeypatch, tmp_path) -> None:
@@ -21,7 +22,8 @@ def test_a_bad_lines_key_is_worked_out_once_per_line(monkeypatch, tmp_path) -> N
     rows = [{"key": bad_line_key(manifest, n, "full"), "line": n, "path": bad_line_path(n), "result": {}}
             for n in (1, 2)]
     rows.append({**rows[0], "key": "another manifest's"})
-    goes = batch_resume.stale_rows(manifest, [], "full", 0, retry_ineligible=False)
+    read = read_items(manifest, "full")[2]
+    goes = batch_resume.stale_rows(manifest, [], "full", 0, read=read, retry_ineligible=False)
     for _ in range(3):
         assert [goes(row) for row in rows] == ["bad line", "bad line", None]
     assert sorted(args[1] for args in calls) == [1, 2], calls
