@@ -239,10 +239,10 @@ def write_bad_lines(items: list[dict[str, Any]], writer: RowWriter) -> list[dict
 
 
 def manifest_fields(item: dict[str, Any]) -> dict[str, Any]:
-    """What the row of a bad line or a repeat line records of its manifest besides its key: "manifest_file_id", the
-    file's identity (`graph.batch_manifest_file.file_id`), and "manifest_folder_id", its folder's, where `item` holds
-    them (`graph.batch_manifest` docstring)."""
-    return {k: item[k] for k in ("manifest_file_id", "manifest_folder_id") if item.get(k) is not None}
+    """What the row of a bad line or a repeat line records of its manifest besides its key: "manifest_file", its
+    resolved path, "manifest_file_id", the file's identity (`graph.batch_manifest_file.file_id`), and
+    "manifest_folder_id", its folder's, where `item` holds them (`graph.batch_manifest` docstring)."""
+    return {k: item[k] for k in ("manifest_file", "manifest_file_id", "manifest_folder_id") if item.get(k) is not None}
 
 
 def write_repeats(items: list[dict[str, Any]], kept: dict[str, dict[str, Any]],

@@ -2,8 +2,9 @@
 
 Row format: the row of a bad manifest line (`graph.batch.write_bad_lines`) and the row of a line repeating an
 earlier line's clip and instruction (`graph.batch.write_repeats`) record "manifest_file_id": {"ino", "dev"} of the
-manifest file the run read and "manifest_folder_id" of the folder it lies in (`file_id`, the fields a clip's "clip"
-stamp records of the clip, `graph.batch.clip_stamp`).
+manifest file the run read, "manifest_folder_id" of the folder it lies in (`file_id`, the fields a clip's "clip"
+stamp records of the clip, `graph.batch.clip_stamp`) and "manifest_file", its resolved path
+(`graph.batch.manifest_fields`; bad lines' rows written before record no name).
 Rows of a line scored on its own record none: their key is of the clip, not of the manifest.
 
 Why: such rows are known as this manifest's by a name (a bad line's key is of the manifest's resolved path; a repeat
@@ -29,10 +30,11 @@ its bad lines' rows stay beside the new ones (no reward in them; `graph.batch_re
 are this manifest's where they hold one of its repeat lines as it is now, else another manifest's (kept;
 `graph.batch_repeat_rows.recorded_manifest`). So is a
 manifest whose device number changed between runs (a reboot or remount; an overlay or NFS mount numbers its device
-when mounted). An inode reused by a manifest made after the recorded one was deleted reads as that manifest,
-for a bad line's row; a repeat row whose recorded name is a manifest file's own name now (no link on the way) is that
-manifest's whatever file it records (`graph.batch_repeat_rows.recorded_manifest`: `cp a.jsonl b.jsonl` after a.jsonl
-was saved by a rename may give b a's old inode).
+when mounted). A row whose recorded name ("manifest_file") is a manifest file's own name now (`own_name`: no link on
+the way) is that manifest's whatever file it records (`cp a.jsonl b.jsonl` after a.jsonl was saved by a rename may
+give b a's old inode; `graph.batch_resume.stale_rows`, `graph.batch_repeat_rows.recorded_manifest`). An inode reused
+by a manifest made after the recorded one was deleted reads as that manifest, as does one recorded by a bad line's
+row with no name (written before such rows recorded one).
 """
 
 from __future__ import annotations
@@ -77,6 +79,14 @@ def manifest_folder_id(manifest: Path | str) -> dict[str, int] | None:
         return file_id(os.stat(os.path.dirname(os.path.realpath(manifest))))
     except (OSError, ValueError):
         return None
+
+
+def own_name(recorded: str) -> bool:
+    """Whether the name `recorded` is, now, a manifest file's own resolved name (a file there, no link on the way):
+    that manifest keys its rows by it (`graph.batch_manifest.repeat_key`, `bad_line_key`) and takes a row recording it
+    for its own, whatever file the row records. The file a row records is then the one that manifest was (saved since
+    by a rename, a new inode), and another manifest's the same inode only as reused (`cp a.jsonl b.jsonl`)."""
+    return os.path.isfile(recorded) and os.path.realpath(recorded) == recorded
 
 
 def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None,

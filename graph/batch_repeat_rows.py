@@ -39,7 +39,7 @@ from typing import Any
 
 from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows, manifest_fields
 from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
-from graph.batch_manifest_file import ManifestFile, manifest_folder_id, same_manifest_file
+from graph.batch_manifest_file import ManifestFile, manifest_folder_id, own_name, same_manifest_file
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
@@ -101,7 +101,7 @@ def recorded_manifest(read: ManifestFile,
     "this" when that is `manifest`'s file and the name is no manifest's own name now (a manifest moved, no link left;
     or the name leads here through a link), and never when it is another file: a name leading here now may have led to
     another manifest when the row was written (a link re-pointed), "other" while a file is there, None when none is.
-    A name that is another manifest's own (`_own_name`) is that manifest's even when the row records this file: an
+    A name that is another manifest's own (`own_name`) is that manifest's even when the row records this file: an
     inode freed by that manifest's save by a rename and given to this one (`cp a.jsonl b.jsonl`) took its rows.
     A row recording another file under a name leading here now is "this" all the same when it records the folder that
     name leads into now ("manifest_folder_id": the folder moved, the link left at its old name) or holds one of `lines`
@@ -120,7 +120,7 @@ def recorded_manifest(read: ManifestFile,
         if not isinstance(recorded, str):
             return None
         same = None if recorded == manifest else same_manifest_file(row, read.identity)
-        if same and not _own_name(recorded):
+        if same and not own_name(recorded):
             return "this"
         if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.isfile(recorded)
@@ -131,14 +131,6 @@ def recorded_manifest(read: ManifestFile,
         return found[recorded]
 
     return whose
-
-
-def _own_name(recorded: str) -> bool:
-    """Whether the name `recorded` is, now, a manifest file's own resolved name (a file there, no link on the way):
-    that manifest keys its repeat rows by it (`graph.batch_manifest.repeat_key`) and takes a row recording it for its
-    own, whatever file the row records. The file a row records is then the one that manifest was (saved since by a
-    rename, a new inode), and this manifest's the same inode only as reused (`recorded_manifest`)."""
-    return os.path.isfile(recorded) and os.path.realpath(recorded) == recorded
 
 
 def _same_file(recorded: str, manifest: str) -> bool:

@@ -218,3 +218,27 @@ def test_a_manifest_moved_with_a_link_left_and_saved_by_a_rename_keeps_one_bad_l
     for _ in range(2):
         _run(monkeypatch, tmp_path / "day1", out, shell=tmp_path / "day")
         assert len(_rows(out)) == 1, _rows(out)
+
+
+def test_a_reused_inode_does_not_take_another_existing_manifests_bad_line_row(monkeypatch, tmp_path):
+    """As above for a bad line's row (a/m.jsonl saved by a rename, b/m.jsonl made on the inode a's row records): the
+    row recorded no name of its manifest, only its file, so b's run took it for its own and removed it until a ran
+    again. It records its manifest's name too ("manifest_file"), a manifest file's own name now: a's."""
+    _scripted(monkeypatch, tmp_path)
+    out = tmp_path / "out.jsonl"
+    for day in ("a", "b"):
+        (tmp_path / day).mkdir()
+    (tmp_path / "a" / "m.jsonl").write_text("{not json\n")
+    _run(monkeypatch, tmp_path / "a", out)
+    (tmp_path / "a" / "new.jsonl").write_text("{not json\n")
+    (tmp_path / "a" / "new.jsonl").replace(tmp_path / "a" / "m.jsonl")  # saved by a rename: a new inode
+    (tmp_path / "b" / "m.jsonl").write_text("{also not json\n")
+    reused = manifest_file_id(tmp_path / "b" / "m.jsonl")  # the inode a's file had, as the system may give it again
+    out.write_text("".join(json.dumps({**r, "manifest_file_id": reused}) + "\n" for r in _rows(out)))
+    [row] = _rows(out)
+    _run(monkeypatch, tmp_path / "b", out)
+    rows = _rows(out)
+    assert len(rows) == 2 and row in rows, rows
+    _run(monkeypatch, tmp_path / "a", out)  # a again: its own row replaced, b's kept
+    rows = _rows(out)
+    assert len(rows) == 2 and len({r["key"] for r in rows}) == 2, rows
