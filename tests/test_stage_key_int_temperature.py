@@ -35,3 +35,23 @@ def test_an_int_zero_is_still_the_unkeyed_default() -> None:
     assert _bb(0).key_of("judge", MSGS, method="json_schema") == \
         Backbone(ScriptedChatModel({}), model_name="m", endpoint="http://h:8000/v1").key_of(
             "judge", MSGS, method="json_schema")
+
+
+@pytest.mark.parametrize("given", [True, np.True_, float("nan"), np.float32("nan"), float("inf"), -0.5, "0.5"],
+                         ids=["true", "numpy_true", "nan", "numpy_nan", "inf", "negative", "text"])
+def test_a_temperature_that_is_no_finite_number_at_or_above_0_is_refused_at_build(given) -> None:
+    """What RAA_TEMPERATURE refuses (graph.settings) the backbone refuses too, a bool besides: True was keyed `true`
+    while the resume guard took it for 1.0 (True == 1.0), so a run resumed at 1.0 asked the model again; NumPy's
+    True was no value the trace checkpointer writes (the run's quality step raised); a NaN is no temperature equal
+    to itself (a resume of the same run refused, "temperature nan (agent nan)")."""
+    with pytest.raises(ValueError, match="temperature"):
+        _bb(given)
+    backbone = _bb(0.5)
+    with pytest.raises(ValueError, match="temperature"):
+        backbone.temperature = given
+    assert backbone.temperature == 0.5  # left as it was
+
+
+@pytest.mark.parametrize("given", [None, 0, 0.0, 2, np.int64(1), np.float64(0.25)])
+def test_a_finite_temperature_at_or_above_0_or_none_is_taken(given) -> None:
+    assert _bb(given).temperature == (None if given is None else float(given))
