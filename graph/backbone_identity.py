@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+from numbers import Real
 from typing import Self
 
 from langchain_core.language_models import BaseChatModel
@@ -74,6 +75,13 @@ class BackboneIdentity:
 
     @temperature.setter
     def temperature(self, temperature: float) -> None:
+        """The temperature given (None: not known): a number >= 0 and finite, as RAA_TEMPERATURE's (graph.settings),
+        not a bool. True was keyed `true` while the run recorded it as 1.0's equal (the resume guard let a run resumed
+        at 1.0 through, and every stage was asked again); NumPy's was no value the trace checkpointer writes; a NaN
+        never equals its own record (the same run's resume refused)."""
+        if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, Real)
+                                        or not 0 <= temperature < math.inf):
+            raise ValueError(f"temperature must be a number >= 0 and finite, or None, got {temperature!r}")
         self._temperature = temperature
 
     def sampling(self) -> tuple[Requested | None, float | None]:
