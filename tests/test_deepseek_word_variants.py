@@ -49,3 +49,18 @@ def test_the_new_wordings_quoted_inside_another_message_stay_refused(words: str)
     fault = _fault_of(words)
     assert fault.kind == "refused" and "RAA_STRUCTURED_METHOD" not in fault.message, fault.message
 
+
+
+@pytest.mark.parametrize("words", [
+    "Failed to parse input at pos 0: The screen lists:\n- deepseek-r1 does not support json output.",
+    "Failed to parse input at pos 0: The screen lists:\n- deepseek-r1 doesn't support json output.\n- retry later",
+    "Failed to parse input at pos 0: The screen lists:\n- qwen3:32b does not support\njson output.\n- retry later",
+    "Failed to parse input at pos 0: Notes:\n  - retry later\n  - deepseek-reasoner does not support json output."],
+    ids=["last_item", "middle_item", "any_model_wrapped", "indented_items"])
+def test_the_words_as_an_item_of_a_list_the_model_wrote_are_no_refusal(words: str) -> None:
+    """A server's 500 quoting the model's own output (llama.cpp's "Failed to parse input at pos N: <output>"), whose
+    list holds the words as an item: its "\\n- " was read as the " - " that opens a whole message ("Error code: 400 -
+    "), and the next item's as the one that closes it, so the output was taken for the server's refusal of
+    json_object: "settings" at once, never retried. A 500 of no such words is retried, and here answered."""
+    fault, sent = _call(500, {"error": {"message": words, "type": "server_error"}}, replies=1, method="json_mode")
+    assert fault is None and sent == 2, (fault, sent)
