@@ -82,7 +82,7 @@ class BackboneIdentity:
         if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, Real)
                                         or not 0 <= temperature < math.inf):
             raise ValueError(f"temperature must be a number >= 0 and finite, or None, got {temperature!r}")
-        self._temperature = temperature
+        self._temperature: float = temperature
 
     def sampling(self) -> tuple[Requested | None, float | None]:
         """What the model asks its endpoint for (`graph.model_request.requested`; None for a chat model not of the
