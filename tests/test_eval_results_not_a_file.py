@@ -43,3 +43,21 @@ def test_the_reports_refusal_advises_what_the_report_can_do(tmp_path, make):
         call_unblocked(lambda: write_eval_index(tmp_path), results)
     assert str(refused.value) == (f"{results} is not a file: `raa eval report` reads the rows `raa eval reward --out` "
                                   "wrote there; give it a folder that run wrote")
+
+
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir], ids=["fifo", "folder"])
+def test_the_reward_runs_refusal_keeps_its_advice(tmp_path, make):
+    """`raa eval reward --out DIR` appends to DIR/results.jsonl: its refusal of one that is no file still says so
+    (`results_lines`' advice is the command's; the report's words are not the run's)."""
+    import asyncio
+
+    from evals.reliability import run_reward_eval
+    from evals.reward_scorer import EvalClip
+
+    results = tmp_path / "results.jsonl"
+    make(results)
+    clip = EvalClip(str(tmp_path / "a.mp4"), "push", "failure", "-", "")
+    with pytest.raises(ManifestError) as refused:
+        call_unblocked(lambda: asyncio.run(run_reward_eval([clip], ["full"], tmp_path, scorer=None,  # type: ignore[arg-type]
+                                                           judge=None)), results)
+    assert str(refused.value) == f"{results} is not a file: results are written there; move it away or choose another --out"
