@@ -137,3 +137,27 @@ def parent_clock(monkeypatch, moves) -> None:  # noqa: ANN001
         return last[0]
 
     monkeypatch.setattr(batch_procs, "time", types.SimpleNamespace(monotonic=monotonic))
+
+
+def parent_stalls(monkeypatch, stall_s: float) -> None:  # noqa: ANN001
+    """A parent stalled each time it wakes (a loaded machine): its clock (the monotonic clock that `batch_procs` and
+    `graph.batch_pipes` read) stands still but leaps `stall_s` ahead whenever a `batch_procs.wait` returns something
+    ready, so every run in flight is past its deadline when the parent handles what woke it (a worker's death, its
+    "fatal" message), and none passes any other way, whatever the machine's load."""
+    import types
+
+    from graph import batch_pipes, batch_procs
+
+    real_wait = batch_procs.wait
+    at = [time.monotonic()]
+
+    def wait(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        ready = real_wait(*args, **kwargs)
+        if ready:
+            at[0] += stall_s
+        return ready
+
+    clock = types.SimpleNamespace(monotonic=lambda: at[0])
+    monkeypatch.setattr(batch_procs, "wait", wait)
+    monkeypatch.setattr(batch_procs, "time", clock)
+    monkeypatch.setattr(batch_pipes, "time", clock)
