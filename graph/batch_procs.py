@@ -36,6 +36,10 @@ Decisions where the issue was silent:
   in flight: tried once more alone, then an ineligible row saying it did not finish in time. The
   other runs of that worker go back to the queue as they were (they had not hung). In one process
   (`--processes 1`) there is no such limit: a hang there cannot be stopped without killing the batch.
+  Only a worker still running with its pipe open is killed as hung: one that has exited, shut its pipe or sent
+  "fatal" (its last message) is ending on its own and is buried with its own cause (exit status, error), even when
+  the parent finds its end only after a run's deadline has passed (a loaded or stalled parent: the row said "did not
+  finish within N s" for a crash or an error the worker had already sent).
 - A worker that fails before it is ready (bad trace path, import error, a preset's tool model that
   cannot load) is not replaced; when no
   worker is left, `BatchError` carries its message and the items not yet scored stay unwritten, so
@@ -215,8 +219,12 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
                 open_.remove(target)
 
     def kill_hung(w: _Worker, now: float) -> None:
-        if w.closed_at is not None and now - w.closed_at > STOP_TIMEOUT_S:  # its exit hangs: it can send nothing
-            w.process.kill()
+        """Kill a live worker whose exit hangs, or one with a run past its deadline (a hang): not one whose pipe is at
+        its end or that sent "fatal" (it is ending on its own: killed only if its exit hangs, buried with its cause)."""
+        if w.closed_at is not None:
+            if now - w.closed_at > STOP_TIMEOUT_S:  # its exit hangs: it can send nothing
+                w.process.kill()
+            return
         overdue = {t for t, (_, deadline) in w.in_flight.items() if deadline <= now}
         if overdue and not w.hung:
             w.hung = overdue
@@ -294,13 +302,17 @@ def run_batch_processes(items: list[dict[str, Any]], writer: RowWriter, *, setti
             now = time.monotonic()
             for w in list(workers):
                 receive(w, writer)
-                kill_hung(w, now)
+                if w.fatal and w.closed_at is None:  # its last message: it is exiting (on this clock: kill_hung)
+                    w.closed_at = now
                 # its sentinel is ready once the process has closed its files, a moment before the system has
-                # it ended (is_alive is True until then): join waits out that moment instead of the loop
+                # it ended (is_alive is True until then): join waits out that moment instead of the loop. One that
+                # ended by itself is buried with its own cause, even when a run's deadline passed before this saw it
                 if w.process.sentinel in ready or not w.process.is_alive():
                     receive(w, writer)  # rows sent just before it exited
                     w.process.join()  # sets its exit code
                     bury(w)
+                else:  # still running: killed if a run or its exit hangs
+                    kill_hung(w, now)
             warn_start_failures()
         finished = True
     except KeyboardInterrupt:  # rows already in the pipes are finished runs: write them, or the resume pays twice
