@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -145,6 +146,41 @@ def test_ranks_that_do_not_start_fail_as_such_not_as_a_hang(tmp_path):
     text = str(failed.value)
     assert text.startswith("the ranks did not start (ranks [0, 1] not started within 3 s"), text
     assert "hung" not in text.splitlines()[0], text
+    assert _spawned_children() - before == set()
+
+
+def _first_ends(claim: str) -> str:
+    try:  # the first rank to unpickle this ends at once, exit code 0, before it has started
+        os.close(os.open(claim, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return claim
+    os._exit(0)
+
+
+class FirstEnds:
+    """An argument of a rank whose unpickling ends the first rank to unpickle it (exit code 0: as torch's rank wrapper
+    ends a rank that a Ctrl-C interrupted), before `spawn_ranks` has it started."""
+
+    def __init__(self, claim: str) -> None:
+        self.claim = claim
+
+    def __reduce__(self) -> tuple:
+        return _first_ends, (self.claim,)
+
+
+@pytest.mark.slow  # two spawned processes (~10 s here)
+@pytest.mark.distributed
+def test_a_rank_that_ends_before_it_started_fails_at_once(tmp_path):
+    """A rank that ended before it started (no marker, exit code 0, which torch's join does not count as a failure)
+    could never start: its partner, started and waiting for it (here asleep), was waited on for the whole start-up
+    bound, then failed as 'not started within 120 s'. It fails at once, naming that rank."""
+    before = _spawned_children()
+    with pytest.raises(pytest.fail.Exception) as failed:
+        spawn_ranks(_started_late, (str(tmp_path), FirstEnds(str(tmp_path / "claim")), "hang"), tmp_path,
+                    deadline_s=600, startup_s=120)
+    text = str(failed.value)
+    assert re.match(r"the ranks did not start \(ranks \[[01]\] ended before they started \(exit codes \[0\]\)",
+                    text), text
     assert _spawned_children() - before == set()
 
 
