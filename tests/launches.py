@@ -311,7 +311,7 @@ def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *,
     """Start ``fn(rank, *args)`` on ``world`` spawned ranks (`_rank_main`: RANK, WORLD_SIZE, MASTER_* set) and
     wait; each writes ``folder/rank{r}.done``. Fails the test, quoting every rank's outcome and log
     (`ranks_report`), when not every rank has started within ``startup_s`` (`STARTUP_S`: "the ranks did not
-    start"), when they run past ``deadline_s`` counted from when the last of them started (out of step: a rank
+    start"; at once for a rank that ended before it started, which join lets pass with exit code 0), when they run past ``deadline_s`` counted from when the last of them started (out of step: a rank
     waits in a collective the other never joins; each rank's stacks are dumped into its log, then every rank is
     killed), when a rank exits with an error or a signal, or when a rank did not write "ok". The deadline once
     counted start-up too, and a loaded machine failed ranks as hung that had not yet started. Whatever else ends
@@ -328,13 +328,20 @@ def spawn_ranks(fn: Callable[..., None], args: tuple[Any, ...], folder: Path, *,
             while not ctx.join(timeout=POLL_S):
                 now = time.monotonic()
                 if deadline is None:
+                    # ended with no marker (exit code 0, which join lets pass: torch's wrapper on a Ctrl-C): it never
+                    # will start (ended before its marker is looked for: the marker is made before fn runs)
+                    ended = [r for r, p in enumerate(ctx.processes)
+                             if not p.is_alive() and not started_marker(folder, r).exists()]
                     waiting = [r for r in range(world) if not started_marker(folder, r).exists()]
                     if not waiting:
                         deadline = now + deadline_s
-                    elif now > startup_end:
+                    elif ended or now > startup_end:
+                        codes = [ctx.processes[r].exitcode for r in ended]
                         _kill_ranks(ctx.processes)
-                        pytest.fail(f"the ranks did not start (ranks {waiting} not started within {startup_s:g} s; "
-                                    f"no deadline counted yet):\n{ranks_report(folder, world)}")
+                        why = (f"ranks {ended} ended before they started (exit codes {codes})" if ended
+                               else f"ranks {waiting} not started within {startup_s:g} s")
+                        pytest.fail(f"the ranks did not start ({why}; no deadline counted yet):\n"
+                                    f"{ranks_report(folder, world)}")
                 elif now > deadline:
                     hung = [p for p in ctx.processes if p.is_alive()]
                     for proc in hung:
