@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -90,3 +91,55 @@ def test_a_nal_unit_is_broken_by_three_zero_bytes_inside_it_not_by_its_escapes_o
     headers = broken_headers(prefixed(b"\x01\x9e\x00\x00\x00\x17", b"\x41\x9a\x00\x00\x00\x42"), "h264", avcc)
     assert headers == [0x01, 0x41] and not unreferenced(headers, "h264")  # (a reference slice among them)
     assert unreferenced(headers[:1], "h264") and not unreferenced([0x06], "h264")  # (an SEI's damage reaches on)
+
+
+SIGNING_SEI = b"\x06\x05\x20" + bytes([7]) * 16 + b"\x00\x00\x00\x01\x15\x00\x00\x02" + bytes([9]) * 8 + b"\x80"
+"""An H.264 SEI (user data unregistered, 32 bytes) written without emulation prevention, as ONVIF Media Signing allows
+for its SEI (Axis cameras' signed video; its test vectors carry a raw 00 00 00 01, then bytes that read as a NAL
+unit of type 21): the decoder skips it."""
+
+
+def _with_sei(src: Path, dst: Path, sei: bytes) -> Path:
+    """``src`` (an MP4 of 4-byte NAL lengths) remuxed with the unit ``sei`` before each packet's units."""
+    with av.open(str(src)) as ic, av.open(str(dst), "w") as oc:
+        stream = ic.streams.video[0]
+        out = oc.add_stream_from_template(stream)
+        for packet in ic.demux(stream):
+            if not packet.size:
+                continue
+            new = av.Packet(len(sei).to_bytes(4, "big") + sei + bytes(packet))
+            new.pts, new.dts, new.time_base, new.is_keyframe = packet.pts, packet.dts, packet.time_base, \
+                packet.is_keyframe
+            new.stream = out
+            oc.mux(new)
+    return dst
+
+
+def test_a_unit_that_codes_no_picture_is_not_checked():
+    """Only the units the decoder makes pictures of (slices, parameter sets) break the clip: an SEI, filler or an
+    unspecified unit with a raw 00 00 00 01 (written so by some devices) damages no frame."""
+    avcc = bytes([1, 100, 0, 30, 0xFF])
+    slice_ = b"\x41\x9a\x00\x00\x03\x01\x42"
+
+    def prefixed(*units: bytes) -> bytes:
+        return b"".join(len(u).to_bytes(4, "big") + u for u in units)
+
+    for other in (SIGNING_SEI, b"\x0c\xff\x00\x00\x00\xff\x80", b"\x18\x00\x00\x00\x01\x80"):  # SEI, filler, type 24
+        assert not broken_nal_unit(prefixed(other, slice_), "h264", avcc)
+    hevc_sei = b"\x4e\x01\x05\x10" + bytes(16) + b"\x00\x00\x01\x80"  # (prefix SEI, type 39)
+    hvcc = bytes([1]) + bytes(20) + bytes([0xFF, 0])
+    assert not broken_nal_unit(prefixed(hevc_sei, b"\x02\x01\xd0\x00\x00\x03\x01\x80"), "hevc", hvcc)
+    assert broken_nal_unit(prefixed(hevc_sei, b"\x02\x01\xd0\x00\x00\x00\x01\x80"), "hevc", hvcc)
+    assert broken_nal_unit(prefixed(b"\x67\x64\x00\x00\x00\x1f", slice_), "h264", avcc)  # (an SPS: decoded)
+
+
+def test_a_clean_clip_whose_seis_hold_raw_start_codes_reads_whole(tmp_path, clean):
+    """The clean clip with such an SEI in each packet: FFmpeg decodes it as the clean clip; every frame reads, by a
+    whole read and one by one."""
+    path, want = clean
+    signed = _with_sei(path, tmp_path / "signed.mp4", SIGNING_SEI)
+    got = _decode(signed)
+    assert np.array_equal(np.stack([got[p][0] for p in sorted(got)]), want)  # the premise
+    with VideoReader(signed) as reader:
+        assert np.array_equal(reader.read(range(N)), want)
+        assert failed_reads(reader, want) == []
