@@ -19,22 +19,32 @@ from tools.video_slices import SLICE_THREADED_CODECS, nal_length_size, nal_units
 FORBIDDEN = (b"\x00\x00\x00", b"\x00\x00\x01", b"\x00\x00\x02")
 """The three-byte sequences no H.264 / HEVC NAL unit holds (emulation prevention)."""
 
+CHECKED_UNITS = {"h264": frozenset({1, 2, 3, 4, 5, 7, 8}),
+                 "hevc": frozenset({*range(10), *range(16, 22), 32, 33, 34})}
+"""The NAL unit types checked: those the decoder makes pictures of (slices, parameter sets). Not SEI, filler or
+unspecified units, which some writers fill without emulation prevention (ONVIF Media Signing's SEI may hold a raw
+00 00 00 01) and the decoder skips: a clean clip's frames."""
+
 
 def broken_nal_unit(data: bytes, codec: str, extradata: bytes | None) -> bool:
     """Whether a NAL unit of the H.264 / HEVC packet ``data`` (length-prefixed as the stream's avcC / hvcC record
     ``extradata`` says, else Annex B) holds a sequence of ``FORBIDDEN`` before its last non-zero byte; False for another
-    codec. (A length past the packet's end ends the look: FFmpeg fails such a packet itself.)"""
+    codec. (A length past the packet's end ends the look: FFmpeg fails such a packet itself.) Only the units the
+    decoder makes pictures of are checked (``CHECKED_UNITS``)."""
     return bool(broken_headers(data, codec, extradata, first=True))
 
 
 def broken_headers(data: bytes, codec: str, extradata: bytes | None, *, first: bool = False) -> list[int]:
-    """The header bytes (the first byte) of the NAL units of ``data`` that ``broken_nal_unit`` finds broken (``first``:
-    up to the first)."""
+    """The header bytes (the first byte) of the NAL units of ``data`` (of ``CHECKED_UNITS``' types) that
+    ``broken_nal_unit`` finds broken (``first``: up to the first)."""
     if codec not in SLICE_THREADED_CODECS:
         return []
+    checked = CHECKED_UNITS[codec]
+    shift, mask = (1, 0x3F) if codec == "hevc" else (0, 0x1F)
     size = nal_length_size(codec, extradata)
     if size is None:  # (Annex B: each unit split off at its start code, trailing zeros stripped)
-        units = [unit for unit in nal_units(data, codec, extradata) if _forbidden(unit, 0, len(unit))]
+        units = [unit for unit in nal_units(data, codec, extradata)
+                 if (unit[0] >> shift) & mask in checked and _forbidden(unit, 0, len(unit))]
         return [unit[0] for unit in units[:1 if first else None]]
     at, found = 0, list[int]()
     while at + size <= len(data) and not (first and found):
@@ -45,7 +55,7 @@ def broken_headers(data: bytes, codec: str, extradata: bytes | None, *, first: b
         end = at + length
         while end > at and not data[end - 1]:
             end -= 1
-        if _forbidden(data, at, end):
+        if (data[at] >> shift) & mask in checked and _forbidden(data, at, end):
             found.append(data[at])
         at += length
     return found
