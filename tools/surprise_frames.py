@@ -21,8 +21,8 @@ Decisions where the issues were silent:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -64,15 +64,23 @@ def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
     t, h, w, _ = frames.shape
     short = int(crop_size * 256 / 224)
     nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
-    with warnings.catch_warnings():  # cached frames are read-only; x is only read (interpolate makes new ones)
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        x = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2)  # uint8, channels-last in memory
+    x = _uint8_tensor(torch, frames).permute(0, 3, 1, 2)  # channels-last in memory
     x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False, antialias=True)
     top, left = int(round((nh - crop_size) / 2.0)), int(round((nw - crop_size) / 2.0))
     x = x[:, :, top:top + crop_size, left:left + crop_size].float().div_(255.0)
     mean = torch.from_numpy(IMAGENET_MEAN).view(1, 3, 1, 1)
     std = torch.from_numpy(IMAGENET_STD).view(1, 3, 1, 1)
     return ((x - mean) / std).contiguous().numpy()
+
+
+def _uint8_tensor(torch: Any, frames: np.ndarray) -> Any:
+    """A C-contiguous uint8 tensor of ``frames`` for the resize (which only reads it), copied at most once: over
+    writeable C-contiguous frames themselves; read-only ones (the tool service's ``.npy`` body is a view of the
+    request's bytes) copied by ``torch.tensor``, as ``torch.from_numpy`` over them warns and would hand torch
+    memory it must not write (hiding the warning swapped the process-wide filters: not thread-safe); others
+    made contiguous by the one copy ``np.ascontiguousarray`` made before."""
+    a = np.ascontiguousarray(frames)
+    return torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
 
 
 def _clip_aspect(frames: np.ndarray) -> np.ndarray:

@@ -1,0 +1,118 @@
+"""The surprise scorer takes read-only frames without warnings and without touching the warning filters.
+
+The tool service's ``.npy`` request body reaches `VJEPA2SurpriseScorer.score` as a read-only view of the
+request's bytes (`tools.service_frames._load_npy`, no ``frame_indices``). `preprocess_frames` gave such frames
+to ``torch.from_numpy`` (a tensor over memory it must not write) and hid the resulting "The given NumPy
+array is not writable" UserWarning with ``warnings.catch_warnings``, which swaps the process-wide filter
+list: not thread-safe (the service and the agent score on worker threads), so another thread's warnings
+could be lost or its filters undone. Read-only frames are now copied by ``torch.tensor`` into the uint8
+tensor the resize reads (no warning, no filter change), with values bit-identical to writable frames.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from service_helpers import NPY, npy
+
+from tests.vjepa_files import tiny_vjepa2
+from tools.motion import LKTracker
+from tools.service import create_app
+from tools.settings import ToolSettings
+from tools.surprise import VJEPA2SurpriseScorer, preprocess_frames
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return VJEPA2SurpriseScorer(model=tiny_vjepa2(layers=1), batch_size=3, top_k=2)
+
+
+def _read_only(frames: np.ndarray) -> np.ndarray:
+    out = np.frombuffer(frames.tobytes(), np.uint8).reshape(frames.shape)  # as the service's .npy body
+    assert not out.flags.writeable
+    return out
+
+
+class _Untouched:
+    """Fails the test when the code under it changes the process-wide warning filters."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls: list[str] = []
+        real_catch = warnings.catch_warnings
+        calls = self.calls
+
+        class Spy(real_catch):  # type: ignore[misc,valid-type]
+            def __enter__(self):
+                calls.append("catch_warnings")
+                return super().__enter__()
+
+        def spy(name, real):
+            def wrapped(*args, **kwargs):
+                calls.append(name)
+                return real(*args, **kwargs)
+            return wrapped
+
+        monkeypatch.setattr(warnings, "catch_warnings", Spy)
+        monkeypatch.setattr(warnings, "filterwarnings", spy("filterwarnings", warnings.filterwarnings))
+        monkeypatch.setattr(warnings, "simplefilter", spy("simplefilter", warnings.simplefilter))
+
+
+def _not_writable(caught) -> list[str]:
+    return [str(w.message) for w in caught if "not writable" in str(w.message)]
+
+
+def _frames(t: int, h: int, w: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (t, h, w, 3), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "aspect_cropped", "fortran", "strided"])
+def test_preprocess_read_only_frames_no_warning_no_filter_change_same_values(monkeypatch, layout):
+    base = _frames(5, 4, 60) if layout == "aspect_cropped" else _frames(5, 40, 52)  # 60 > 8 * 4: cropped first
+    if layout == "fortran":
+        ro = np.asfortranarray(base)
+        ro.flags.writeable = False
+    elif layout == "strided":
+        ro = _read_only(np.concatenate([base, base]))[::2]
+        base = np.concatenate([base, base])[::2].copy()
+    else:
+        ro = _read_only(base)
+    expected = preprocess_frames(base.copy(), 32)  # writable frames: the path that never warned
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spy = _Untouched(monkeypatch)
+        got = preprocess_frames(ro, 32)
+        monkeypatch.undo()
+    assert _not_writable(caught) == []
+    assert spy.calls == []  # the process-wide filters were left alone
+    assert got.dtype == expected.dtype and np.array_equal(got, expected)  # bit-identical
+    assert not ro.flags.writeable
+
+
+def test_scorer_read_only_frames_no_warning_same_evidence(scorer, monkeypatch):
+    frames = _frames(23, 40, 48, seed=3)
+    expected = scorer.score(frames.copy())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spy = _Untouched(monkeypatch)
+        got = scorer.score(_read_only(frames))
+        monkeypatch.undo()
+    assert _not_writable(caught) == []
+    assert spy.calls == []
+    assert got == expected
+
+
+def test_service_npy_body_scores_without_warning(scorer, service_root):
+    """The service's .npy body without frame_indices: a read-only view of the request's bytes."""
+    frames = _frames(20, 40, 48, seed=5)
+    expected = scorer.score(frames.copy()).model_dump(mode="json")
+    app = create_app(ToolSettings(), service_root, tracker=LKTracker(), scorer=scorer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with TestClient(app) as c:
+            r = c.post("/v1/surprise", content=npy(frames), headers=NPY)
+    assert r.status_code == 200, r.text
+    assert _not_writable(caught) == []
+    assert r.json() == expected
