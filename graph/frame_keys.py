@@ -56,8 +56,9 @@ def forget_paths(videos: Any) -> set[str]:
 
 
 def encoding_key(v: VideoKey, indices: Sequence[int]) -> tuple[str, VideoKey, tuple[int, ...]]:
-    """`FrameStore.shared_job` key of encoding the full frames `indices` of version `v`."""
-    return ("encode", v, tuple(frame_indices(v[0], indices)))
+    """`FrameStore.shared_job` key of encoding the full frames `indices` (checked by `frame_indices`) of `v`."""
+    return ("encode", v, tuple(indices))
+
 
 
 def frame_indices(video: str, indices: Sequence[int]) -> list[int]:

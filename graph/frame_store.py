@@ -311,37 +311,32 @@ class FrameStore:
                      note: str = "", box_label: str | None = None) -> list[dict]:
         """Content blocks: per frame a text label then a JPEG data URL (crop applied when `box`, labelled
         `box_label` (the box as the model wrote it) or else as fractions of the frame)."""
-        return self._image_blocks(self._refresh(video), indices, box=box, note=note, box_label=box_label)
+        v = self._refresh(video)
+        return self._image_blocks(v, frame_indices(v[0], indices), box=box, note=note, box_label=box_label)
 
-    def _image_blocks(self, v: VideoKey, indices: Sequence[int], *, box: Sequence[float] | None = None,
-                      note: str = "", box_label: str | None = None) -> list[dict]:
+    def _image_blocks(self, v: VideoKey, indices: Sequence[int], *, box: Sequence[float] | None = None, note: str = "",
+                      box_label: str | None = None, cached: list[str | None] | None = None) -> list[dict]:
+        """`image_blocks` of `v` at `indices` checked by `frame_indices`; `cached`: their data URLs, all
+        cached (`_cached_urls`)."""
         from tools.video import crop_frame, crop_key, encode_jpeg_data_url, resize_long_side
 
-        indices = frame_indices(v[0], indices)
         meta = self._reader(v).meta
-        blocks: list[dict] = []
         key_box = None if box is None else crop_key(box)
-        urls = {int(i): self._urls.get((v, int(i), key_box, self.long_side, self.quality)) for i in indices}
-        todo = sorted(i for i, u in urls.items() if u is None)
-        decoded = self._ensure(v, set(todo)) if todo else {}
-        for i in indices:
-            key = (v, int(i), key_box, self.long_side, self.quality)
-            url = urls[int(i)]
+        urls = cached if cached is not None else [self._urls.get((v, i, key_box, self.long_side, self.quality))
+                                                  for i in indices]
+        todo = {i for i, u in zip(indices, urls, strict=True) if u is None}
+        decoded = self._ensure(v, todo) if todo else {}
+        crop = "" if key_box is None else f", crop {box_label or '[' + ', '.join(f'{b:.2f}' for b in key_box) + ']'}"
+        blocks: list[dict] = []
+        for i, url in zip(indices, urls, strict=True):
             if url is None:
-                frame = decoded[int(i)]
-                if key_box is not None:
-                    frame = crop_frame(frame, key_box)
+                frame = decoded[i] if key_box is None else crop_frame(decoded[i], key_box)
                 url = encode_jpeg_data_url(resize_long_side(frame, self.long_side), quality=self.quality)
                 if self._digests:
                     url_digest(url)  # memoise the stage-key digest here, off the event loop
-                self._put(self._urls, v, key, url, len(url))
+                self._put(self._urls, v, (v, i, key_box, self.long_side, self.quality), url, len(url))
                 self._count(encoded=1)
-            label = meta.label(i)
-            if key_box is not None:
-                label += f", crop {box_label or '[' + ', '.join(f'{b:.2f}' for b in key_box) + ']'}"
-            if note:
-                label += f" ({note})"
-            blocks.append({"type": "text", "text": label})
+            blocks.append({"type": "text", "text": meta.label(i) + crop + (f" ({note})" if note else "")})
             blocks.append({"type": "image_url", "image_url": {"url": url}})
         return blocks
 
@@ -363,20 +358,27 @@ class FrameStore:
         observe's images, which the run's first model call waits for) and return it; while it runs, `ablocks`
         for the same frames waits for it instead of encoding them a second time. The job caches; it returns
         None (its failure, if any, is reported by whoever asks for the blocks next)."""
-        key = encoding_key(self._refresh(video), indices)
+        v = self._refresh(video)
+        key = encoding_key(v, frame_indices(v[0], indices))
         return self.shared_job(key, functools.partial(self._encode, key[1], key[2]), "first")
 
     def _encode(self, v: VideoKey, indices: tuple[int, ...]) -> None:
         self._image_blocks(v, indices)
 
-    def _blocks_cached(self, v: VideoKey, indices: Sequence[int], box: Sequence[float] | None) -> bool:
+    def _cached_urls(self, v: VideoKey, indices: Sequence[int], box: Sequence[float] | None) -> list[str | None] | None:
+        """The data URLs of `indices` (checked) when all are cached and `v`'s reader is open, else None."""
         from tools.video import crop_key
 
         key_box = None if box is None else crop_key(box)
         with self._lock:
-            known = v in self._readers
-        return known and all(self._urls.get((v, int(i), key_box, self.long_side, self.quality)) is not None
-                             for i in indices)
+            if v not in self._readers:
+                return None
+        urls: list[str | None] = []
+        for i in indices:
+            if (url := self._urls.get((v, i, key_box, self.long_side, self.quality))) is None:
+                return None
+            urls.append(url)
+        return urls
 
     async def ablocks(self, video: str, indices: Sequence[int], *, box: Sequence[float] | None = None,
                       note: str = "", box_label: str | None = None) -> list[dict]:
@@ -392,7 +394,7 @@ class FrameStore:
             if job is not None and not job.done():
                 with contextlib.suppress(Exception):  # a failed job: the call below reports the error
                     await await_job(job)
-        if self._blocks_cached(v, indices, box):
-            return self._image_blocks(v, indices, box=box, note=note, box_label=box_label)
+        if (urls := self._cached_urls(v, indices, box)) is not None:
+            return self._image_blocks(v, indices, box=box, note=note, box_label=box_label, cached=urls)
         return await run_blocking(self._image_blocks, v, indices, box=box, note=note, box_label=box_label)
 
