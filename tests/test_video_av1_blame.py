@@ -22,7 +22,7 @@ def _av1(path: Path) -> Path:
 def test_the_blame_takes_every_packet_held_by_a_decoder_of_its_own_threads():
     from av.codec.context import CodecContext
 
-    from tools.video_damage import FRAME_THREADS, ErrorLag
+    from tools.video_threads import FRAME_THREADS, ErrorLag
     ctx = CodecContext.create("libdav1d", "r")
     ctx.thread_type = "SLICE"  # (what the reader asks below 640x360: dav1d threads all the same)
     lag = ErrorLag(ctx)

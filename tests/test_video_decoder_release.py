@@ -1,4 +1,4 @@
-"""Releasing a frame-threaded decoder that still decodes tagged packets (``tools.video_damage.release_decoder``).
+"""Releasing a frame-threaded decoder that still decodes tagged packets (``tools.video_threads.release_decoder``).
 
 A frame thread that drops the last reference to a packet PyAV tagged (``tag_packet``: PyAV's opaque value) takes the
 GIL to free the tag; PyAV frees the codec context holding the GIL while it waits for those threads. Closing only the
@@ -21,7 +21,8 @@ _CHILD = """
 import gc, sys
 import av
 from av.codec.context import ThreadType
-from tools.video_damage import release_decoder, tag_packet, watched_decoder
+from tools.video_tags import tag_packet
+from tools.video_threads import release_decoder, watched_decoder
 
 path, threads = sys.argv[1], int(sys.argv[2])
 with av.open(path) as c:

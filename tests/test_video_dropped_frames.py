@@ -70,7 +70,7 @@ def test_a_frame_the_decoder_drops_is_an_error_not_a_shift(tmp_path):
             assert got == [i]  # never another frame under this index
         assert failed and failed[0] >= 24 and failed[-1] == N - 1
         assert read_ids(reader.read([3, 11, 20])) == [3, 11, 20]
-        # (the decoder, told to fail on what it finds (tools.video_damage.watched_decoder), fails the packet)
+        # (the decoder, told to fail on what it finds (tools.video_threads.watched_decoder), fails the packet)
         with pytest.raises(VideoDecodeError, match=f"frame {failed[0]} of {N} .*failed on packet {BAD} .*InvalidData"):
             reader.read([failed[0]])
 

@@ -71,7 +71,7 @@ def test_the_blame_counts_packets_fed_not_tags():
     stands between the tags around it."""
     from av.codec.context import CodecContext, ThreadType
 
-    from tools.video_damage import ErrorLag
+    from tools.video_threads import ErrorLag
     ctx = CodecContext.create("hevc", "r")
     ctx.thread_type, ctx.thread_count = ThreadType.FRAME, 4
     lag = ErrorLag(ctx)
@@ -112,7 +112,7 @@ def test_the_blame_lags_only_where_the_decoder_has_frame_threads(codec, lag):
     after a keyframe blamed the one before the keyframe, and no frame of the new GOP counted it."""
     from av.codec.context import CodecContext
 
-    from tools.video_damage import ErrorLag
+    from tools.video_threads import ErrorLag
     ctx = CodecContext.create(codec, "r")
     ctx.thread_type, ctx.thread_count, ctx.width, ctx.height = "AUTO", 3, 720, 576
     ctx.open(strict=False)

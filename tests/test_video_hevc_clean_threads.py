@@ -1,5 +1,5 @@
 """A clean HEVC clip read with frame threads, the decoder told to fail on what it finds (``err_detect=crccheck+explode``,
-``tools.video_damage.watched_decoder``, now with frame threads too): every frame reads, by a whole read and by reads
+``tools.video_threads.watched_decoder``, now with frame threads too): every frame reads, by a whole read and by reads
 of single frames and of subsets (seeks), each exactly as FFmpeg decodes it, with picture hashes or without; and a read
 that does not seek on the decoder it opened with (no fresh one: ``tools.video_feed``'s handover comes only after a failed
 packet). A seek off a decoder with packets in flight renews it (``Lapse.in_flight``: a failure among them, its error

@@ -58,7 +58,7 @@ def test_damaged_hevc_slice_data_fails_the_frames_that_reference_it(tmp_path, mo
     came back with no error. With the picture hashes checked they now fail, naming the corrupt data; the frames of the
     other GOPs, and those decoded before the packet, still read (not all with frame threads: the error comes back
     late). With frame threads the read hung: a frame thread freeing a packet's tag waited for the GIL the decoder's
-    deallocation held (``tools.video_damage.release_decoder``)."""
+    deallocation held (``tools.video_threads.release_decoder``)."""
     if threads:
         eight_frame_threads(monkeypatch)
         # a deadlock holds the GIL, which pytest-timeout needs: faulthandler's watchdog exits the run instead

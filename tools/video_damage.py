@@ -24,22 +24,8 @@ import av
 from av.video.frame import PictureType
 
 from tools.video_scan import MAX_REORDER_DEPTH, VideoDecodeError
-from tools.video_tags import (  # noqa: F401  (re-exported: the tags' former home)
-    DISCARDED,
-    carried,
-    earlier_decode,
-    frame_tag,
-    tag_discarded,
-    tag_packet,
-)
-from tools.video_threads import (  # noqa: F401  (re-exported: the threads' former home)
-    FRAME_THREADS,
-    HASH_CHECKED,
-    ErrorLag,
-    frame_threaded,
-    release_decoder,
-    watched_decoder,
-)
+from tools.video_tags import carried, frame_tag
+from tools.video_threads import FRAME_THREADS, frame_threaded
 
 DROP_HORIZON = 2 * MAX_REORDER_DEPTH + FRAME_THREADS
 """Frames out after one that waits on a packet fed before it came out: a frame the decoder still holds back comes out

@@ -178,7 +178,7 @@ def fed_with_pictures(packets: Iterable[av.Packet], codec: str,
     before it carried, whose frame is dropped (counted on such a packet, their tags never came out, and the damage
     check kept each read decoding on: a read of frame 0 decoded the whole clip), and whether it is one the demuxer
     marked discard (an edit list's cut): a packet made here cannot take the flag, and the reader drops its frame as
-    FFmpeg drops a discarded packet's (``tools.video_damage.DISCARDED``)."""
+    FFmpeg drops a discarded packet's (``tools.video_tags.DISCARDED``)."""
     held: list[av.Packet] = []
     owed = 0  # those a discarded packet carried, for the next packet not discarded (or the end)
     for packet in packets:
