@@ -7,6 +7,7 @@ for this manifest's through such a name only when it is this file's (`graph.batc
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from graph.batch_manifest_file import manifest_file_id
@@ -242,3 +243,19 @@ def test_a_reused_inode_does_not_take_another_existing_manifests_bad_line_row(mo
     _run(monkeypatch, tmp_path / "a", out)  # a again: its own row replaced, b's kept
     rows = _rows(out)
     assert len(rows) == 2 and len({r["key"] for r in rows}) == 2, rows
+
+
+def test_a_hard_link_in_another_folder_keeps_one_bad_line_row(monkeypatch, tmp_path):
+    """b/m.jsonl a hard link to a/m.jsonl (one file, two own names): a bad line's row written by a's run is b's run's
+    own (the file it read, `graph.batch_manifest_file`), as a repeat row is (`recorded_manifest`). Taken for another
+    manifest's by its recorded name (a's own name now), it stayed beside the row b wrote: the line twice for good."""
+    _scripted(monkeypatch, tmp_path)
+    out = tmp_path / "out.jsonl"
+    for day in ("a", "b"):
+        (tmp_path / day).mkdir()
+    (tmp_path / "a" / "m.jsonl").write_text("{not json\n")
+    os.link(tmp_path / "a" / "m.jsonl", tmp_path / "b" / "m.jsonl")
+    for day in ("a", "b", "a"):
+        _run(monkeypatch, tmp_path / day, out)
+        rows = _rows(out)
+        assert len(rows) == 1 and rows[0]["manifest_file"] == str(tmp_path / day / "m.jsonl"), (day, rows)
