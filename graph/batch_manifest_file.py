@@ -30,8 +30,9 @@ its bad lines' rows stay beside the new ones (no reward in them; `graph.batch_re
 are this manifest's where they hold one of its repeat lines as it is now, else another manifest's (kept;
 `graph.batch_repeat_rows.recorded_manifest`). So is a
 manifest whose device number changed between runs (a reboot or remount; an overlay or NFS mount numbers its device
-when mounted). A row whose recorded name ("manifest_file") is a manifest file's own name now (`own_name`: no link on
-the way) is that manifest's whatever file it records (`cp a.jsonl b.jsonl` after a.jsonl was saved by a rename may
+when mounted). A row whose recorded name ("manifest_file") is another manifest file's own name now (`own_name`: no
+link on the way; not this file under another name, a hard link, `same_file`) is that manifest's whatever file it
+records (`cp a.jsonl b.jsonl` after a.jsonl was saved by a rename may
 give b a's old inode; `graph.batch_resume.stale_rows`, `graph.batch_repeat_rows.recorded_manifest`). An inode reused
 by a manifest made after the recorded one was deleted reads as that manifest, as does one recorded by a bad line's
 row with no name (written before such rows recorded one).
@@ -87,6 +88,16 @@ def own_name(recorded: str) -> bool:
     for its own, whatever file the row records. The file a row records is then the one that manifest was (saved since
     by a rename, a new inode), and another manifest's the same inode only as reused (`cp a.jsonl b.jsonl`)."""
     return os.path.isfile(recorded) and os.path.realpath(recorded) == recorded
+
+
+def same_file(recorded: str, manifest: str) -> bool:
+    """Whether the name `recorded` (there now) is the file `manifest` (resolved): the same path once resolved, or the
+    same file under another (a hard link: one manifest, its rows its own under either name). False when either cannot
+    be read (as another manifest's)."""
+    try:
+        return os.path.realpath(recorded) == manifest or os.path.samefile(recorded, manifest)
+    except (OSError, ValueError):
+        return False
 
 
 def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None,

@@ -39,7 +39,13 @@ from typing import Any
 
 from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows, manifest_fields
 from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
-from graph.batch_manifest_file import ManifestFile, manifest_folder_id, own_name, same_manifest_file
+from graph.batch_manifest_file import (
+    ManifestFile,
+    manifest_folder_id,
+    own_name,
+    same_file,
+    same_manifest_file,
+)
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
@@ -124,22 +130,13 @@ def recorded_manifest(read: ManifestFile,
             return "this"
         if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.isfile(recorded)
-                               else "this" if _same_file(recorded, manifest) else "other")
+                               else "this" if same_file(recorded, manifest) else "other")
         if same is False and found[recorded] == "this":  # a folder moved with a link left, or a link re-pointed
             moved = same_manifest_file(row, manifest_folder_id(recorded), "manifest_folder_id")
             return "this" if moved or _line_fields(row) in lines else "other"
         return found[recorded]
 
     return whose
-
-
-def _same_file(recorded: str, manifest: str) -> bool:
-    """Whether the name `recorded` (there now) is the file `manifest` (resolved): the same path once resolved, or the
-    same file under another (a hard link). False when either cannot be read (as another manifest's)."""
-    try:
-        return os.path.realpath(recorded) == manifest or os.path.samefile(recorded, manifest)
-    except OSError:
-        return False
 
 
 def repeat_lines(items: list[dict[str, Any]]) -> frozenset[tuple[Any, Any, str]]:

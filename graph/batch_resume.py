@@ -58,7 +58,7 @@ from graph.batch import (
     stamp_unchanged,
 )
 from graph.batch_manifest import given_bad_line_key, given_names
-from graph.batch_manifest_file import ManifestFile, own_name, same_manifest_file
+from graph.batch_manifest_file import ManifestFile, own_name, same_file, same_manifest_file
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
@@ -109,7 +109,8 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return row.get("key") in given
         if same is False and row.get("key") in given:  # saved by a rename since: ours in our folder (moved, a link left)
             return bool(same_manifest_file(row, read.folder, "manifest_folder_id"))
-        if same and isinstance(name := row.get("manifest_file"), str) and name != read.name and own_name(name):
+        if (same and isinstance(name := row.get("manifest_file"), str) and name != read.name and own_name(name)
+                and not same_file(name, read.name)):  # a hard link is this file under another own name: ours
             return False  # this file's inode reused: the row is of the manifest whose own name it records
         return same and row.get("preset") == preset and row.get("draw", 0) == draw
 
