@@ -32,20 +32,22 @@ def _moved_into_a_linked_folder(tmp_path: Path) -> Path:
     return tmp_path / "day2" / "m.jsonl"
 
 
-def _saved_right_after_the_read(monkeypatch, manifest: Path) -> None:
-    """An editor saves `manifest` by a rename (the same bytes, a new file) just after the run read it, once."""
+def _saved_right_after_the_read(monkeypatch, manifest: Path) -> list[str]:
+    """An editor saves `manifest` by a rename (the same bytes, a new file) just after the run read it, once: the names
+    it was read by when saved (to assert the save happened: without it the tests pass on the old code too)."""
     real = batch_manifest.read_file
     saved = []
 
     def read_then_save(path):  # noqa: ANN001, ANN202
         found = real(path)
-        if not saved and Path(path).resolve() == manifest:
+        if not saved and Path(path).resolve() == manifest.resolve():
             saved.append(path)
             (manifest.parent / "new.jsonl").write_bytes(manifest.read_bytes())
             (manifest.parent / "new.jsonl").replace(manifest)
         return found
 
     monkeypatch.setattr(batch_manifest, "read_file", read_then_save)
+    return saved
 
 
 def test_a_bad_lines_row_recording_the_file_read_is_replaced_though_a_save_follows_the_read(monkeypatch, tmp_path):
@@ -56,8 +58,9 @@ def test_a_bad_lines_row_recording_the_file_read_is_replaced_though_a_save_follo
     _run(monkeypatch, tmp_path / "day", out, tmp_path / "day")
     assert len(_rows(out)) == 1, _rows(out)
     manifest = _moved_into_a_linked_folder(tmp_path)
-    _saved_right_after_the_read(monkeypatch, manifest)
+    saved = _saved_right_after_the_read(monkeypatch, manifest)
     _run(monkeypatch, tmp_path / "day2", out, tmp_path / "day")
+    assert saved, "the save after the read did not happen"
     assert len(_rows(out)) == 1, _rows(out)
 
 
@@ -75,8 +78,9 @@ def test_a_repeat_row_recording_the_file_read_goes_though_a_save_follows_the_rea
     assert sum("repeat_of" in r for r in _rows(out)) == 1, _rows(out)
     manifest = _moved_into_a_linked_folder(tmp_path)
     _write(manifest, [lines[0], {**lines[1], "condition": "x"}])  # in place: the same file
-    _saved_right_after_the_read(monkeypatch, manifest)
+    saved = _saved_right_after_the_read(monkeypatch, manifest)
     _run(monkeypatch, tmp_path / "day2", out, tmp_path / "day")
+    assert saved, "the save after the read did not happen"
     rows = _rows(out)
     assert sorted(r["manifest"]["id"] for r in rows) == ["a1", "a2"], rows
     assert [r["manifest"] for r in rows if "repeat_of" in r] == [{"id": "a2", "condition": "x"}], rows
