@@ -65,14 +65,6 @@ class ManifestFile:
     folder: dict[str, int] | None
 
 
-def manifest_file_id(manifest: Path | str) -> dict[str, int] | None:
-    """`file_id` of the file `manifest` names now (symlinks followed), None when it cannot be stat'ed."""
-    try:
-        return file_id(os.stat(manifest))
-    except (OSError, ValueError):
-        return None
-
-
 def manifest_folder_id(manifest: Path | str) -> dict[str, int] | None:
     """`file_id` of the folder the file `manifest` names now lies in (symlinks followed), None when it cannot be
     stat'ed: what a row records as "manifest_folder_id" (module docstring)."""
@@ -103,7 +95,7 @@ def same_file(recorded: str, manifest: str) -> bool:
 def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None,
                        field: str = "manifest_file_id") -> bool | None:
     """Whether the manifest file a row of a bad or repeat line records ("manifest_file_id"; its folder with `field`
-    "manifest_folder_id") is the file `now` (`manifest_file_id`, `manifest_folder_id`): None when the row records none
+    "manifest_folder_id") is the file `now` (`ManifestFile.identity`, `manifest_folder_id`): None when the row records none
     (written before rows did: not known), False when `now` is None (cannot be stat'ed: not known to be it)."""
     recorded = row.get(field)
     if not isinstance(recorded, dict) or not all(isinstance(recorded.get(k), int) for k in ("ino", "dev")):

@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from graph.batch_manifest_file import manifest_file_id
+from graph.batch_manifest_file import file_id
 from graph.cli import app
 from tests.cli_agent_helpers import _scripted, runner
 from tests.graph_scripts import square_clips
@@ -139,7 +139,7 @@ def test_a_reused_inode_does_not_take_another_existing_manifests_repeat_row(monk
     _write(tmp_path / "new.jsonl", lines)
     (tmp_path / "new.jsonl").replace(tmp_path / "a.jsonl")  # saved by a rename: a new inode
     _write(tmp_path / "b.jsonl", [{"path": clip, "instruction": TASK, "id": i} for i in ("b1", "b2")])
-    reused = manifest_file_id(tmp_path / "b.jsonl")  # the inode a.jsonl had, as the file system may give it again
+    reused = file_id((tmp_path / "b.jsonl").stat())  # the inode a.jsonl had, as the file system may give it again
     out.write_text("".join(json.dumps({**r, "manifest_file_id": reused} if "repeat_of" in r else r) + "\n"
                            for r in _rows(out)))
     repeat = [r for r in _rows(out) if "repeat_of" in r]
@@ -234,7 +234,7 @@ def test_a_reused_inode_does_not_take_another_existing_manifests_bad_line_row(mo
     (tmp_path / "a" / "new.jsonl").write_text("{not json\n")
     (tmp_path / "a" / "new.jsonl").replace(tmp_path / "a" / "m.jsonl")  # saved by a rename: a new inode
     (tmp_path / "b" / "m.jsonl").write_text("{also not json\n")
-    reused = manifest_file_id(tmp_path / "b" / "m.jsonl")  # the inode a's file had, as the system may give it again
+    reused = file_id((tmp_path / "b" / "m.jsonl").stat())  # the inode a's file had, as the system may give it again
     out.write_text("".join(json.dumps({**r, "manifest_file_id": reused}) + "\n" for r in _rows(out)))
     [row] = _rows(out)
     _run(monkeypatch, tmp_path / "b", out)
