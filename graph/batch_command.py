@@ -101,7 +101,7 @@ def score_batch_command(
         """Say what `fixable_lines` says of the rows of `rows` (the output) a rerun can fix, naming this batch's
         command: before the run scores (`said` None) the counts `told_first` picks; at its end all but those `said`
         before, unchanged. Returns the counts it was to say."""
-        fixable = fixable_rows(rows, manifest, items, preset, draw, read=source, scorer=scorer_of(settings), cwd=shell)
+        fixable = fixable_rows(rows, manifest, items, preset, draw, read=read, scorer=scorer_of(settings), cwd=shell)
         if said is None:
             fixable = told_first(fixable, retrying=retry_ineligible)
         for line in fixable_lines(fixable, out, rerun_command(manifest, out, preset, draw), said, preset=preset,
@@ -131,8 +131,8 @@ def score_batch_command(
     commands.check_preset(preset)
     settings.ensure_parent_dirs()
     try:
-        read, comments, source = read_items(manifest, preset, draw)  # one read of the file, and the file read
-        items, repeats, shared = drop_repeats(read)
+        listed, comments, read = read_items(manifest, preset, draw)  # one read of the file, and the file read
+        items, repeats, shared = drop_repeats(listed)
     except OSError as exc:  # unreadable (permissions), or gone since the check above
         _fail(f"cannot read manifest {manifest}: {type(exc).__name__}: {exc}", exc)
     if problem := not_json_lines(manifest, items):  # else a row per "line" of a video or CSV
@@ -161,11 +161,11 @@ def score_batch_command(
             _fail(problem)
         moved = moved_rows(output, items, preset, draw)  # rows of clips moved, a link left: re-keyed (in memory)
         output = moved.output
-        goes = stale_repeats(output, source, items, stale_rows(manifest, items, preset, draw, read=source,
-                                                               retry_ineligible=retry_ineligible,
-                                                               scorer=scorer_of(settings), cwd=shell))
+        goes = stale_repeats(output, read, items, stale_rows(manifest, items, preset, draw, read=read,
+                                                             retry_ineligible=retry_ineligible,
+                                                             scorer=scorer_of(settings), cwd=shell))
         kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
-        others = others_copies(output, source, items, goes)  # another manifest's copies of rows that go: written again
+        others = others_copies(output, read, items, goes)  # another manifest's copies of rows that go: written again
         todo = [it for it in items if it["key"] not in kept]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
         copies = sum(it.get("repeat_of") is not None for it in todo)  # they take an earlier line's result
