@@ -27,3 +27,22 @@ def test_a_bad_lines_key_is_worked_out_once_per_line(monkeypatch, tmp_path) -> N
     for _ in range(3):
         assert [goes(row) for row in rows] == ["bad line", "bad line", None]
     assert sorted(args[1] for args in calls) == [1, 2], calls
+
+
+def test_a_bad_lines_rows_recorded_name_is_looked_up_once(tmp_path) -> None:
+    """A bad line's row recording the file read under a name no file has now (the manifest moved since, no link left)
+    is this manifest's. A file made at that name during the run (`cp`) turned the later question (`drop_rows`,
+    minutes after `kept_rows`) into another manifest's: the row stayed beside the one the run wrote, the line twice.
+    Whether the name is another manifest's own is looked up once, as the rest of a row's answer."""
+    for day in ("a", "b"):
+        (tmp_path / day).mkdir()
+    manifest = tmp_path / "b" / "m.jsonl"
+    manifest.write_text("not json\n")
+    read = read_items(manifest, "full")[2]
+    row = {"key": "a's old key", "line": 1, "path": bad_line_path(1), "result": {}, "preset": "full", "draw": 0,
+           "manifest_file": str((tmp_path / "a").resolve() / "m.jsonl"), "manifest_file_id": read.identity,
+           "manifest_folder_id": read.folder}
+    goes = batch_resume.stale_rows(manifest, [], "full", 0, read=read, retry_ineligible=False)
+    assert goes(row) == "bad line"
+    (tmp_path / "a" / "m.jsonl").write_text("not json\n")  # made at the recorded name mid-run
+    assert goes(row) == "bad line"
