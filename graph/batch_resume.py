@@ -101,6 +101,13 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
                                {given_bad_line_key(name, line, preset, draw) for name in names})  # manifest moved
         return bad_keys[shown]
 
+    others: dict[str, bool] = {}  # per recorded name: another manifest file's own name now, looked up once
+
+    def another(name: str) -> bool:  # not this file under another name (a hard link): an inode reused
+        if name not in others:
+            others[name] = own_name(name) and not same_file(name, read.name)
+        return others[name]
+
     def ours(row: dict[str, Any]) -> bool:  # a bad line's row of this manifest (graph.batch_manifest_file)
         resolved, given = bad_key(row["line"])
         if row.get("key") == resolved:  # whatever file it records: a manifest saved by a rename is a new file
@@ -109,8 +116,7 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             return row.get("key") in given
         if same is False and row.get("key") in given:  # saved by a rename since: ours in our folder (moved, a link left)
             return bool(same_manifest_file(row, read.folder, "manifest_folder_id"))
-        if (same and isinstance(name := row.get("manifest_file"), str) and name != read.name and own_name(name)
-                and not same_file(name, read.name)):  # a hard link is this file under another own name: ours
+        if same and isinstance(name := row.get("manifest_file"), str) and name != read.name and another(name):
             return False  # this file's inode reused: the row is of the manifest whose own name it records
         return same and row.get("preset") == preset and row.get("draw", 0) == draw
 
