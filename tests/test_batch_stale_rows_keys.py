@@ -7,6 +7,7 @@ from __future__ import annotations
 from graph import batch_resume
 from graph.batch import bad_line_key, bad_line_path
 from graph.batch_manifest import read_items
+from graph.batch_repeat_rows import recorded_manifest
 
 
 def test_a_bad_lines_key_is_worked_out_once_per_line(monkeypatch, tmp_path) -> None:
@@ -46,3 +47,20 @@ def test_a_bad_lines_rows_recorded_name_is_looked_up_once(tmp_path) -> None:
     assert goes(row) == "bad line"
     (tmp_path / "a" / "m.jsonl").write_text("not json\n")  # made at the recorded name mid-run
     assert goes(row) == "bad line"
+
+
+def test_a_repeat_rows_recorded_name_is_looked_up_once(tmp_path) -> None:
+    """The same for a repeat row (`graph.batch_repeat_rows.recorded_manifest`, asked by `kept_rows` at the start and
+    `drop_rows` at the end): "this" at the start (its line written again), "other" once a file was made at its name,
+    so it stayed beside the new row, the id twice with its reward."""
+    for day in ("a", "b"):
+        (tmp_path / day).mkdir()
+    manifest = tmp_path / "b" / "m.jsonl"
+    manifest.write_text('{"path": "c.mp4", "instruction": "push"}\n')
+    read = read_items(manifest, "full")[2]
+    row = {"key": "k", "repeat_of": "s", "manifest_file": str((tmp_path / "a").resolve() / "m.jsonl"),
+           "manifest_file_id": read.identity, "manifest_folder_id": read.folder}
+    whose = recorded_manifest(read)
+    assert whose(row) == "this"
+    (tmp_path / "a" / "m.jsonl").write_text("{}\n")  # made at the recorded name mid-run
+    assert whose(row) == "this"
