@@ -120,13 +120,16 @@ def recorded_manifest(read: ManifestFile,
     read (`graph.batch_manifest.read_items`), the one rows are judged against; `manifest`, its resolved name."""
     manifest = read.name
     found: dict[str, str | None] = {manifest: "this"}
+    owned: dict[str, bool] = {}  # per name: a manifest file's own name now, looked up once as `found` (asked again later)
 
     def whose(row: dict[str, Any]) -> str | None:
         recorded = row.get("manifest_file")
         if not isinstance(recorded, str):
             return None
         same = None if recorded == manifest else same_manifest_file(row, read.identity)
-        if same and not own_name(recorded):
+        if same and recorded not in owned:
+            owned[recorded] = own_name(recorded)
+        if same and not owned[recorded]:
             return "this"
         if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
             found[recorded] = (None if not os.path.isfile(recorded)
