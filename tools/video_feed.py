@@ -11,7 +11,7 @@ from av.codec.context import CodecContext
 from av.video.codeccontext import VideoCodecContext
 
 from tools.video_damage import DROP_HORIZON, DamageWatch
-from tools.video_nal_check import broken_headers, broken_nal_unit, unreferenced, zero_run_damage
+from tools.video_nal_check import broken_headers, unreferenced, zero_run_damage
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
 from tools.video_tags import DISCARDED, earlier_decode, frame_tag, tag_discarded, tag_packet
@@ -213,8 +213,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             lag.fed(at)
             if hands_over:
                 unseen.add(at)
-        if packet.size and broken_nal_unit(data := bytes(packet), ctx.name, extradata):  # (decoded unseen)
-            alone = unreferenced(broken_headers(data, ctx.name, extradata), ctx.name)
+        if packet.size and (broken := broken_headers(bytes(packet), ctx.name, extradata)):  # (decoded unseen)
+            alone = unreferenced(broken, ctx.name)
             watch.broken(at, zero_run_damage(at, alone), discarded=discard, alone=alone)
         frames = decoded(packet, before=None if handover is None else handover.key)
         if handover is None:  # (the fresh decoder's: the old one's leading pictures it skipped go out before them)

@@ -31,23 +31,22 @@ def broken_nal_unit(data: bytes, codec: str, extradata: bytes | None) -> bool:
     ``extradata`` says, else Annex B) holds a sequence of ``FORBIDDEN`` before its last non-zero byte; False for another
     codec. (A length past the packet's end ends the look: FFmpeg fails such a packet itself.) Only the units the
     decoder makes pictures of are checked (``CHECKED_UNITS``)."""
-    return bool(broken_headers(data, codec, extradata, first=True))
+    return bool(broken_headers(data, codec, extradata))
 
 
-def broken_headers(data: bytes, codec: str, extradata: bytes | None, *, first: bool = False) -> list[int]:
+def broken_headers(data: bytes, codec: str, extradata: bytes | None) -> list[int]:
     """The header bytes (the first byte) of the NAL units of ``data`` (of ``CHECKED_UNITS``' types) that
-    ``broken_nal_unit`` finds broken (``first``: up to the first)."""
+    ``broken_nal_unit`` finds broken: none for a clean packet, whose every unit is scanned either way."""
     if codec not in SLICE_THREADED_CODECS:
         return []
     checked = CHECKED_UNITS[codec]
     shift, mask = (1, 0x3F) if codec == "hevc" else (0, 0x1F)
     size = nal_length_size(codec, extradata)
     if size is None:  # (Annex B: each unit split off at its start code, trailing zeros stripped)
-        units = [unit for unit in nal_units(data, codec, extradata)
-                 if (unit[0] >> shift) & mask in checked and _forbidden(unit, 0, len(unit))]
-        return [unit[0] for unit in units[:1 if first else None]]
+        return [unit[0] for unit in nal_units(data, codec, extradata)
+                if (unit[0] >> shift) & mask in checked and _forbidden(unit, 0, len(unit))]
     at, found = 0, list[int]()
-    while at + size <= len(data) and not (first and found):
+    while at + size <= len(data):
         length = int.from_bytes(data[at:at + size], "big")
         at += size
         if not length or at + length > len(data):
