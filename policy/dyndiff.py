@@ -17,7 +17,8 @@ Equations implemented here (labels E1-E4 used in the docstrings below):
 Decisions where the issue was silent:
 
 * In-place arithmetic only without an autograd graph (rollouts): the same functions serve the no-grad
-  rollout and the differentiable recomputation, equal to float rounding (B is identical).
+  rollout and the differentiable recomputation, bit for bit: both paths run the same operations in the same
+  order, so the ratio at the rollout's parameters is exactly 1 (tests/test_dyndiff_first_ratio.py).
 * ``hybrid_step`` returns ``std`` with the full latent shape as a broadcast (stride-0 over C) view
   of the per-position field ``sigma_next * M``: it costs no memory and log-likelihood sums over
   every latent element, channels included.

@@ -140,6 +140,9 @@ def dynamic_mask_parts(
     bin_mask = d.detach() > thr
     used = bin_mask if binary is None else binary.to(device=d.device, dtype=torch.bool)
     half = 0.5 * (1.0 - r_base)
-    if inplace:  # M = r_base + half D + half B, written into D's buffer (fused: no temporaries)
+    # M = (half D + r_base) + half B on both paths, in that order: the rollout (in place, no graph) and the
+    # update's recomputation with autograd (mask_grad "differentiable") must round identically, or the ratio
+    # at the rollout's parameters is off 1 by rounding (tests/test_dyndiff_first_ratio.py)
+    if inplace:  # written into D's buffer (fused: no temporaries)
         return d.mul_(half).add_(r_base).add_(used, alpha=half), bin_mask
-    return r_base + (1.0 - r_base) * (0.5 * d + 0.5 * used.to(d.dtype)), bin_mask
+    return torch.add(d * half + r_base, used.to(d.dtype), alpha=half), bin_mask

@@ -1,0 +1,74 @@
+"""The GRPO ratio at the first inner step (parameters still the rollout's) is exactly 1 (DESIGN.md §5-§6).
+
+The rollout records the old log-prob under no_grad (policy/dyndiff*.py take their in-place paths); the
+update recomputes it in train mode with autograd on (the out-of-place paths, and with ``mask_grad =
+"differentiable"`` a mask that carries gradient). Both must give bit-identical values: a ratio off 1 by
+rounding alone is a policy-gradient signal from nothing, and summed over a real latent's millions of
+elements the rounding grows with the latent (tests/test_rollout_precision.py covers the bf16 numerics).
+CPU, tiny seeded models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from policy.dyndiff_mask import dynamic_mask_parts
+from policy.rollout import RolloutConfig, rollout, step_log_prob
+from policy.world_model import FlowWorldModel
+from training.grpo import clipped_policy_loss
+
+
+@pytest.mark.parametrize("r_base", [0.3, 0.7, 1.0 / 3.0])
+@pytest.mark.parametrize("given_binary", [False, True])
+def test_mask_with_autograd_is_bitwise_the_no_grad_mask(r_base, given_binary):
+    """M = r_base + (1 - r_base)(0.5 D + 0.5 B): the autograd path (mask_grad "differentiable") and the
+    in-place no-grad path (the rollout) must round identically, not only to float precision."""
+    gen = torch.Generator().manual_seed(5)
+    dx = torch.randn(2, 4, 3, 8, 8, generator=gen)
+    binary = torch.rand(2, 1, 3, 8, 8, generator=gen) > 0.5 if given_binary else None
+    m_plain, b_plain = dynamic_mask_parts(dx.clone(), 0.8, r_base, binary=binary)
+    m_grad, b_grad = dynamic_mask_parts(dx.clone().requires_grad_(), 0.8, r_base, binary=binary)
+    assert m_grad.requires_grad
+    assert torch.equal(b_plain, b_grad)
+    assert torch.equal(m_plain, m_grad.detach())
+
+
+@pytest.fixture(scope="module", params=["cosmos", "wan"])
+def tiny(request):
+    torch.manual_seed(0)
+    model = FlowWorldModel.tiny_cosmos() if request.param == "cosmos" else FlowWorldModel.tiny_wan()
+    model.eval()
+    images = np.random.default_rng(0).integers(0, 256, (1, 32, 32, 3), dtype=np.uint8)
+    with torch.no_grad():
+        cond = model.encode_prompts(images, ["open the drawer"], num_frames=9).repeat_interleave(3)
+    return model, cond
+
+
+@pytest.mark.parametrize("mask_grad", ["detached", "differentiable"])
+@pytest.mark.parametrize("ratio_mask", ["own", "rollout"])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_first_inner_step_ratio_is_exactly_one_with_autograd(tiny, mask_grad, ratio_mask, reduce):
+    """As the update computes it (train mode, gradients on, training/update.py -> step_log_prob ->
+    clipped_policy_loss), at the rollout's parameters: log_prob == old log_prob bit for bit, so every ratio
+    is exactly 1, nothing is clipped, approx_kl is 0 and the loss is -mean(A) (A = [1, -2, 0.5]: 1/6)."""
+    model, cond = tiny
+    cfg = RolloutConfig(num_steps=5, sde_window=(0, 4), mask_grad=mask_grad, ratio_mask=ratio_mask,
+                        log_prob_reduce=reduce)
+    ro = rollout(model, cond, cfg, generator=torch.Generator().manual_seed(1))
+    assert [r.prev_x0_hat is None for r in ro.steps] == [True, False, False, False]  # steps with a D and a B
+    adv = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    model.train()
+    try:
+        with torch.enable_grad():
+            for record in ro.steps:
+                log_prob, mean, _, flips = step_log_prob(model, cond, record, cfg)
+                assert log_prob.requires_grad and mean.requires_grad
+                assert torch.equal(log_prob.detach(), record.log_prob), record.step
+                assert float(flips.abs().max()) == 0.0
+                loss, clip_frac, approx_kl = clipped_policy_loss(log_prob, record.log_prob, adv, 0.2)
+                assert float(loss.detach()) == pytest.approx(1.0 / 6.0, abs=1e-15)
+                assert float(clip_frac) == 0.0 and float(approx_kl) == 0.0
+    finally:
+        model.eval()
