@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from policy.dyndiff import gaussian_log_prob, transition_mean_std
 from policy.dyndiff_mask import dynamic_mask_parts
 from policy.rollout import RolloutConfig, rollout, step_log_prob
 from policy.world_model import FlowWorldModel
@@ -72,3 +73,32 @@ def test_first_inner_step_ratio_is_exactly_one_with_autograd(tiny, mask_grad, ra
                 assert float(clip_frac) == 0.0 and float(approx_kl) == 0.0
     finally:
         model.eval()
+
+
+def test_ratio_of_two_masks_keeps_the_log_scale_terms_hand_computed():
+    """DESIGN.md §6: each policy's own Gaussian, so log-scale terms stay. Latent [1, 2, 2, 1, 1]: frame 0 is a
+    conditioning frame (excluded), frame 1 one position in 2 channels; x_t = 1, v = 2, sigma 0.5 -> 0.25, so
+    x0_hat = 1 - 0.5 * 2 = 0 and eps_hat = 1 + 0.5 * 2 = 2 for both policies.
+    Old mask 0.6: sn = 0.15, mean = 0 * 0.75 + 2 * sqrt(0.0625 - 0.0225) = 0.4; with z = [0.5, -1] per channel
+    x_next = [0.475, 0.25]. New mask 1: sn = 0.25, mean = 0 (the eps_hat term drops).
+    log p_old = -(0.5^2 + 1^2)/2 - 2 log 0.15 - 2 c = -0.625 - 2 log 0.15 - 2 c
+    log p_new = -(0.475^2 + 0.25^2)/(2 * 0.0625) - 2 log 0.25 - 2 c = -2.305 - 2 log 0.25 - 2 c
+    log rho = -1.68 + 2 log(0.15 / 0.25) = -1.68 + 2 log 0.6 (c cancels; dropping the log-scale terms would give
+    -1.68), rho = 0.36 e^-1.68 = 0.0670947...; with A = 1, delta 0.2 the min takes rho A: loss = -rho."""
+    x_t = torch.ones(1, 2, 2, 1, 1)
+    v = torch.full_like(x_t, 2.0)
+    cond = torch.tensor([0.0, 1.0]).view(1, 1, 2, 1, 1)
+    old_mean, old_std = transition_mean_std(x_t, v, 0.5, 0.25, torch.tensor([0.3, 0.6]).view(1, 1, 2, 1, 1),
+                                            cond_mask=cond)
+    new_mean, new_std = transition_mean_std(x_t, v, 0.5, 0.25, torch.tensor([0.3, 1.0]).view(1, 1, 2, 1, 1),
+                                            cond_mask=cond)
+    x_next = x_t.clone()  # the conditioning frame keeps x_t
+    x_next[0, :, 1, 0, 0] = torch.tensor([0.475, 0.25])
+    old = gaussian_log_prob(x_next, old_mean, old_std, weight_mask=cond)
+    new = gaussian_log_prob(x_next, new_mean, new_std, weight_mask=cond)
+    c = 0.5 * np.log(2 * np.pi)
+    assert float(old) == pytest.approx(-0.625 - 2 * np.log(0.15) - 2 * c, abs=1e-6)
+    assert float(new) == pytest.approx(-2.305 - 2 * np.log(0.25) - 2 * c, abs=1e-6)
+    assert float(new - old) == pytest.approx(-1.68 + 2 * np.log(0.6), abs=1e-6)
+    loss, clip_frac, _ = clipped_policy_loss(new, old, torch.ones(1, dtype=torch.float64), 0.2)
+    assert float(loss) == pytest.approx(-0.36 * np.exp(-1.68), abs=1e-7) and float(clip_frac) == 1.0
