@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import torch
 
+from policy.conditioning import Conditioning
 from policy.dyndiff import gaussian_log_prob, transition_mean_std
 from policy.dyndiff_mask import dynamic_mask_parts
 from policy.rollout import RolloutConfig, rollout, step_log_prob
 from policy.world_model import FlowWorldModel
 from training.grpo import clipped_policy_loss
+from training.numerics import cast_like_engine
 
 
 @pytest.mark.parametrize("r_base", [0.3, 0.7, 1.0 / 3.0])
@@ -36,10 +38,11 @@ def test_mask_with_autograd_is_bitwise_the_no_grad_mask(r_base, given_binary):
     assert torch.equal(m_plain, m_grad.detach())
 
 
-@pytest.fixture(scope="module", params=["cosmos", "wan"])
-def tiny(request):
+def _tiny(kind: str, device: str, dtype: str = "float32") -> tuple[FlowWorldModel, Conditioning]:
     torch.manual_seed(0)
-    model = FlowWorldModel.tiny_cosmos() if request.param == "cosmos" else FlowWorldModel.tiny_wan()
+    model = FlowWorldModel.tiny_cosmos() if kind == "cosmos" else FlowWorldModel.tiny_wan()
+    model.to(device)
+    cast_like_engine(model.transformer, dtype)  # a DeepSpeed engine's numerics (training/numerics.py)
     model.eval()
     images = np.random.default_rng(0).integers(0, 256, (1, 32, 32, 3), dtype=np.uint8)
     with torch.no_grad():
@@ -47,19 +50,19 @@ def tiny(request):
     return model, cond
 
 
-@pytest.mark.parametrize("mask_grad", ["detached", "differentiable"])
-@pytest.mark.parametrize("ratio_mask", ["own", "rollout"])
-@pytest.mark.parametrize("reduce", ["sum", "mean"])
-def test_first_inner_step_ratio_is_exactly_one_with_autograd(tiny, mask_grad, ratio_mask, reduce):
+@pytest.fixture(scope="module", params=["cosmos", "wan"])
+def tiny(request):
+    return _tiny(request.param, "cpu")
+
+
+def _check_first_ratio(model: FlowWorldModel, cond: Conditioning, cfg: RolloutConfig) -> None:
     """As the update computes it (train mode, gradients on, training/update.py -> step_log_prob ->
     clipped_policy_loss), at the rollout's parameters: log_prob == old log_prob bit for bit, so every ratio
     is exactly 1, nothing is clipped, approx_kl is 0 and the loss is -mean(A) (A = [1, -2, 0.5]: 1/6)."""
-    model, cond = tiny
-    cfg = RolloutConfig(num_steps=5, sde_window=(0, 4), mask_grad=mask_grad, ratio_mask=ratio_mask,
-                        log_prob_reduce=reduce)
-    ro = rollout(model, cond, cfg, generator=torch.Generator().manual_seed(1))
+    device = cond.first_frame_latent.device
+    ro = rollout(model, cond, cfg, generator=torch.Generator(device=device).manual_seed(1))
     assert [r.prev_x0_hat is None for r in ro.steps] == [True, False, False, False]  # steps with a D and a B
-    adv = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    adv = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64, device=device)
     model.train()
     try:
         with torch.enable_grad():
@@ -73,6 +76,29 @@ def test_first_inner_step_ratio_is_exactly_one_with_autograd(tiny, mask_grad, ra
                 assert float(clip_frac) == 0.0 and float(approx_kl) == 0.0
     finally:
         model.eval()
+
+
+def _cfg(mask_grad: str, ratio_mask: str, reduce: str) -> RolloutConfig:
+    return RolloutConfig(num_steps=5, sde_window=(0, 4), mask_grad=mask_grad,  # type: ignore[arg-type]
+                         ratio_mask=ratio_mask, log_prob_reduce=reduce)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mask_grad", ["detached", "differentiable"])
+@pytest.mark.parametrize("ratio_mask", ["own", "rollout"])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_first_inner_step_ratio_is_exactly_one_with_autograd(tiny, mask_grad, ratio_mask, reduce):
+    _check_first_ratio(*tiny, _cfg(mask_grad, ratio_mask, reduce))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["cosmos", "wan"])
+@pytest.mark.parametrize("mask_grad", ["detached", "differentiable"])
+def test_first_inner_step_ratio_is_exactly_one_on_cuda_in_bf16(kind, mask_grad):
+    """The same on CUDA in a bf16 engine's numerics: the attention and matmul kernels the transformer picks
+    with gradients on must give the rollout's velocity (no other kernel, no nondeterministic reduction)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    _check_first_ratio(*_tiny(kind, "cuda", "bfloat16"), _cfg(mask_grad, "own", "sum"))
 
 
 def test_ratio_of_two_masks_keeps_the_log_scale_terms_hand_computed():
