@@ -196,3 +196,37 @@ def test_the_agent_config_defaults_the_readme_states_are_the_dataclass_defaults(
     stated = {name: int(value) for name, value in re.findall(r"`(\w+)` \((\d+)", paragraph)}
     defaults = {f.name: f.default for f in fields(AgentConfig)}
     assert len(stated) >= 5 and {name: defaults.get(name) for name in stated} == stated
+
+
+def test_the_clip_suite_section_lists_every_option_of_raa_demo():
+    """"`raa demo` takes `--out` ..., `--seed`, `--limit` and `--concurrency`" left out `--preset`, which the Quick
+    start uses (`raa demo --preset no_wmreward`): the sentence names each option the command has."""
+    import typer
+
+    from graph.cli import app
+
+    demo = typer.main.get_command(app).commands["demo"]
+    text = README.read_text()
+    start = text.index("`raa demo` takes")
+    sentence = text[start:text.index(". ", start)]
+    listed = set(re.findall(r"`(--[a-z-]+)`", sentence))
+    options = {opt for param in demo.params for opt in param.opts if opt != "--help"}
+    assert listed == options, sentence
+
+
+def test_the_policy_snippet_runs_on_the_tiny_model():
+    """"Policy and DynDiff sampler"'s block, with the tiny model its comment offers in place of the checkpoint
+    on a GPU, and 9 frames instead of 93 (CPU): a renamed function, field or return value fails here."""
+    import numpy as np
+
+    code = python_block("## Policy and DynDiff sampler (`policy/`)")
+    real = re.search(r'FlowWorldModel\.from_pretrained\([^\n]*?\.to\("cuda"\)', code).group(0)
+    assert "# or FlowWorldModel.tiny_cosmos()" in code and "num_frames=93" in code, "update the substitutions"
+    code = code.replace(real, "FlowWorldModel.tiny_cosmos()").replace("num_frames=93", "num_frames=9")
+    namespace = {"first_frames_uint8": np.random.default_rng(0).integers(0, 256, (1, 16, 16, 3), dtype=np.uint8),
+                 "texts": ["push the red block to the left"]}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    videos, log_prob, flips = namespace["videos"], namespace["log_prob"], namespace["flips"]
+    assert videos.dtype == np.uint8 and videos.shape == (8, 9, 16, 16, 3)  # G=8 rollouts of one prompt
+    assert tuple(log_prob.shape) == (8,) and tuple(flips.shape) == (8,)
+    assert namespace["mean"].shape == namespace["ro"].steps[0].x_next.shape  # [B, C, F, H, W]
