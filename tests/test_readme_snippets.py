@@ -230,3 +230,37 @@ def test_the_policy_snippet_runs_on_the_tiny_model():
     assert videos.dtype == np.uint8 and videos.shape == (8, 9, 16, 16, 3)  # G=8 rollouts of one prompt
     assert tuple(log_prob.shape) == (8,) and tuple(flips.shape) == (8,)
     assert namespace["mean"].shape == namespace["ro"].steps[0].x_next.shape  # [B, C, F, H, W]
+
+
+def _training_lines(text: str) -> list[tuple[str, str]]:
+    """(module, arguments) of each `python -m training.X ...` / `-m training.X` / `--module training.X` command of
+    the README: in bash blocks (continuation lines joined, comments cut) and in inline code spans."""
+    command = re.compile(r"(?:-m|--module) training\.(\w+)((?:[ \t]+[^\s`#;|]+)*)")
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            lines += command.findall(line.split("#", 1)[0])
+    for span in re.findall(r"(?<!`)`([^`\n]*training\.[^`\n]*)`(?!`)", re.sub(r"```.*?```", "", text, flags=re.S)):
+        lines += command.findall(span)
+    return lines
+
+
+def test_every_training_command_of_the_readme_names_a_module_and_its_flags(capsys):
+    """`python -m training.generate --policy ... --samples 4`, `training.report --run ... --out`, the launches'
+    `--config`, `--check`, `--resume` and field overrides: each flag is one the module's `--help` lists (the
+    `raa` lines have their own test in test_readme_settings.py)."""
+    import importlib
+
+    lines = _training_lines(README.read_text())
+    assert {module for module, _ in lines} >= {"train", "generate", "export", "report", "reshard"}
+    helps: dict[str, set[str]] = {}
+    for module, args in lines:
+        if module not in helps:
+            try:  # argparse exits after its help; training.train prints its own and returns 0
+                status = importlib.import_module(f"training.{module}").main(["--help"])
+            except SystemExit as stop:
+                status = stop.code
+            assert status in (0, None), module
+            helps[module] = {"--help", *re.findall(r"(?<![\w-])(--[a-z][a-z_-]*)", capsys.readouterr().out)}
+        unknown = [flag for flag in re.findall(r"(?<![\w-])(--[a-z][a-z_-]*)", args) if flag not in helps[module]]
+        assert unknown == [], f"README: training.{module}{args}: no {unknown}"
