@@ -5,7 +5,9 @@ notebook cell as written: inside a running event loop, where the sync `score_vid
 go through `graph.bridge`). Only what a reader supplies is supplied: the clips it names, and the chat
 model and tools, which `graph.builder.build_reward_agent` fills in where the snippet leaves them to the
 `RAA_*` settings (those would reach an endpoint and load V-JEPA 2). The "Your own evidence tools" block
-is checked for the names it uses, since running it needs the tool settings' V-JEPA 2.
+is checked for the names it uses, since running it needs the tool settings' V-JEPA 2. The "Policy and DynDiff
+sampler" block runs on the tiny model its comment offers (9 frames on the CPU), and the README's other names, the
+`raa demo` options it lists and its `training.*` command lines are checked against the code.
 """
 
 from __future__ import annotations
