@@ -198,7 +198,7 @@ def _base(cfg: TrainConfig, parts: Literal["all", "transformer"],
                           f"started from, needed beside the trained ones): {exc}") from exc
 
 
-def load_policy(path: Path, device: torch.device | str = "cpu",
+def load_policy(path: str | Path, device: torch.device | str = "cpu",
                 weights: Literal["trained", "base"] = "trained") -> tuple[FlowWorldModel, dict[str, Any], TrainConfig]:
     """(the policy in eval mode, export.json, the run's TrainConfig). `weights="base"` skips the trained
     weights: the model the run started from. Both in the numerics of the run's DeepSpeed engine

@@ -114,7 +114,7 @@ def check_prompt_file(cfg: TrainConfig) -> None:
                       "`training.generate` samples by default")
 
 
-def read_export(path: Path) -> tuple[dict[str, Any], TrainConfig]:
+def read_export(path: str | Path) -> tuple[dict[str, Any], TrainConfig]:
     """(export.json, the run's TrainConfig) of an export folder; ExportError for anything else."""
     path = Path(path)
     info_file = path / EXPORT_FILE
