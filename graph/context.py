@@ -43,7 +43,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 from graph.config import ResolvedConfig, run_settings
@@ -275,14 +274,13 @@ def backbone_settings(backbone: Backbone, frames: FrameStore) -> dict[str, Any]:
     4096 mixed answers cut at two limits), and the images' long side and JPEG quality.
     Not the transport's (timeouts, retries, re-asks) nor the endpoint's address (the same model may be served from
     another host after a restart): with those changed the same judge answers, so a run may be resumed under them.
-    The temperature is recorded as a Python float, the token limit as a Python int (`graph.model_request.number`): a
-    NumPy scalar (a sweep over `np.linspace`; a limit assigned to a ChatOpenAI after it was built, which pydantic does
-    not check) is no value the trace checkpointer writes, and the run's quality step raised."""
-    from graph.model_request import number
-
+    The temperature is recorded as a Python float, the token limit as a Python int, as `sampling` and `requested` give
+    them (`graph.model_request.number`): a NumPy scalar (a sweep over `np.linspace`; a limit assigned to a ChatOpenAI
+    after it was built, which pydantic does not check) is no value the trace checkpointer writes, and the run's quality
+    step raised."""
     request, temperature = backbone.sampling()  # one read of the model's request
     return {"model": backbone.model_name, "served_model": None if request is None else request.served_model,
-            "method": backbone.method, "temperature": number(temperature, Real, float),
+            "method": backbone.method, "temperature": temperature,
             "max_tokens": None if request is None else request.max_tokens, "image_long_side": frames.long_side,
             "jpeg_quality": frames.quality}
 

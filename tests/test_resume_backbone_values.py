@@ -84,3 +84,15 @@ def test_a_run_of_a_numpy_token_limit_is_checkpointed_and_resumed_under_the_same
     assert saver.get_tuple(config).checkpoint["channel_values"]["backbone"]["max_tokens"] == 512
     out = agent(512).invoke(None, config)  # the same limit as a Python int: past the guard, nothing answers
     assert out["result"].status == "ineligible" and out["result"].reward is None
+
+
+@pytest.mark.parametrize("temperature, recorded", [(np.float64(0.25), 0.25), (np.float32(0.25), 0.25), (1, 1.0),
+                                                   (None, None)], ids=["float64", "float32", "int", "none"])
+def test_an_openai_models_own_temperature_is_recorded_as_a_plain_float_or_none(temperature, recorded):
+    """The record takes the temperature as `Backbone.sampling` gives it: an OpenAI-family model's own, made a float
+    where the request is read (`graph.model_request.requested`), not again by `backbone_settings`."""
+    model = _chat_openai(None)
+    model.temperature = temperature  # set after it was built: pydantic checks no assignment, the NumPy scalar stays
+    settings = backbone_settings(Backbone(model), FrameStore())
+    assert type(settings["temperature"]) is type(recorded) and settings["temperature"] == recorded
+    traces_serde().dumps_typed({"backbone": settings})  # the checkpointer writes it
