@@ -121,22 +121,55 @@ def rows_held_until_taken(monkeypatch, marks, n: int, then=lambda: None) -> None
     monkeypatch.setattr(batch_procs, "wait", wait)
 
 
-def parent_clock(monkeypatch, moves) -> None:  # noqa: ANN001
+STILL_BOUND_S = 120.0
+"""Real seconds `parent_clock` stands still at most: a run the test waits for that hangs (a regression) fails the test
+then, not at pytest's 900 s timeout; far above what the runs it waits for take on a loaded machine (the retried
+attempt of test_batch_procs' death test, a fresh worker spawned and failing, took 7.6 s in all at load 10)."""
+
+
+class ParentClock:
+    """The parent's clock (`batch_procs.time.monotonic`, which its run deadlines read) as `parent_clock` sets it."""
+
+    def __init__(self, moves, bound_s: float) -> None:  # noqa: ANN001
+        self.moves, self.bound_s = moves, bound_s
+        self.last = time.monotonic()
+        self.still_since: float | None = None  # real time it stopped at, while it stands still
+        self.overran = False  # it stood still past bound_s and was let move
+
+    def monotonic(self) -> float:
+        now = time.monotonic()
+        if self.moves():
+            self.still_since = None
+        elif self.still_since is None:
+            self.still_since = now
+        elif now - self.still_since > self.bound_s:
+            self.overran = True
+        if self.still_since is None or self.overran:
+            self.last = now
+        return self.last
+
+    def check(self, rows: dict[int, dict], logged: list[str]) -> None:
+        """Fails, saying what hung, when the clock stood still past its bound (the rows are then those of a batch
+        whose hung run was killed once the clock moved)."""
+        reasons = {line: row["result"].get("reasons") for line, row in rows.items()}
+        assert not self.overran, (
+            f"a run the test waited for did not end within {self.bound_s:g} s of real time (the parent's clock stood "
+            f"still so long, then moved and killed it at its deadline): rows' reasons {reasons}; log {logged}")
+
+
+def parent_clock(monkeypatch, moves, bound_s: float = STILL_BOUND_S) -> ParentClock:  # noqa: ANN001
     """The parent's clock (`batch_procs.time.monotonic`, which its run deadlines read) reads the real time while
     ``moves()`` is true and otherwise stands at the last time it read (from the call on): a test lets one run's
-    deadline pass and no other's, whatever the machine's load."""
+    deadline pass and no other's, whatever the machine's load. Standing still for `bound_s` real seconds (a run the
+    test waits for hangs: no deadline would ever pass), it moves again for good, so the hung run is killed and the
+    batch ends; the test then calls `check` on what it got, which fails saying so."""
     import types
 
     from graph import batch_procs
 
-    last = [time.monotonic()]
-
-    def monotonic() -> float:
-        if moves():
-            last[0] = time.monotonic()
-        return last[0]
-
-    monkeypatch.setattr(batch_procs, "time", types.SimpleNamespace(monotonic=monotonic))
+    clock = ParentClock(moves, bound_s)
+    monkeypatch.setattr(batch_procs, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    return clock
 
 
 def parent_stalls(monkeypatch, stall_s: float) -> None:  # noqa: ANN001

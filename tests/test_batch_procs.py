@@ -286,9 +286,10 @@ def test_a_hung_run_gets_its_worker_killed_and_an_ineligible_row(monkeypatch, tm
     from tests.batch_fakes import parent_clock
 
     monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
-    parent_clock(monkeypatch, lambda: len(list(tmp_path.glob("sent-*"))) == 3)
+    clock = parent_clock(monkeypatch, lambda: len(list(tmp_path.glob("sent-*"))) == 3)
     counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["HANG push", "push", "push", "push"], processes=2,
                                        concurrency=4, run_timeout_s=3)
+    clock.check(rows, logged)
     assert counts == {"scored": 3, "zero": 0, "ineligible": 1}, logged
     reason = rows[0]["result"]["reasons"][0]
     assert "did not finish within 3 s" in reason and "2 attempts" in reason
@@ -306,9 +307,10 @@ def test_an_ineligible_row_names_the_cause_of_each_death_when_they_differ(monkey
 
     monkeypatch.setenv("RAA_FAKE_DIR", str(tmp_path))
     logged: list[str] = []
-    parent_clock(monkeypatch, lambda: not any("was killed" in line for line in logged))
+    clock = parent_clock(monkeypatch, lambda: not any("was killed" in line for line in logged))
     counts, rows, logged = _fake_batch(monkeypatch, tmp_path, ["FLAKY push"], logged, processes=1, concurrency=1,
                                        run_timeout_s=1.5)
+    clock.check(rows, logged)  # attempt 2 hanging: fails here within tests/batch_fakes.STILL_BOUND_S
     assert counts == {"scored": 0, "zero": 0, "ineligible": 1}, logged
     assert rows[0]["result"]["reasons"][0] == (
         "batch: internal: the worker process scoring this clip ended on each of 2 attempts, the last with no other run in "
