@@ -1,16 +1,18 @@
 """Stand-in batch workers speaking `graph.batch_procs`' pipe protocol (ready / row), for tests of the parent's
 bookkeeping without a model server: only the worker body is replaced, the parent logic is the real one.
 
-An item whose instruction starts with POISON kills its worker after 0.3 s (like a decoder segfault); one starting
-with HANG is never answered (a native deadlock); one starting with FLAKY hangs on its first attempt and on later ones
-makes its worker fail as `worker_main` does on an exception (a "fatal" message, exit code 1); every other item takes
-`DELAY_S` (`$RAA_FAKE_DELAY_S` where set: the workers are spawned, a monkeypatch does not reach them) and is scored
-1.0 with the worker's pid as its run id and one model call as its usage; with `$RAA_FAKE_DIR` set, a worker marks
-each item it takes there (file `taken-<key>`) and each row once it is in the pipe (file `sent-<key>`); while a file
-`hold` (`HOLD`) is in that folder it sends no row (a test removes it to say go, so that rows wait unread in the pipes
-whatever the schedule, for as long as the parent reads none). FLAKY attempts are told apart by marker files in the
-folder `$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end of the pipe and
-stays alive for `LINGER_S` before it exits (as a worker whose interpreter takes long to shut down). With
+An item whose instruction starts with POISON kills its worker (like a decoder segfault) once no file `hold-poison`
+(`POISON_HOLD`) is in `$RAA_FAKE_DIR` (`poison_after_dispatch`); from its taking on, no other item of its worker sends
+its row (each is in flight when the worker dies, whatever the schedule). One starting with HANG is never answered (a
+native deadlock); one starting with FLAKY hangs on its first attempt and on later ones makes its worker fail as
+`worker_main` does on an exception (a "fatal" message, exit code 1); every other item takes `DELAY_S`
+(`$RAA_FAKE_DELAY_S` where set: the workers are spawned, a monkeypatch does not reach them) and is scored 1.0 with the
+worker's pid as its run id and one model call as its usage; with `$RAA_FAKE_DIR` set, a worker marks each item it
+takes there (file `taken-<key>`) and each row once it is in the pipe (file `sent-<key>`); while a file `hold` (`HOLD`)
+is in that folder it sends no row (a test removes it to say go, so that rows wait unread in the pipes whatever the
+schedule, for as long as the parent reads none). FLAKY attempts are told apart by marker files in the folder
+`$RAA_FAKE_DIR`. One starting with LINGER is scored at once, then its worker shuts its end of the pipe and stays alive
+for `LINGER_S` before it exits (as a worker whose interpreter takes long to shut down). With
 `$RAA_FAKE_START_FAILURES` = k, the first k workers to start fail before they are ready (as one whose tool model
 cannot load does). With `$RAA_FAKE_IDLE_DEATH` set, every worker fails as `worker_main` does on an exception right
 after it is ready, before it reads any item (its pipe shut for reading, so the parent's send fails and nothing is in
@@ -29,6 +31,8 @@ DELAY_S = 1.0
 LINGER_S = 2.0
 HOLD = "hold"
 """File in `$RAA_FAKE_DIR` that holds back every row until it is removed."""
+POISON_HOLD = "hold-poison"
+"""File in `$RAA_FAKE_DIR` that holds back a POISON item's crash until it is removed."""
 
 
 def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: ANN001 - worker_main's signature
@@ -37,6 +41,7 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
 
     lock = threading.Lock()
     marks = os.environ.get("RAA_FAKE_DIR", "")
+    poisoned = threading.Event()  # this worker took a POISON item: its other runs die with it, unanswered
 
     def first(name: str) -> bool:  # the first process to claim `name` (atomic over the workers)
         try:
@@ -53,7 +58,8 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
         if marks:
             first(f"taken-{item['key']}")
         if item["instruction"].startswith("POISON"):
-            time.sleep(0.3)
+            while marks and os.path.exists(os.path.join(marks, POISON_HOLD)):  # the test has not said go yet
+                time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGKILL)
         if item["instruction"].startswith("LINGER"):
             result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()))
@@ -72,6 +78,8 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
         result = RewardResult(status="scored", reward=1.0, preset=preset, run_id=str(os.getpid()), usage={"calls": 1})
         while marks and os.path.exists(os.path.join(marks, HOLD)):  # the test has not said go yet
             time.sleep(0.01)
+        if poisoned.is_set():  # in flight until the POISON item kills this worker
+            threading.Event().wait()
         with lock:
             conn.send(("row", ticket, result_line(item, result), result.status))
         if marks:
@@ -95,6 +103,8 @@ def fake_worker(conn, settings, preset, durability, draw=0) -> None:  # noqa: AN
             fatal(f"{type(exc).__name__}: {exc}")
         if message[0] != "item":
             return
+        if message[2]["instruction"].startswith("POISON"):  # before any item received after it runs
+            poisoned.set()
         threading.Thread(target=one, args=(message[1], message[2]), daemon=True).start()
 
 
@@ -155,6 +165,24 @@ class ParentClock:
         assert not self.overran, (
             f"a run the test waited for did not end within {self.bound_s:g} s of real time (the parent's clock stood "
             f"still so long, then moved and killed it at its deadline): rows' reasons {reasons}; log {logged}")
+
+
+def poison_after_dispatch(monkeypatch, marks, key: str) -> None:  # noqa: ANN001
+    """Parent side of `POISON_HOLD`: the POISON item `key` kills its worker (`$RAA_FAKE_DIR`, set to `marks`) only
+    once the parent has sent it and waits (`batch_procs.wait`): the dispatch that sent it is over, so every item the
+    parent sent that worker with it is in flight when it dies (none answers meanwhile), whatever the schedule."""
+    from graph import batch_procs
+
+    monkeypatch.setenv("RAA_FAKE_DIR", str(marks))
+    real_wait = batch_procs.wait
+    (marks / POISON_HOLD).touch()
+
+    def wait(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if (marks / f"taken-{key}").exists():  # taken: sent by a dispatch before this wait
+            (marks / POISON_HOLD).unlink(missing_ok=True)
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(batch_procs, "wait", wait)
 
 
 def parent_clock(monkeypatch, moves, bound_s: float = STILL_BOUND_S) -> ParentClock:  # noqa: ANN001

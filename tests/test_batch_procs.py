@@ -249,13 +249,19 @@ def _fake_batch(monkeypatch, tmp_path, instructions: list[str], logged: list[str
 
 # (2, 6, 8) is the same blame over two workers and twice the clips: slow (`make test-slow`); the default run keeps
 # (1, 4, 4), and the spread over two workers stays in test_runs_are_spread_over_the_workers_instead_of_all_going_to_the_first_ready
-@pytest.mark.parametrize(("processes", "concurrency", "n"), [(1, 4, 4), pytest.param(2, 6, 8, marks=pytest.mark.slow)])
-def test_a_crash_blames_only_the_clip_that_crashes_alone(monkeypatch, tmp_path, processes, concurrency, n) -> None:
-    """Its neighbours in the crash are retried alone and scored; only the clip that kills a worker with
-    nothing else in flight gets the ineligible row."""
+@pytest.mark.parametrize(("processes", "concurrency", "n", "share"),
+                         [(1, 4, 4, 4), pytest.param(2, 6, 8, 3, marks=pytest.mark.slow)])
+def test_a_crash_blames_only_the_clip_that_crashes_alone(monkeypatch, tmp_path, processes, concurrency, n, share):
+    """Its neighbours in the crash (the worker's `share`) are retried alone and scored; only the clip that kills a
+    worker with nothing else in flight gets the ineligible row. Ordered by `poison_after_dispatch`, not by sleeps."""
+    from tests.batch_fakes import poison_after_dispatch
+
+    monkeypatch.setenv("RAA_FAKE_DELAY_S", "0")
+    poison_after_dispatch(monkeypatch, tmp_path, "k0")
     instructions = ["POISON push"] + ["push"] * (n - 1)
     counts, rows, logged = _fake_batch(monkeypatch, tmp_path, instructions, processes=processes,
                                        concurrency=concurrency)
+    assert any(f"died (signal 9) with {share} run(s) in flight: {share} to retry alone" in x for x in logged), logged
     assert counts == {"scored": n - 1, "zero": 0, "ineligible": 1}, logged
     assert sorted(rows) == list(range(n))
     bad = rows[0]["result"]
