@@ -213,7 +213,10 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             lag.fed(at)
             if hands_over:
                 unseen.add(at)
-        if packet.size and (broken := broken_headers(bytes(packet), ctx.name, extradata)):  # (decoded unseen)
+        data = bytes(packet) if packet.size else b""
+        if data and not discard and watch.references is not None:  # (H.264: which pictures no other references)
+            watch.references.fed(at, data, packet.is_keyframe, extradata)
+        if data and (broken := broken_headers(data, ctx.name, extradata)):  # (decoded unseen)
             alone = unreferenced(broken, ctx.name)
             watch.broken(at, zero_run_damage(at, alone), discarded=discard, alone=alone)
         frames = decoded(packet, before=None if handover is None else handover.key)

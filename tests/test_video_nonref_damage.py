@@ -1,0 +1,85 @@
+"""A damaged H.264 picture that no other picture references (nal_ref_idc 0: x264's B-frames but the pyramid's), which
+the decoder conceals and flags: its own frame is damaged, the frames decoded after it are not
+(``tools.video_nonref``). One whose header's nal_ref_idc is itself the damage still fails the frames after it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_video import write_raw
+from tests.test_video_concealed import (
+    N,
+    _damaged,
+    _decode,
+    _gradient_ids,
+    _packets,
+    _zero_a_fifth,
+    failed_reads,
+    frame_threaded_reads,
+)
+from tools.video import VideoDecodeError, VideoReader
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    """A 40-frame H.264 MP4 with B-frames (a pyramid), keyframes every 12 (0, 12, 24, 36), and its frames."""
+    path = write_raw(tmp_path_factory.mktemp("n") / "c.mp4", _gradient_ids(), gop=12)
+    good = _decode(path)
+    return path, np.stack([good[p][0] for p in sorted(good)])
+
+
+def _wrong(path: Path, want: np.ndarray) -> tuple[list[int], list[int]]:
+    """The frames FFmpeg flags decoding ``path``, and those that differ from ``want``."""
+    got = _decode(path)
+    order = sorted(got)
+    return ([i for i, p in enumerate(order) if got[p][1]],
+            [i for i, p in enumerate(order) if not np.array_equal(got[p][0], want[i])])
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_flagged_picture_no_frame_references_fails_its_own_frame_alone(monkeypatch, clean, threads):
+    """Packet 8 (frame 7, a B-frame whose slice says nal_ref_idc 0) has a fifth of its bytes zeroed: FFmpeg conceals
+    and flags frame 7, and only frame 7 comes out wrong. Frames 8-11, decoded after it, failed too (the flag blamed
+    the rest of the GOP). Now only frame 7's read fails, and the others read as in the clean clip."""
+    path, want = clean
+    assert bytes(_packets(path)[8])[4] & 0x60 == 0  # the premise: nal_ref_idc 0
+    bad = _damaged(path, 8, _zero_a_fifth)
+    assert _wrong(bad, want) == ([7], [7])  # ... flagged, and the only frame damaged
+    if threads > 1:
+        frame_threaded_reads(monkeypatch, threads)
+    with VideoReader(bad) as reader:
+        assert failed_reads(reader, want) == [7]
+        with pytest.raises(VideoDecodeError, match=f"frame 7 of {N} could not be decoded.*no frame references"):
+            reader.read(range(N))
+        keep = [i for i in range(N) if i != 7]
+        assert np.array_equal(reader.read(keep), want[keep])
+
+
+def _unreferenced_and_zeroed(data: bytearray, start: int, size: int) -> None:
+    """A reference picture's header broken to nal_ref_idc 0 (its 4-byte length first), and a fifth of it zeroed."""
+    data[start + 4] &= 0x9F
+    _zero_a_fifth(data, start, size)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("packet", [2, 7])
+def test_a_reference_picture_whose_header_broke_to_unreferenced_still_fails_the_frames_after_it(monkeypatch, clean,
+                                                                                                threads, packet):
+    """Packet 2 (frame 3, a P-frame) or 7 (frame 8, a P-frame) has its nal_ref_idc broken to 0 and a fifth zeroed: the
+    decoder flags its frame, and decodes the frames after it against other pictures, unflagged (frames 2-11: the
+    header's fields after frame_num no longer parse as written). Each frame that comes out wrong fails its read (the
+    next reference picture's frame_num shows the header wrong), not its own alone. A guard: trusting nal_ref_idc alone
+    handed frames 9-11 out wrong."""
+    path, want = clean
+    assert bytes(_packets(path)[packet])[4] & 0x60  # the premise: a reference picture
+    bad = _damaged(path, packet, _unreferenced_and_zeroed)
+    flagged, wrong = _wrong(bad, want)
+    assert flagged == [packet + 1] and len(wrong) > 1  # ... its frame flagged, and frames it does not flag damaged
+    if threads > 1:
+        frame_threaded_reads(monkeypatch, threads)
+    with VideoReader(bad) as reader:
+        failed = failed_reads(reader, want)  # (every read that does not fail is asserted right)
+    assert set(wrong) <= set(failed)
