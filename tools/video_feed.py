@@ -11,7 +11,7 @@ from av.codec.context import CodecContext
 from av.video.codeccontext import VideoCodecContext
 
 from tools.video_damage import DROP_HORIZON, DamageWatch
-from tools.video_nal_check import broken_headers, unreferenced, zero_run_damage
+from tools.video_nal_check import broken_headers, start_code_framed, unreferenced, zero_run_damage
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
 from tools.video_tags import DISCARDED, earlier_decode, frame_tag, tag_discarded, tag_packet
@@ -151,6 +151,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     # HEVC: the pts of the keyframe the decode starts at while its leading pictures are fed (`DamageWatch.skipped`)
     opening: int | None = None
     started = False  # a picture was fed
+    annex_b = False  # the decoder takes the last packet as Annex B behind an avcC record (`start_code_framed`)
 
     def decoded(packet: av.Packet | None, *, before: int | None = None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
@@ -213,10 +214,12 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             lag.fed(at)
             if hands_over:
                 unseen.add(at)
+        nonlocal annex_b
         data = bytes(packet) if packet.size else b""
+        annex_b = start_code_framed(data, ctx.name, extradata, annex_b) if data else annex_b
         if data and not discard and watch.references is not None:  # (H.264: which pictures no other references)
-            watch.references.fed(at, data, packet.is_keyframe, extradata)
-        if data and (broken := broken_headers(data, ctx.name, extradata)):  # (decoded unseen)
+            watch.references.fed(at, data, packet.is_keyframe, extradata, annex_b=annex_b)
+        if data and (broken := broken_headers(data, ctx.name, extradata, annex_b=annex_b)):  # (decoded unseen)
             alone = unreferenced(broken, ctx.name)
             watch.broken(at, zero_run_damage(at, alone), discarded=discard, alone=alone)
         frames = decoded(packet, before=None if handover is None else handover.key)

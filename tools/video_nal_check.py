@@ -34,16 +34,17 @@ def broken_nal_unit(data: bytes, codec: str, extradata: bytes | None) -> bool:
     return bool(broken_headers(data, codec, extradata))
 
 
-def broken_headers(data: bytes, codec: str, extradata: bytes | None) -> list[int]:
+def broken_headers(data: bytes, codec: str, extradata: bytes | None, *, annex_b: bool = False) -> list[int]:
     """The header bytes (the first byte) of the NAL units of ``data`` (of ``CHECKED_UNITS``' types) that
-    ``broken_nal_unit`` finds broken: none for a clean packet, whose every unit is scanned either way."""
+    ``broken_nal_unit`` finds broken: none for a clean packet, whose every unit is scanned either way. ``annex_b``: the
+    packet is framed by start codes though ``extradata`` gives lengths (``start_code_framed``)."""
     if codec not in SLICE_THREADED_CODECS:
         return []
     checked = CHECKED_UNITS[codec]
     shift, mask = (1, 0x3F) if codec == "hevc" else (0, 0x1F)
-    size = nal_length_size(codec, extradata)
+    size = None if annex_b else nal_length_size(codec, extradata)
     if size is None:  # (Annex B: each unit split off at its start code, trailing zeros stripped)
-        return [unit[0] for unit in nal_units(data, codec, extradata)
+        return [unit[0] for unit in nal_units(data, codec, None)
                 if (unit[0] >> shift) & mask in checked and _forbidden(unit, 0, len(unit))]
     at, found = 0, list[int]()
     while at + size <= len(data):
@@ -58,6 +59,20 @@ def broken_headers(data: bytes, codec: str, extradata: bytes | None) -> list[int
             found.append(data[at])
         at += length
     return found
+
+
+def start_code_framed(data: bytes, codec: str, extradata: bytes | None, before: bool) -> bool:
+    """Whether FFmpeg's H.264 decoder takes the packet ``data`` of a stream whose avcC record ``extradata`` gives 4-byte
+    lengths as Annex B (start codes), as some muxers write them: where it opens with 00 00 00 01 and the 4 bytes after
+    the unit header read past its end; as length-prefixed where its first length is above 1 and within it; else as it
+    took the packet before (``before``; the decoder keeps its choice, a new one starts length-prefixed). Not HEVC's
+    decoder, nor with other lengths: always as the record says."""
+    if codec != "h264" or nal_length_size(codec, extradata) != 4:
+        return False
+    first = int.from_bytes(data[:4], "big")
+    if len(data) > 8 and first == 1 and int.from_bytes(data[5:9], "big") > len(data):
+        return True
+    return False if len(data) > 3 and 1 < first <= len(data) else before
 
 
 def unreferenced(headers: list[int], codec: str) -> bool:

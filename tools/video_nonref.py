@@ -78,11 +78,12 @@ class H264References:
         if sps or pps:
             self._sets = _Sets({**self._sets.sps, **{s.sps_id: s for s in sps}}, {**self._sets.pps, **pps})
 
-    def fed(self, tag: int, data: bytes, keyframe: bool, extradata: bytes | None) -> None:
-        """The packet ``data`` (a ``keyframe``'s: its parameter sets learnt) went to the decoder under ``tag``."""
+    def fed(self, tag: int, data: bytes, keyframe: bool, extradata: bytes | None, *, annex_b: bool = False) -> None:
+        """The packet ``data`` (a ``keyframe``'s: its parameter sets learnt) went to the decoder under ``tag``;
+        ``annex_b``: framed by start codes behind an avcC record (``tools.video_nal_check.start_code_framed``)."""
         if keyframe:
-            self._learn(data, extradata)
-        heads = slice_heads(data, self._size)
+            self._learn(data, None if annex_b else extradata)
+        heads = slice_heads(data, None if annex_b else self._size)
         if heads:
             self._pictures[tag] = _Picture(all(not h[0] & 0x60 for h in heads), heads[0][0] & 0x1F == 5, heads[0],
                                            self._sets)

@@ -1,0 +1,77 @@
+"""H.264 packets framed by Annex B start codes behind an avcC record (4-byte lengths), which FFmpeg's decoder takes as
+Annex B (its rule: ``tools.video_nal_check.start_code_framed``): the zero-run check splits them as the decoder does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.test_video import write_raw
+from tests.test_video_concealed import (
+    N,
+    _damaged,
+    _decode,
+    _gradient_ids,
+    _packets,
+    _zero_a_fifth,
+    failed_reads,
+)
+from tools.video import VideoReader
+from tools.video_nal_check import broken_headers, start_code_framed
+
+AVCC = bytes([1, 100, 0, 30, 0xFF])  # (its 5th byte: 4-byte lengths)
+
+
+@pytest.fixture(scope="module")
+def annex_b(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    """The 40-frame H.264 MP4 (B-frames, keyframes every 12) with each NAL unit's 4-byte length replaced by a start
+    code (00 00 00 01), its avcC record kept, and the clean clip's frames."""
+    path = write_raw(tmp_path_factory.mktemp("a") / "c.mp4", _gradient_ids(), gop=12)
+    data = bytearray(path.read_bytes())
+    for packet in _packets(path):
+        at = packet.pos
+        while at < packet.pos + packet.size:
+            length = int.from_bytes(data[at:at + 4], "big")
+            data[at:at + 4] = b"\x00\x00\x00\x01"
+            at += 4 + length
+    framed = path.with_name("annexb.mp4")
+    framed.write_bytes(bytes(data))
+    good = _decode(path)
+    assert {p: f for p, (f, _) in _decode(framed).items()}.keys() == good.keys()  # the premise: FFmpeg decodes it
+    return framed, np.stack([good[p][0] for p in sorted(good)])
+
+
+def test_a_clean_clip_of_annex_b_packets_behind_an_avcc_record_reads_whole(annex_b):
+    path, want = annex_b
+    with VideoReader(path) as reader:
+        assert np.array_equal(reader.read(range(N)), want)
+
+
+def test_zeroed_bytes_in_annex_b_packets_behind_an_avcc_record_fail_the_frames_they_reach(annex_b):
+    """Packet 4 (frame 6, a P-frame) of the Annex B packets has a fifth zeroed: FFmpeg decodes frames 4-11 wrong, no
+    flag. The check read the start code as a length of 1 and the next "length" past the packet, and checked nothing:
+    each came back as the clip's frame. Now each read of them fails; the other frames read as in the clean clip."""
+    path, want = annex_b
+    bad = _damaged(path, 4, _zero_a_fifth)
+    got = _decode(bad)
+    assert [i for i, p in enumerate(sorted(got)) if not np.array_equal(got[p][0], want[i])] == list(range(4, 12))
+    with VideoReader(bad) as reader:
+        assert failed_reads(reader, want) == list(range(4, 12))
+
+
+def test_the_framing_follows_ffmpegs_rule():
+    """FFmpeg's H.264 decoder (4-byte lengths only) takes a packet as Annex B where it opens with 00 00 00 01 and the 4
+    bytes after the unit header read past its end; as length-prefixed where its first length is above 1 and within it;
+    else as the packet before it was taken."""
+    slice_ = bytes([0x41, 0x9A, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60])
+    framed = b"\x00\x00\x00\x01" + slice_ + b"\x00\x00\x00\x00\x11\x22"
+    assert start_code_framed(framed, "h264", AVCC, before=False)
+    prefixed = len(slice_).to_bytes(4, "big") + slice_
+    assert not start_code_framed(prefixed, "h264", AVCC, before=True)
+    assert start_code_framed(b"\x00\x00\x00\x00\x41\x9A\x10\x20\x30", "h264", AVCC, before=True)  # (neither: as before)
+    assert not start_code_framed(framed, "h264", bytes([1, 100, 0, 30, 0xFE]), before=False)  # (3-byte lengths)
+    assert not start_code_framed(framed, "hevc", None, before=False)
+    assert broken_headers(framed, "h264", AVCC, annex_b=True) == [0x41]
+    assert broken_headers(framed, "h264", AVCC) == []  # (as length-prefixed: a 1-byte unit, then a length past it)
