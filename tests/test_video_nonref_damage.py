@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -21,6 +22,7 @@ from tests.test_video_concealed import (
     frame_threaded_reads,
 )
 from tools.video import VideoDecodeError, VideoReader
+from tools.video_nonref import H264References
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def test_a_flagged_picture_no_frame_references_fails_its_own_frame_alone(monkeyp
         frame_threaded_reads(monkeypatch, threads)
     with VideoReader(bad) as reader:
         assert failed_reads(reader, want) == [7]
-        with pytest.raises(VideoDecodeError, match=f"frame 7 of {N} could not be decoded.*no frame references"):
+        with pytest.raises(VideoDecodeError, match=f"frame 7 of {N} could not be decoded.*frame 7.*no frame references it"):
             reader.read(range(N))
         keep = [i for i in range(N) if i != 7]
         assert np.array_equal(reader.read(keep), want[keep])
@@ -83,3 +85,26 @@ def test_a_reference_picture_whose_header_broke_to_unreferenced_still_fails_the_
     with VideoReader(bad) as reader:
         failed = failed_reads(reader, want)  # (every read that does not fail is asserted right)
     assert set(wrong) <= set(failed)
+
+
+def test_a_picture_is_confirmed_unreferenced_by_the_next_reference_pictures_frame_num(clean):
+    """Packets 3, 6, 8, 10, 16-22 even (B-frames, nal_ref_idc 0) take the frame_num of the next reference picture: confirmed.
+    Packet 2 (a P-frame) is referenced; broken to nal_ref_idc 0, the next reference picture's frame_num is one more:
+    not confirmed. Before a later reference picture is fed: not known yet (None)."""
+    path, _ = clean
+    with av.open(str(path)) as c:
+        extradata = c.streams.video[0].codec_context.extradata
+    packets = [(bytes(p), p.is_keyframe) for p in _packets(path)]
+    refs = H264References(extradata)
+    for tag, (data, key) in enumerate(packets[:9]):
+        refs.fed(tag, data, key, extradata)
+    assert refs.says_unreferenced(8) and refs.confirmed(8) is None  # (packet 9, a P-frame, not fed yet)
+    for tag, (data, key) in enumerate(packets[9:24], 9):
+        refs.fed(tag, data, key, extradata)
+    assert [t for t in range(24) if refs.says_unreferenced(t)] == [3, 6, 8, 10, 16, 18, 20, 22]
+    assert all(refs.confirmed(t) for t in (3, 6, 8, 10, 16, 18, 20, 22))
+    assert not refs.confirmed(2) and not refs.confirmed(1)
+    broken = bytearray(packets[2][0])
+    broken[4] &= 0x9F
+    refs.fed(2, bytes(broken), False, extradata)
+    assert refs.says_unreferenced(2) and refs.confirmed(2) is False

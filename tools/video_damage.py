@@ -301,7 +301,7 @@ class DamageWatch:
     @staticmethod
     def _what(index: int | None, alone: bool = False, *, h264: bool = False) -> str:
         return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged"
-                + (" (a picture no frame references: nal_ref_idc 0, and the next reference picture's frame_num agrees)"
-                   if h264 else
+                + (" (its slices say no frame references it, nal_ref_idc 0: the frames decoded after it up to the next "
+                   "keyframe fail too unless the next reference picture's frame_num bears that out)" if h264 else
                    " (a B-frame, which no frame references, unless its header's picture type is the damage)" if alone
                    else ": the frames decoded after it up to the next keyframe reference it, not flagged"))
