@@ -205,9 +205,12 @@ class DamageWatch:
         self._bad.append((gone, gone, what, False))
 
     def skipped(self, tag: int) -> None:
-        """The packet tagged ``tag`` is a leading picture (shown before it, decoded after it) of the HEVC keyframe the
-        decode started at, which the decoder skips with no frame and no error where it references the GOP before
-        (RASL): no frame waits on it (HEVC's frames after a keyframe reference none of its leading pictures)."""
+        """The packet tagged ``tag`` is a leading picture (shown before it, decoded after it) of the keyframe the decode
+        started at, which the decoder skips with no frame and no error where it references the GOP before (HEVC's
+        RASL pictures; H.264's before the recovery point): no frame waits on it. HEVC's frames after a keyframe
+        reference none of its leading pictures; H.264's decoder puts its frames out in presentation order, a leading
+        one before the keyframe or never, and every frame handed out is shown from the keyframe on: once it is out,
+        none is still to come (a flag or failure of one that came out is told as before)."""
         self._out.add(tag)
 
     def damage(self, place: Place, *, settled: bool = True) -> str | None:

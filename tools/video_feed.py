@@ -17,6 +17,13 @@ from tools.video_slices import fed_with_pictures, joined
 from tools.video_tags import DISCARDED, earlier_decode, frame_tag, tag_discarded, tag_packet
 from tools.video_threads import HASH_CHECKED, ErrorLag, frame_threaded, watched_decoder
 
+LEADING_SKIPPED = frozenset({"hevc", "h264"})
+"""Decoders that, from a keyframe with no frame before it (a seek's, a cut clip's first), may skip its leading
+pictures (shown before it, decoded after it, referencing the frames before it) with no frame and no error: HEVC's RASL
+pictures, H.264's open-GOP B-frames (FFmpeg puts out no frame before the stream's recovery point). The watch is told
+(``DamageWatch.skipped``): a frame handed out no longer waits on them (with frame threads it waited ``DROP_HORIZON``
+frames: a seek's read of frame 30 of a 60-frame H.264 open-GOP clip decoded to its end)."""
+
 
 def flushable(stream: av.video.stream.VideoStream) -> bool:
     """Whether flushing the decoder gives every frame it holds. Not with frame threads: a failed packet's error
@@ -148,7 +155,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     unseen: set[int] = set()  # tags fed whose frame has not come out (the last DROP_HORIZON's)
     recent: list[_Tagged] = []  # the last packets fed to the decoder in use (DROP_HORIZON of them)
     leading = _Leading()
-    # HEVC: the pts of the keyframe the decode starts at while its leading pictures are fed (`DamageWatch.skipped`)
+    # the pts of the keyframe the decode starts at while its leading pictures are fed (`LEADING_SKIPPED`)
     opening: int | None = None
     started = False  # a picture was fed
     annex_b = False  # the decoder takes the last packet as Annex B behind an avcC record (`start_code_framed`)
@@ -272,7 +279,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
                 item = (packet, tagged, carried, discard)
                 if packet.size and not discard:
                     if not started:
-                        started, opening = True, packet.pts if packet.is_keyframe and ctx.name == "hevc" else None
+                        started, opening = True, packet.pts if packet.is_keyframe and ctx.name in LEADING_SKIPPED else None
                     elif opening is not None and packet.pts is not None and packet.pts < opening:
                         watch.skipped(tagged)
                     else:
