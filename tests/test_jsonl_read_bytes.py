@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fifo_files import call_unblocked
-from tools import jsonl
+from tools import file_kinds, jsonl
 from tools.jsonl import read_bytes
 
 
@@ -58,34 +58,54 @@ def test_files_that_are_no_regular_file_are_named_with_their_kind(tmp_path):
 
 def test_a_fifo_is_refused_without_opening_it(tmp_path, monkeypatch):
     """Opening a FIFO's read end, even without blocking, releases a writer blocked opening its other end, which then
-    writes into a pipe nobody reads (a broken pipe): the FIFO is refused from its stat, never opened."""
+    writes into a pipe nobody reads (a broken pipe): the FIFO is refused from its look (an O_PATH handle, which opens
+    neither end), never opened for reading. (`tests/test_read_bytes_blocked_writer.py` watches such a writer.)"""
     fifo = tmp_path / "summary.json"
     os.mkfifo(fifo)
     real_open = os.open
 
-    def guarded(path, *args, **kwargs):
-        assert os.fspath(path) != str(fifo), f"{path} was opened"
-        return real_open(path, *args, **kwargs)
+    def guarded(path, flags, *args, **kwargs):
+        assert os.fspath(path) != str(fifo) or flags & os.O_PATH, f"{path} was opened"
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(jsonl.os, "open", guarded)
     with pytest.raises(OSError, match=rf"not a regular file: a FIFO: '{fifo}'"):
         read_bytes(fifo)
 
 
-def test_a_fifo_put_there_after_the_stat_is_refused_without_waiting(tmp_path, monkeypatch):
-    """The path is looked at (a regular file), then a FIFO is put there before it is opened: the open must not wait
-    for a writer (O_NONBLOCK), and the open file's own stat refuses it. The swap is injected into the stat."""
+@pytest.mark.parametrize("proc", [True, False], ids=["through-proc", "without-proc"])
+def test_a_fifo_put_there_after_the_look_is_refused_without_waiting(tmp_path, monkeypatch, proc):
+    """The path is looked at (a regular file), then a FIFO is put there before it is opened for reading: the open must
+    not wait for a writer, and the FIFO is refused. Through /proc the look is the O_PATH handle, which keeps the file
+    it found: the swap is injected just before the path's open, the one look. Without /proc (`file_kinds.PROC_FD`
+    missing) the path is looked at by ``stat``, then opened without blocking (O_NONBLOCK), and the open file's own
+    stat refuses it: the swap is injected into that stat, as before there was an O_PATH handle."""
     path = tmp_path / "summary.json"
     path.write_bytes(b"{}")
-    real_stat = os.stat
+    if not proc:
+        monkeypatch.setattr(file_kinds, "PROC_FD", str(tmp_path / "no-proc"))
+    call = "open" if proc else "stat"
+    real = os.open if proc else os.stat
 
     def then_swapped(target, *args, **kwargs):
-        found = real_stat(target, *args, **kwargs)
-        if os.fspath(target) == str(path) and not stat.S_ISFIFO(found.st_mode):
+        if call == "open" and os.fspath(target) == str(path) and not stat.S_ISFIFO(os.stat(path).st_mode):
+            os.unlink(path)
+            os.mkfifo(path)
+        found = real(target, *args, **kwargs)
+        if call == "stat" and os.fspath(target) == str(path) and not stat.S_ISFIFO(found.st_mode):
             os.unlink(path)
             os.mkfifo(path)
         return found
 
-    monkeypatch.setattr(os, "stat", then_swapped)
+    monkeypatch.setattr(os, call, then_swapped)
     with pytest.raises(OSError, match=rf"not a regular file: a FIFO: '{path}'"):
         call_unblocked(lambda: read_bytes(path), path)
+
+
+def test_without_proc_a_file_is_still_read(tmp_path, monkeypatch):
+    """Without /proc mounted (a bare chroot) the file is opened by name (`file_kinds._opened_by_name`)."""
+    monkeypatch.setattr(file_kinds, "PROC_FD", str(tmp_path / "no-proc"))
+    (tmp_path / "m.jsonl").write_bytes(b'{"a": 1}\n')
+    assert read_bytes(tmp_path / "m.jsonl") == b'{"a": 1}\n'
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        read_bytes(tmp_path)

@@ -9,9 +9,9 @@ The table holds two wordings of each kind, for two kinds of message:
   not a video file"). Those rows are read back (``unreached`` knows them by their end), and tests pin both wordings;
   so each column keeps its words, and only the table of kinds is shared.
 
-A path is looked at (`kind_at`, `missing_file`, and `read_bytes` / `read_file` before it opens it) without opening what it names:
-opening a FIFO's read end releases a writer blocked opening its other end, which then writes into a pipe nobody reads
-and fails with a broken pipe.
+A path is looked at (`kind_at`, `missing_file`; `read_bytes` and `read_file` through an O_PATH handle on
+Linux) without opening what it names for reading: opening a FIFO's read end releases a writer blocked opening its other
+end, which then writes into a pipe nobody reads (its bytes are lost, or it fails with a broken pipe).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -99,12 +100,11 @@ def missing_file(path: Path, what: str, other: Callable[[str], str] | None = Non
     return f"{what} {path} is {kind}, not a regular file: write the {what} to a file and give its path"
 
 
-def _refuse_other(mode: int, path: Path) -> None:
-    """`read_bytes`'s OSError for a file of ``st_mode`` `mode` that is not a regular one."""
+def _refusal(mode: int, path: Path) -> OSError:
+    """`read_file`'s OSError for a file of ``st_mode`` `mode` that is not a regular one."""
     if stat.S_ISDIR(mode):
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-    if not stat.S_ISREG(mode):
-        raise OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
+        return IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    return OSError(errno.EINVAL, f"not a regular file: {file_kind(mode)}", str(path))
 
 
 def read_bytes(path: Path) -> bytes:
@@ -114,21 +114,62 @@ def read_bytes(path: Path) -> bytes:
 
 def read_file(path: Path) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file at `path`, and the ``fstat`` of the very file read (a file saved by a rename over
-    `path` between a ``stat`` by name and the read is not paired with the other's bytes). OSError naming it otherwise: IsADirectoryError for a folder, and
-    for a FIFO, a socket or a device one whose strerror says which ("not a regular file: a FIFO"). Reading a FIFO
-    waited for a writer without limit (a reader hung with no word) and a device may never end, so the path's type is
-    checked before it is opened (a FIFO is never opened: module docstring), and again once it is open, without
-    blocking (a file replaced by a FIFO in between). The regular file is then read in blocking mode: a file system
-    that honours O_NONBLOCK there (a FUSE daemon may) answers EAGAIN, and a whole-file read then returns the bytes
-    read so far (a cut file) or None."""
-    _refuse_other(os.stat(path).st_mode, path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since opens at once, with or without a writer
+    `path` between a ``stat`` by name and the read is not paired with the other's bytes). OSError naming it otherwise:
+    IsADirectoryError for a folder, and for a FIFO, a socket or a device one whose strerror says which ("not a regular
+    file: a FIFO"). Reading a FIFO waited for a writer without limit (a reader hung with no word) and a device may
+    never end, so the file's type is checked before it is opened for reading (`_opened`; a FIFO is never opened:
+    module docstring). The regular file is read in blocking mode: a file system that honours O_NONBLOCK there (a FUSE
+    daemon may) answers EAGAIN, and a whole-file read then returns the bytes read so far (a cut file) or None."""
+    fd, found = _opened(path)
+    if fd is None:
+        raise _refusal(found.st_mode, path)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(), found
+
+
+PROC_FD = "/proc/self/fd"
+"""Where Linux names this process's open files: a regular file held by an O_PATH handle is opened for reading there
+(`_opened`)."""
+
+
+def _opened(path: Path) -> tuple[int | None, os.stat_result]:
+    """The file at `path` open for reading in blocking mode and its ``fstat``; None and the ``fstat`` for a file of
+    another kind, which is not opened for reading. On Linux the path is opened once, with O_PATH (a handle that opens
+    neither end of a FIFO, nor a device), the handle's ``fstat`` says what it is, and a regular file is opened for
+    reading through the handle (``/proc/self/fd/N``: the very file looked at, even if `path` is renamed over or
+    removed since). Elsewhere, or without /proc, `_opened_by_name`."""
+    if sys.platform == "linux":
+        handle = os.open(path, os.O_PATH)
+        try:
+            found = os.fstat(handle)
+            if not stat.S_ISREG(found.st_mode):
+                return None, found
+            try:
+                return os.open(f"{PROC_FD}/{handle}", os.O_RDONLY), found
+            except FileNotFoundError:  # no /proc mounted (a bare chroot): opened by name below
+                pass
+            except OSError as exc:  # EACCES ...: named by the path given, not /proc's
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+        finally:
+            os.close(handle)
+    return _opened_by_name(path)
+
+
+def _opened_by_name(path: Path) -> tuple[int | None, os.stat_result]:
+    """`_opened` from a ``stat`` by name, then an open without blocking (a FIFO put there since opens at once, with or
+    without a writer, which that open releases) and the open file's ``fstat`` (such a FIFO is refused); a regular
+    file is then set to blocking mode."""
+    found = os.stat(path)
+    if not stat.S_ISREG(found.st_mode):
+        return None, found
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         found = os.fstat(fd)
-        _refuse_other(found.st_mode, path)
-        os.set_blocking(fd, True)
+        if stat.S_ISREG(found.st_mode):
+            os.set_blocking(fd, True)
+            return fd, found
     except BaseException:
         os.close(fd)
         raise
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(), found
+    os.close(fd)
+    return None, found
