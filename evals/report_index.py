@@ -72,7 +72,6 @@ from evals.table_means import USAGE_DIGITS, USAGE_NAMES
 from evals.table_rows import outage, row_faults
 from graph.reward_format import reward_text
 from graph.run_claims import FOREIGN_CLAIM_MAX_AGE_S
-from tools.file_kinds import NOTHING, kind_at
 from tools.jsonl import parsed_file, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -269,7 +268,7 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
         unfinished,
         unfinished_note,
     )
-    from evals.result_rows import REPORT_ADVICE, check_result_row, results_lines
+    from evals.result_rows import REPORT_ADVICE, check_result_row, results_found
     from evals.table_rows import TableRowError, check_label
 
     out = Path(out_dir)
@@ -277,9 +276,10 @@ def write_eval_index(out_dir: str | Path, *, traces_path: str | Path | None = No
     if out.is_file():  # DIR/results.jsonl given for DIR: "expected DIR/results.jsonl/results.jsonl" said little
         raise FileNotFoundError(f"{out} is a file: `raa eval report` takes the folder `raa eval reward --out` wrote "
                                 f"(raa eval report {shlex.quote(str(out.parent))})")
-    if kind_at(results) == NOTHING:  # a FIFO, a folder: named by `results_lines`
+    read = results_found(results, REPORT_ADVICE)  # one look (a FIFO, a folder: refused, named)
+    if read is None:
         raise FileNotFoundError(f"no evaluation results in {out} (expected {results})")
-    lines, skipped = results_lines(results, REPORT_ADVICE)
+    lines, skipped = read
     rows = [row for _, row in lines.values()]
     summary = read_summary(out / SUMMARY)  # read once (its scope, and the newer run's note)
     scope = scope_of(summary, out / SUMMARY)

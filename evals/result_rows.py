@@ -12,8 +12,8 @@ from evals.batch_rows import checked_reward
 from evals.clip_identity import stale_version
 from evals.table_rows import TableRowError, check_row, finite
 from graph.schemas import RewardResult
-from tools.file_kinds import NOTHING, kind_at
-from tools.jsonl import LineError, SkippedLine, decode_text, read_bytes, usable_rows
+from tools.file_kinds import NOTHING, read_at
+from tools.jsonl import LineError, SkippedLine, decode_text, usable_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from evals.reward_scorer import EvalClip
@@ -99,7 +99,7 @@ def results_rows(path: Path) -> tuple[dict[tuple[str, str], dict], list[SkippedL
     (``PATH:N`` and why): not JSON (a line cut by a crash mid-write) or not a row with a string path and preset. A
     file that is not UTF-8 (not one this harness wrote: its rows are ASCII JSON) raises ManifestError naming
     it: skipping it would let the compaction rewrite it without its rows."""
-    rows, skipped = results_lines(path)
+    rows, skipped = results_lines(path, REWARD_ADVICE)
     return {key: row for key, (_, row) in rows.items()}, skipped
 
 
@@ -109,18 +109,27 @@ REPORT_ADVICE = "`raa eval report` reads the rows `raa eval reward --out` wrote 
 """`raa eval report`'s (it only reads the file, and takes a folder, no --out)."""
 
 
-def results_lines(path: Path, advice: str = REWARD_ADVICE) -> tuple[dict[tuple[str, str], tuple[str, dict]],
-                                                                    list[SkippedLine]]:
+Lines = tuple[dict[tuple[str, str], tuple[str, dict]], list[SkippedLine]]
+"""`results_lines`' rows keyed by (path, preset), each with its line ``PATH:N``, and the lines skipped."""
+
+
+def results_lines(path: Path, advice: str) -> Lines:
     """`results_rows` with each row's line, ``PATH:N`` (`raa eval report` names it in `evals.table_rows.check_row`'s
-    error). A path that is something else than a file (a folder, a FIFO) is refused, ending with the command's
-    `advice` (`REWARD_ADVICE`, `REPORT_ADVICE`)."""
-    rows: dict[tuple[str, str], tuple[str, dict]] = {}
-    kind = kind_at(path)  # one look: a file, nothing, or something else
+    error); none where no file is (`results_found`)."""
+    found = results_found(path, advice)
+    return ({}, []) if found is None else found
+
+
+def results_found(path: Path, advice: str) -> Lines | None:
+    """`results_lines`, or None where no file is, from one look at `path` (`tools.file_kinds.read_at`): `raa eval
+    report` asked whether the file was there, then read it by name; removed in between, its page came out empty
+    rather than "no evaluation results". A path that is something else than a file (a folder, a FIFO) is refused,
+    ending with the command's `advice` (`REWARD_ADVICE`, `REPORT_ADVICE`: each caller names its own)."""
+    kind, data = read_at(path)  # one look: a file (read once: checked whole, then parsed line by line), nothing, other
     if kind == NOTHING:
-        return rows, []
+        return None
     if kind is not None:  # the run appends to it: that failed with a bare IsADirectoryError
         raise ManifestError(f"{path} is not a file: {advice}")
-    data = read_bytes(path)  # read once: checked whole, then parsed line by line
     try:
         decode_text(data)  # the whole file first: a file of another encoding is refused, not skipped line by line
     except UnicodeDecodeError as exc:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from evals.result_rows import ManifestError, results_lines
+from evals.result_rows import REWARD_ADVICE, ManifestError, results_lines
 from tests.path_calls import calls_on
 
 
@@ -17,7 +17,7 @@ def test_results_jsonl_is_opened_once(tmp_path, monkeypatch):
     row = {"path": "/a.mp4", "preset": "full", "label": "failure", "reward": 0.9, "status": "scored"}
     results.write_text(json.dumps(row) + "\n" + "not json\n")
     opened = calls_on(monkeypatch, "open", results)
-    lines, skipped = results_lines(results)
+    lines, skipped = results_lines(results, REWARD_ADVICE)
     monkeypatch.undo()
     assert lines == {("/a.mp4", "full"): (f"{results}:1", row)}
     assert [(s.line, s.reason) for s in skipped] == [(f"{results}:2", "not valid JSON (Expecting value)")]
@@ -28,17 +28,17 @@ def test_a_results_file_that_is_not_utf8_is_still_refused_whole(tmp_path):
     results = tmp_path / "results.jsonl"
     results.write_bytes(b'{"path": "/caf\xe9.mp4", "preset": "full"}\n')
     with pytest.raises(ManifestError, match=r"is not UTF-8 text \(byte 0xe9 at offset 14\)"):
-        results_lines(results)
+        results_lines(results, REWARD_ADVICE)
 
 
 def test_a_results_path_that_is_no_file_is_looked_at_once(tmp_path, monkeypatch):
-    """Whether results.jsonl is a file, nothing, or something else (here a folder) is one stat
-    (`tools.file_kinds.kind_at`), not `exists` and then `is_file`."""
+    """Whether results.jsonl is a file, nothing, or something else (here a folder) is one look
+    (`tools.file_kinds.read_at`: an O_PATH open on Linux, a stat elsewhere), not `exists` and then `is_file`."""
     results = tmp_path / "results.jsonl"
     results.mkdir()
-    looks = calls_on(monkeypatch, "stat", results)
+    stats, opens = calls_on(monkeypatch, "stat", results), calls_on(monkeypatch, "open", results)
     with pytest.raises(ManifestError, match=rf"^{results} is not a file: results are written there"):
-        results_lines(results)
+        results_lines(results, REWARD_ADVICE)
     monkeypatch.undo()
-    assert len(looks) == 1, looks
-    assert results_lines(tmp_path / "none.jsonl") == ({}, [])
+    assert len(stats + opens) == 1, (stats, opens)
+    assert results_lines(tmp_path / "none.jsonl", REWARD_ADVICE) == ({}, [])

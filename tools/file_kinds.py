@@ -9,7 +9,7 @@ The table holds two wordings of each kind, for two kinds of message:
   not a video file"). Those rows are read back (``unreached`` knows them by their end), and tests pin both wordings;
   so each column keeps its words, and only the table of kinds is shared.
 
-A path is looked at (`kind_at`, `missing_file`; `read_bytes` and `read_file` through an O_PATH handle on
+A path is looked at (`kind_at`, `missing_file`; `read_bytes`, `read_file` and `read_at` through an O_PATH handle on
 Linux) without opening what it names for reading: opening a FIFO's read end releases a writer blocked opening its other
 end, which then writes into a pipe nobody reads (its bytes are lost, or it fails with a broken pipe).
 """
@@ -125,6 +125,24 @@ def read_file(path: Path) -> tuple[bytes, os.stat_result]:
         raise _refusal(found.st_mode, path)
     with os.fdopen(fd, "rb") as fh:
         return fh.read(), found
+
+
+def read_at(path: Path) -> tuple[str | None, bytes]:
+    """`kind_at` and `read_bytes` from one look at `path`: (None, its bytes) for a regular file, (`NOTHING`, b"")
+    where no file is, (its `file_kind`, b"") for another kind of file, which is not opened for reading. A reader that
+    asked `kind_at` and then read by name saw a file removed in between as an empty one."""
+    try:
+        fd, found = _opened(path)
+    except OSError as exc:
+        if exc.errno in _NOT_THERE:
+            return NOTHING, b""
+        raise
+    except ValueError:  # a NUL in the path
+        return NOTHING, b""
+    if fd is None:
+        return file_kind(found.st_mode), b""
+    with os.fdopen(fd, "rb") as fh:
+        return None, fh.read()
 
 
 PROC_FD = "/proc/self/fd"
