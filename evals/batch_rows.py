@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evals.table_rows import MAX_FLOAT, finite, row_faults
-from tools.file_kinds import missing_file
+from tools.file_kinds import file_problem, kind_at, read_at
 from tools.jsonl import LineError, SkippedLine, skipped_listing
 
 
@@ -38,8 +38,20 @@ def shown_preset(preset: str) -> str:
 
 def results_file_problem(path: Path) -> str | None:
     """Why `path` cannot be read as a results file (missing; a folder, a FIFO: what is there, named from its stat,
-    `tools.file_kinds.missing_file`); None when it is a file. Shared with `evals.draws`."""
-    return missing_file(path, "results file",
+    `tools.file_kinds.missing_file`); None when it is a file."""
+    return _results_problem(kind_at(path), path)
+
+
+def read_results_file(path: Path) -> tuple[str | None, bytes]:
+    """(None, the bytes of the score-batch output at `path`), or (`results_file_problem`'s words, b""), from one look
+    (`tools.file_kinds.read_at`). `evals.draws` and `evals.compare_rows` asked `results_file_problem`, then read the
+    file by name: removed in between, the read's bare FileNotFoundError escaped, not "results file not found"."""
+    kind, data = read_at(path)
+    return _results_problem(kind, path), data
+
+
+def _results_problem(kind: str | None, path: Path) -> str | None:
+    return file_problem(kind, path, "results file",
                         lambda kind: f"{path} is {kind}, not a results file (give the file `raa score-batch --out` wrote)")
 
 

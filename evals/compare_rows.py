@@ -11,7 +11,7 @@ from typing import Any
 from evals.batch_rows import (
     Side,
     batch_problem,
-    results_file_problem,
+    read_results_file,
     row_draw,
     row_preset,
     score_batch_row,
@@ -59,9 +59,10 @@ def read_results(path: Path, pair_by: str, draw: int | None = None, identity: Ca
     from graph.batch import path_identities, same_run
 
     path, identity = Path(path), identity or path_identities()
-    if problem := results_file_problem(path):
+    problem, data = read_results_file(path)  # one look: a file read whole, or why not
+    if problem:
         raise CompareError(problem)
-    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by, identity))
+    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, pair_by, identity), data=data)
     if skipped and not parsed:
         raise no_usable_row(path, skipped, CompareError)
     rows: dict[PairKey, dict[str, Any]] = {}

@@ -74,7 +74,7 @@ import numpy as np
 from evals.batch_rows import (
     eligible_reward,
     no_preset_rows,
-    results_file_problem,
+    read_results_file,
     row_preset,
     score_batch_row,
     several_presets,
@@ -181,9 +181,10 @@ def read_draws(path: Path) -> tuple[list[ClipDraws], dict[str, int], list[Skippe
     from graph.batch import is_bad_line_row, path_identities, same_run
 
     path = Path(path)
-    if problem := results_file_problem(path):
+    problem, data = read_results_file(path)  # one look: a file read whole, or why not
+    if problem:
         raise DrawsError(problem)
-    parsed, skipped = usable_rows(path, _parsed)
+    parsed, skipped = usable_rows(path, _parsed, data=data)
     if skipped and not parsed:
         raise no_usable_row(path, skipped, DrawsError)
     identity = path_identities()  # each folder resolved once, not each row's path in full

@@ -1,5 +1,6 @@
 """The calls a test counts on one path: `os.open` or `os.stat` given that path, recorded as they pass through (a reader
-that opens or looks at a file twice where once will do)."""
+that opens or looks at a file twice where once will do); and a path removed just after a reader's first look at it
+(`removed_after_first_look`: a reader that looks twice sees two answers)."""
 
 from __future__ import annotations
 
@@ -22,4 +23,24 @@ def calls_on(monkeypatch: Any, call: Literal["open", "stat"], path: Path) -> lis
         return real(target, *args, **kwargs)
 
     monkeypatch.setattr(os, call, counting)
+    return seen
+
+
+def removed_after_first_look(monkeypatch: Any, path: Path) -> list[str]:
+    """A list of the calls (``"open"``, ``"stat"``) given `path` that answered, from now until ``monkeypatch.undo()``;
+    `path` is removed just after the first of them returns."""
+    seen: list[str] = []
+
+    def then_removed(call: Literal["open", "stat"]) -> Any:
+        def look(target: Any, *args: Any, **kwargs: Any) -> Any:
+            answer = _REAL[call](target, *args, **kwargs)
+            if os.fspath(target) == str(path):
+                seen.append(call)
+                if len(seen) == 1:
+                    path.unlink()
+            return answer
+        return look
+
+    for call in ("open", "stat"):
+        monkeypatch.setattr(os, call, then_removed(call))
     return seen

@@ -6,32 +6,9 @@ results.jsonl says "no evaluation results", a file found is read whole."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
-from typing import Any
 
 from evals.report_index import write_eval_index
-
-_REAL = {"open": os.open, "stat": os.stat}
-
-
-def _removed_after_its_first_look(monkeypatch: Any, path: Path) -> list[str]:
-    """`path` is removed just after the first `os.stat` or `os.open` given it returns; the calls are listed."""
-    seen: list[str] = []
-
-    def then_removed(call: str):
-        def look(target: Any, *args: Any, **kwargs: Any) -> Any:
-            answer = _REAL[call](target, *args, **kwargs)
-            if os.fspath(target) == str(path):
-                seen.append(call)
-                if len(seen) == 1:
-                    path.unlink()
-            return answer
-        return look
-
-    for call in _REAL:
-        monkeypatch.setattr(os, call, then_removed(call))
-    return seen
+from tests.path_calls import removed_after_first_look
 
 
 def test_results_removed_after_the_reports_first_look_are_read_whole_or_not_found(tmp_path, monkeypatch):
@@ -41,7 +18,7 @@ def test_results_removed_after_the_reports_first_look_are_read_whole_or_not_foun
            "pattern": "success", "reward": 0.25, "status": "scored", "run_id": "", "judge": None}
     results = out / "results.jsonl"
     results.write_text(json.dumps(row) + "\n")
-    seen = _removed_after_its_first_look(monkeypatch, results)
+    seen = removed_after_first_look(monkeypatch, results)
     try:
         page = write_eval_index(out, traces_path=None).read_text()
     except FileNotFoundError as exc:  # the first look found nothing: said so

@@ -90,7 +90,11 @@ def missing_file(path: Path, what: str, other: Callable[[str], str] | None = Non
     read "not found" for a path that is there. `other` words the second refusal from the kind found, for a reader
     whose advice differs (`evals.batch_rows.results_file_problem`); by default "WHAT PATH is KIND, not a regular
     file: write the WHAT to a file and give its path"."""
-    kind = kind_at(path)
+    return file_problem(kind_at(path), path, what, other)
+
+
+def file_problem(kind: str | None, path: Path, what: str, other: Callable[[str], str] | None = None) -> str | None:
+    """`missing_file`'s words for the `kind` already found at `path` (`kind_at`, `read_at`)."""
     if kind is None:
         return None
     if kind == NOTHING:
