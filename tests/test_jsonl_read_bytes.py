@@ -109,3 +109,21 @@ def test_without_proc_a_file_is_still_read(tmp_path, monkeypatch):
     assert read_bytes(tmp_path / "m.jsonl") == b'{"a": 1}\n'
     with pytest.raises(IsADirectoryError, match=str(tmp_path)):
         read_bytes(tmp_path)
+
+
+def test_a_refused_reopen_is_named_by_the_path_given(tmp_path, monkeypatch):
+    """The regular file is opened for reading through /proc/self/fd/N: its refusal (EACCES for a file the user may
+    not read; root here reads every file, so the refusal is injected) names the path given, not /proc's."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b"{}\n")
+    real_open = os.open
+
+    def refused(target, *args, **kwargs):
+        if os.fspath(target).startswith(file_kinds.PROC_FD + "/"):
+            raise PermissionError(13, "Permission denied", os.fspath(target))
+        return real_open(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refused)
+    with pytest.raises(PermissionError) as caught:
+        read_bytes(path)
+    assert caught.value.filename == str(path)
