@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
 
-from tools.file_kinds import missing_file
+from tools.file_kinds import file_problem, read_at
 from tools.jsonl import json_lines
 
 Label = Literal["ordinary", "failure", "unobservable", "progress"]
@@ -79,11 +79,12 @@ def manifest_lines(path: str | Path) -> list[tuple[str, dict]]:
     p = Path(path)
     if p.is_dir():
         p = p / MANIFEST_NAME
-    if problem := missing_file(p, "manifest"):  # a FIFO, a folder: named, not "not found"
+    kind, data = read_at(p)  # one look: read whole, or what is there instead (a FIFO, a folder: named)
+    if problem := file_problem(kind, p, "manifest"):
         raise ManifestError(problem)
     base = p.resolve().parent
     rows = []
-    for where, row in json_lines(p, ManifestError):
+    for where, row in json_lines(p, ManifestError, data=data):
         row = dict(check_row(row, where, LABELS))
         try:
             row["path"] = str((base / row["path"]).resolve())

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from tools.file_kinds import missing_file
+from tools.file_kinds import file_problem, read_at
 from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -193,9 +193,10 @@ def read_vqa_manifest(path: str | Path) -> tuple[list[VQAItem], list[SkippedLine
     path = Path(path)
     if path.is_dir():
         path = path / "manifest.jsonl"
-    if problem := missing_file(path, "manifest"):  # a FIFO, a folder: named, not "not found"
+    kind, data = read_at(path)  # one look: read whole, or what is there instead (a FIFO, a folder: named)
+    if problem := file_problem(kind, path, "manifest"):
         raise VQAManifestError(problem)
-    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, path.parent))
+    parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, path.parent), data=data)
     if skipped and not parsed:
         raise no_usable_row(path, skipped, VQAManifestError)
     if not parsed:

@@ -26,9 +26,10 @@ def calls_on(monkeypatch: Any, call: Literal["open", "stat"], path: Path) -> lis
     return seen
 
 
-def removed_after_first_look(monkeypatch: Any, path: Path) -> list[str]:
+def removed_after_first_look(monkeypatch: Any, path: Path, looks: int = 1) -> list[str]:
     """A list of the calls (``"open"``, ``"stat"``) given `path` that answered, from now until ``monkeypatch.undo()``;
-    `path` is removed just after the first of them returns."""
+    `path` is removed just after the first of them returns (after the `looks`-th: a reader whose first look only asks
+    whether `path` is a folder)."""
     seen: list[str] = []
 
     def then_removed(call: Literal["open", "stat"]) -> Any:
@@ -36,7 +37,7 @@ def removed_after_first_look(monkeypatch: Any, path: Path) -> list[str]:
             answer = _REAL[call](target, *args, **kwargs)
             if os.fspath(target) == str(path):
                 seen.append(call)
-                if len(seen) == 1:
+                if len(seen) == looks:
                     path.unlink()
             return answer
         return look

@@ -18,13 +18,14 @@ READERS = [(load_manifest, ManifestError), (read_vqa_manifest, VQAManifestError)
 
 @pytest.fixture
 def never_opened(monkeypatch):
-    """The paths given here may be looked at (stat) but not opened."""
+    """The paths given here may be looked at (a stat, or an O_PATH handle, which opens neither end of a FIFO:
+    `tools.file_kinds.read_at`) but not opened."""
     guarded: list[str] = []
     real_open = os.open
 
-    def guarded_open(path, *args, **kwargs):
-        assert os.fspath(path) not in guarded, f"{path} was opened"
-        return real_open(path, *args, **kwargs)
+    def guarded_open(path, flags, *args, **kwargs):
+        assert os.fspath(path) not in guarded or flags & os.O_PATH, f"{path} was opened"
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", guarded_open)
     return guarded

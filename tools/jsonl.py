@@ -232,12 +232,13 @@ def parsed_file(path: Path) -> Any:
     return parsed_line(json_text(path))
 
 
-def json_lines(path: Path, error: Callable[[str], Exception]) -> Iterator[tuple[str, Any]]:
+def json_lines(path: Path, error: Callable[[str], Exception], *, data: bytes | None = None) -> Iterator[tuple[str, Any]]:
     """`("PATH:N", value)` for each non-blank line of `path`; `error("PATH:N: not valid JSON (...)")` is
     raised for a line that does not parse, and `error("PATH:N: not UTF-8 text (...)")` for a file that is not
-    UTF-8 (a Latin-1 export: the bare UnicodeDecodeError named no file)."""
+    UTF-8 (a Latin-1 export: the bare UnicodeDecodeError named no file). `data`: the file's bytes, when the caller
+    has read them already (`usable_rows`' `data`)."""
     try:
-        text = read_text(path)
+        text = read_text(path) if data is None else decode_text(data)
     except UnicodeDecodeError as exc:
         number, column = _fault_place(exc)
         raise error(f"{path}:{number}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at column {column}): "
