@@ -123,6 +123,8 @@ class _RecordingPredictor:
     """CoTrackerPredictor stand-in: points stay at their queries, visible on their query frame and the next
     one only (so each later grid finds its cells uncovered); records what it was asked."""
 
+    interp_shape = (SIZE, SIZE)  # the clip's size: the queries reach it unscaled
+
     def __init__(self) -> None:
         self.calls: list[tuple[np.ndarray, bool]] = []
 

@@ -43,6 +43,8 @@ def test_missing_hub_dir_is_a_load_fault(tmp_path):
 
 
 class _Exploding:
+    interp_shape = (48, 64)  # the clip's size: a predictor is handed the video at its working shape
+
     def __call__(self, *args, **kwargs):
         raise RuntimeError("CUDA out of memory")
 
@@ -56,6 +58,8 @@ def test_run_failure_is_a_run_fault_not_lk():
 
 class _FakePredictor:
     """Mimics CoTrackerPredictor's output contract: tracks [B,T,N,2], visibility bool [B,T,N]."""
+
+    interp_shape = (48, 64)  # small_clip's size: the video reaches it unchanged
 
     def __call__(self, video, queries, backward_tracking):
         import torch
@@ -80,6 +84,8 @@ def test_output_mapping_with_a_fake_predictor():
 class _NanPredictor:
     """Gives point 0 (queried at frame 2) a moving track with NaN at frames 0, 4 and 5, point 1 (frame 0) NaN
     at its own query frame and infinity at frame 3."""
+
+    interp_shape = (48, 64)  # small_clip's size: the video reaches it unchanged
 
     def __call__(self, video, queries, backward_tracking):
         import torch
@@ -165,8 +171,9 @@ def test_local_hub_repo_with_checkpoint(tmp_path):
     (repo / "hubconf.py").write_text(HUBCONF)
     ckpt = tmp_path / "scaled_offline.pth"
     torch.save({"model": {"shift": torch.tensor([1.5, -2.0])}}, ckpt)
-    tracker = CoTracker3Tracker(hub_dir=repo, checkpoint=ckpt, interp_shape=(64, 96)).load()
-    assert tracker._predictor.interp_shape == (64, 96)
+    # the clip's size: the stand-in adds its shift in the pixels of the video it is given, its working shape
+    tracker = CoTracker3Tracker(hub_dir=repo, checkpoint=ckpt, interp_shape=(48, 64)).load()
+    assert tracker._predictor.interp_shape == (48, 64)
     tr = tracker.track(small_clip(), queries=np.array([[0, 10, 12]], float))
     np.testing.assert_allclose(tr.tracks[:, 0], np.tile([11.5, 10.0], (6, 1)))  # the checkpoint was loaded
     # without a checkpoint the hub entry is asked for pretrained weights; its failure is a load fault
@@ -247,6 +254,8 @@ def test_an_unreadable_checkpoint_names_the_file(tmp_path):
 
 class _VideoKeeper:
     """A predictor that keeps the video it is given; points stay at their queries, all visible."""
+
+    interp_shape = (240, 320)  # the clip's size: the video reaches it unchanged (a same-size resize copies)
 
     def __call__(self, video, queries, backward_tracking):
         import torch

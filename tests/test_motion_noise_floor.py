@@ -87,6 +87,8 @@ class _JitterPredictor:
     """CoTrackerPredictor's output contract; every point at its query position plus seeded jitter (sigma
     ``jitter`` px), drifting right by ``speed`` px per frame."""
 
+    interp_shape = (128, 128)  # the clip's size: its jitter is in the clip's pixels
+
     def __init__(self, jitter: float, speed: float = 0.0) -> None:
         self.jitter, self.speed = jitter, speed
 

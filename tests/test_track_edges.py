@@ -63,6 +63,8 @@ def test_lk_point_that_leaves_the_frame_is_still_lost():
 class _EdgeJitterPredictor:
     """CoTracker3's output contract; every point jitters 0.2 px outward across the image edge at odd frames."""
 
+    interp_shape = (H, W)  # the clip's size: its tracks are in the clip's pixels
+
     def __call__(self, video, queries, backward_tracking):
         import torch
 

@@ -20,6 +20,16 @@ Decisions where the issue was silent:
   failed on it).
 - ``interp_shape`` overrides the model's working resolution (default 384x512, the trained one);
   only tests use a smaller one. A one-frame clip returns the query points without running the model.
+- The frames reach the predictor already at its working shape (`_model_video`): it resizes whatever it is given
+  to ``interp_shape`` (``F.interpolate``, bilinear, ``align_corners=True``, on the channels-last float video) and
+  scales the query points by ``(interp - 1) / (size - 1)`` per axis, its tracks back by the inverse. The wrapper
+  does those steps itself, the resize ``RESIZE_CHUNK_BYTES`` of full-size float frames at a time (bilinear
+  resizing works frame by frame), so the predictor's own resize and scales are identities (scale 1.0) and the
+  tracks are bit for bit those of its own resize (tests/test_cotracker_resize.py, on the CPU; on a GPU the chunks
+  travel as uint8 and are resized there, untested: no GPU was lent). It was handed the whole clip
+  as full-size float32: a 720p 93-frame stretch is ~1 GB, its working video 0.2 GB. An injected predictor must
+  so have ``interp_shape`` and answer in the pixels of the video it is given (a stand-in at the clip's own size
+  sees the clip unchanged: a same-size resize copies).
 - Any failure to load or run raises ``ToolFault("motion", ...)``; there is never a silent switch to LK.
 - ``torch.hub.load`` puts ``hub_dir`` first on ``sys.path`` while its hubconf runs, so the clone's
   ``cotracker`` wins over an installed one, unless an installed one was already imported in this process:
@@ -47,6 +57,8 @@ from tools.motion.base import (
 )
 
 OFFLINE_WINDOW_LEN = 60
+RESIZE_CHUNK_BYTES = 32 << 20
+"""Most bytes of full-size float32 frames `_model_video` holds at once (at least one frame): two 720p frames."""
 
 
 def shadowing_source(predictor: Any, hub_dir: Path) -> Path | None:
@@ -153,9 +165,12 @@ class CoTracker3Tracker:
             import torch
 
             with torch.inference_mode():
-                video = _video_tensor(torch, frames, self.device)
-                qt = torch.from_numpy(q).to(self.device)[None]
+                shape = (int(predictor.interp_shape[0]), int(predictor.interp_shape[1]))
+                video = _model_video(torch, frames, shape, self.device)
+                qt = torch.tensor(q, device=self.device)[None]  # a copy: scaled in place as the predictor does
+                qt[:, :, 1:] *= qt.new_tensor([(shape[1] - 1) / (w - 1), (shape[0] - 1) / (h - 1)])
                 tracks, visible = predictor(video, queries=qt, backward_tracking=True)
+                tracks = tracks * tracks.new_tensor([(w - 1) / (shape[1] - 1), (h - 1) / (shape[0] - 1)])
             tracks_np = tracks[0].float().cpu().numpy().astype(np.float32)
             visible_np = visible[0].cpu().numpy().astype(bool)
         except Exception as exc:  # noqa: BLE001 - every run failure becomes a typed fault
@@ -169,11 +184,19 @@ class CoTracker3Tracker:
                             frame_indices=list(range(t_total)))
 
 
-def _video_tensor(torch: Any, frames: np.ndarray, device: str) -> Any:
-    """The predictor's video ``[1,T,3,H,W]`` float32 on ``device`` from uint8 ``frames`` ``[T,H,W,3]``, built by
-    copying constructors only: ``torch.from_numpy`` over read-only frames (the agent's and the tool service's:
-    `tools.motion.lk` reuses their grey frames) warns, and the frames were copied whole first (a 720p 93-frame
-    stretch: ~250 MB more at the peak). On the CPU the frames are read straight into the float tensor; on a GPU
-    they travel as uint8 (a quarter of the bytes) and are converted there. Same values and layout as before."""
+def _model_video(torch: Any, frames: np.ndarray, shape: tuple[int, int], device: str) -> Any:
+    """The predictor's video ``[1,T,3,h,w]`` float32 on ``device`` at its working ``shape`` ``(h, w)`` from uint8
+    ``frames`` ``[T,H,W,3]``, resized as the predictor resizes (module docstring) `RESIZE_CHUNK_BYTES` of
+    full-size float frames at a time, into a channels-last video (the layout its resize of the whole clip gave).
+    The frames are read by copying constructors only (read-only frames: ``torch.from_numpy`` warns): on the CPU
+    straight into float, on a GPU sent as uint8 (a quarter of the bytes) and converted there."""
+    import torch.nn.functional as F
+
+    t_total, h, w = frames.shape[:3]
+    out = torch.empty((t_total, shape[0], shape[1], 3), dtype=torch.float32, device=device).permute(0, 3, 1, 2)
+    step = max(1, RESIZE_CHUNK_BYTES // (h * w * 3 * 4))
     dtype = torch.float32 if device == "cpu" else torch.uint8
-    return torch.tensor(frames, dtype=dtype, device=device).permute(0, 3, 1, 2)[None].float()
+    for i in range(0, t_total, step):
+        chunk = torch.tensor(frames[i:i + step], dtype=dtype, device=device).permute(0, 3, 1, 2).float()
+        out[i:i + step] = F.interpolate(chunk, size=shape, mode="bilinear", align_corners=True)
+    return out[None]
