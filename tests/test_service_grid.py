@@ -118,11 +118,13 @@ class _CountedLK(LKTracker):
         return super().track(frames, grid_size=grid_size, queries=queries)
 
 
-@pytest.mark.parametrize("source", ["npy", "npy_indices", "path", "upload"])
+@pytest.mark.parametrize("source", ["npy", "npy_indices", "path", "upload", "npy_fortran", "npy_fortran_indices"])
 def test_a_window_grid_request_converts_its_frames_to_grey_once(tmp_path, monkeypatch, source):
     """The window grid calls the tracker twice on the same frames; LK reuses the first call's grey frames only for
     frames that cannot have changed (`tools.motion.lk._frozen`). The service's frames were writeable (a decoded
-    video, a selection of a .npy body) or viewed the request's bytes: every frame was converted to grey twice."""
+    video, a selection of a .npy body) or viewed the request's bytes: every frame was converted to grey twice.
+    A Fortran-order body (or a selection of one) is not C-contiguous: each tracker call made its own C-order copy
+    (`validate_frames`), writeable, so the second converted again."""
     from service_helpers import TOKEN
 
     import tools.motion.lk as lk
@@ -142,6 +144,11 @@ def test_a_window_grid_request_converts_its_frames_to_grey_once(tmp_path, monkey
         elif source == "npy_indices":
             r = c.post(f"/v1/track?grid_size=8&grid_frames=window&frame_indices={list(range(len(frames)))}",
                        content=npy(frames), headers=NPY)
+        elif source == "npy_fortran":
+            r = c.post("/v1/track?grid_size=8&grid_frames=window", content=npy(np.asfortranarray(frames)), headers=NPY)
+        elif source == "npy_fortran_indices":
+            r = c.post(f"/v1/track?grid_size=8&grid_frames=window&frame_indices={list(range(len(frames)))}",
+                       content=npy(np.asfortranarray(frames)), headers=NPY)
         elif source == "path":
             r = c.post("/v1/track", json={"path": "clip.mp4", **grid}, headers=AUTH)
         else:

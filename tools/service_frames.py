@@ -2,7 +2,9 @@
 the service's limits (frames per request, decoded size) checked before any decoding.
 
 Decisions where the issue was silent: a C-order uint8 ``.npy`` body is used as a read-only zero-copy view
-of the request bytes (other ``.npy`` go through ``np.load``); video bytes are written to a temporary file
+of the request bytes (other ``.npy`` go through ``np.load``; a Fortran-order one, or a selection of one, is then
+made C-order once here: every tracker call made its own copy, `tools.motion.base.validate_frames`, and LK's second
+window-grid call converted those to grey again); video bytes are written to a temporary file
 for the reader; a video is decoded at ``tools.frames.tool_size`` of the requested short side (the agent's
 rule, so remote and in-process frames match); errors are ``HTTPProblem`` answers (400 bad indices, 413
 over a limit, 422 undecodable, 503 a read the machine failed). A clip that could not be reached (a
@@ -232,11 +234,11 @@ def _load_npy(data: bytes, frame_indices: list[int] | None, max_frames: int,
     except VideoTooLargeError as exc:
         raise HTTPProblem(413, f"{exc}; or pass fewer frame_indices") from exc
     if frame_indices is None:
-        return arr
+        return np.ascontiguousarray(arr)  # the C-order view itself; a Fortran-order array's copy (module docstring)
     bad = [i for i in frame_indices if not 0 <= i < total]
     if bad:
         raise HTTPProblem(400, f"frame indices {bad[:8]} outside 0..{total - 1}")
-    return arr[frame_indices]
+    return np.ascontiguousarray(arr[frame_indices])
 
 
 def _parse_npy(data: bytes) -> np.ndarray:
