@@ -74,13 +74,20 @@ def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
 
 
 def _uint8_tensor(torch: Any, frames: np.ndarray) -> Any:
-    """A C-contiguous uint8 tensor of ``frames`` for the resize (which only reads it), copied at most once: over
-    writeable C-contiguous frames themselves; read-only ones (the tool service's ``.npy`` body is a view of the
-    request's bytes) copied by ``torch.tensor``, as ``torch.from_numpy`` over them warns and would hand torch
-    memory it must not write (hiding the warning swapped the process-wide filters: not thread-safe); others
-    made contiguous by the one copy ``np.ascontiguousarray`` made before."""
+    """A C-contiguous uint8 tensor of ``frames`` for the resize, which only reads it, copied at most once: over
+    C-contiguous frames themselves, others made contiguous by the one copy ``np.ascontiguousarray`` makes.
+    Read-only frames (the tool service's ``.npy`` body is a view of the request's bytes) go through DLPack:
+    ``torch.from_numpy`` over them warns (hiding the warning swapped the process-wide filters: not thread-safe),
+    while ``torch.from_dlpack`` shares them silently, leaving the caller to write nothing through the tensor
+    (its documented contract; nothing here writes). They were copied by ``torch.tensor``, as they still are
+    where numpy (< 2.1) exports no read-only array (``BufferError``)."""
     a = np.ascontiguousarray(frames)
-    return torch.from_numpy(a) if a.flags.writeable else torch.tensor(a)
+    if a.flags.writeable:
+        return torch.from_numpy(a)
+    try:
+        return torch.from_dlpack(a)
+    except BufferError:  # numpy < 2.1: "signalling readonly is unsupported"
+        return torch.tensor(a)
 
 
 def _clip_aspect(frames: np.ndarray) -> np.ndarray:
