@@ -20,8 +20,8 @@ DEEPSEEK_NO_SCHEMA = re.compile(r"this response_format type is unavailable now|r
                                 r"unavailable now")
 """DeepSeek's words for a json_schema `response_format`, which its API does not serve (json_object only; module
 docstring), for its V4 models too (as their users quote it: presenton/presenton#676)."""
-_WHOLE_OPEN = r"""(?:^|(?<=\S) - |['"]message['"]:\s*['"])(?:[a-z][\w.-]* error: )?"""
-_WHOLE_CLOSE = r"""\.?(?: \((?:request id|aiproxy): [^()\s]{1,80}\))?(?=\s*$| - |['"])"""
+WHOLE_OPEN = r"""(?:^|(?<=\S) - |['"]message['"]:\s*['"])(?:[a-z][\w.-]* error: )?"""
+WHOLE_CLOSE = r"""\.?(?: \((?:request id|aiproxy): [^()\s]{1,80}\))?(?=\s*$| - |['"])"""
 """Where the words of `NO_JSON_OUTPUT` and `DEEPSEEK_NO_JSON` open and close a whole message (`DEEPSEEK_NO_JSON`). The
 " - " between a prefix and a message ("Error code: 400 - ", "DeepseekException - ") is on one line, after a word: an
 item of a list ("\n- ", "\n  - ") opened them, and the next item's closed them, in a 500 quoting the model's own output
@@ -29,13 +29,13 @@ item of a list ("\n- ", "\n  - ") opened them, and the next item's closed them, 
 _NO_JSON_WORDS = r"\s+(?:does\s+not|doesn't)\s+support\s+json\s+output"
 """DeepSeek's words after the model's name (`NO_JSON_OUTPUT`, `DEEPSEEK_NO_JSON`), written once for both: "doesn't" too,
 and across any whitespace, as a relay's plain-text body wraps them (each was "refused" for every clip)."""
-NO_JSON_OUTPUT = re.compile(_WHOLE_OPEN + r"[\w.:/-]+" + _NO_JSON_WORDS + _WHOLE_CLOSE)
+NO_JSON_OUTPUT = re.compile(WHOLE_OPEN + r"[\w.:/-]+" + _NO_JSON_WORDS + WHOLE_CLOSE)
 """DeepSeek's words for json_object to a thinking model under any model's name, read as the whole of a message as
 `DEEPSEEK_NO_JSON` reads them (graph.setup_rejections takes them for a rejection of json_object). `_STRUCTURED` read
 "does not support json output" anywhere in the words: a message quoting them (a validation error echoing the clip's
 text, a content policy) was a structured-output fault naming another method, which is no fix; it is "refused"."""
-DEEPSEEK_NO_JSON = re.compile(_WHOLE_OPEN + r"(?:[\w.-]+/)*deepseek[\w.-]*(?::[\w.-]+)?" + _NO_JSON_WORDS +
-                              _WHOLE_CLOSE)
+DEEPSEEK_NO_JSON = re.compile(WHOLE_OPEN + r"(?:[\w.-]+/)*deepseek[\w.-]*(?::[\w.-]+)?" + _NO_JSON_WORDS +
+                              WHOLE_CLOSE)
 """DeepSeek's 400 for json_object to a thinking model, which takes no forced tool call either (`NO_FORCED_CALL`):
 "deepseek-reasoner does not support Json Output." (as its users quote it: gomate-community/TrustRAG#140). Read as the
 whole of a message: at the start of the words, after the SDK's or a gateway's " - " ("Error code: 400 - ",
@@ -46,7 +46,7 @@ every error message they relay (read as other words, the fix named json_schema, 
 model's name may carry a provider's path, as a gateway names it ("deepseek/deepseek-r1", "deepseek-ai/DeepSeek-R1",
 "Pro/deepseek-ai/DeepSeek-R1"): once the words were anchored, the path before "deepseek" left them unread, and the
 fix named the structured methods a thinking model does not take; or a tag, as Ollama names its models
-("deepseek-r1:14b"). Portkey's "<provider> error: " before a provider's message (`_WHOLE_OPEN`) opens it too."""
+("deepseek-r1:14b"). Portkey's "<provider> error: " before a provider's message (`WHOLE_OPEN`) opens it too."""
 
 
 def deepseek_json_fix(names: EndpointNames) -> str:

@@ -17,7 +17,9 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   `response_format.type`), LM Studio's "'response_format.type' must be 'json_schema' or 'text'" (no json_object), older
   llama.cpp's "response_format type must be one of ...".
   Also function_calling's forced tool call that a model serving tool calls does not take: DeepSeek's "Thinking mode
-  does not support this tool_choice" (its V4 models think by default, and then take only "auto" or "none").
+  does not support this tool_choice" (its V4 models think by default, and then take only "auto" or "none"), and
+  DashScope's "The tool_choice parameter does not support being set to required or object in thinking mode"
+  (graph.provider_words: its fix names a response_format or a model that does not think).
   Fix: another structured method; for a schema the backend cannot compile, json_mode (vLLM compiles function_calling's
   forced tool call with the same backend: its xgrammar rejection of one is "structured" too; of a tool round's
   tools, "tools").
@@ -34,7 +36,8 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   "image modality is not supported". Fix: a vision-language model.
 - "temperature": a model that samples only at its default temperature: OpenAI's reasoning models' "Unsupported
   value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.", or that takes
-  none at all: "Unsupported parameter: 'temperature' ..." (`_TEMPERATURE`). Fix: its temperature setting, or (a
+  none at all: "Unsupported parameter: 'temperature' ..." (`_TEMPERATURE`); Moonshot's "invalid temperature: only 1
+  is allowed for this model" (graph.provider_words, whose value the fix names). Fix: its temperature setting, or (a
   client without one: the judge's; a model without the parameter, which every client sends) another model.
 - "guided": a server whose guided decoding is off, for a request with `response_format` or tools (TGI's "grammar is
   not supported" with --disable-grammar-support, SGLang's "... --grammar-backend none": `_NO_GUIDED`). Fix: its
@@ -68,6 +71,12 @@ from graph.deepseek_words import (
     NO_JSON_OUTPUT,
     deepseek_json_fix,
     deepseek_type_fix,
+)
+from graph.provider_words import (
+    DASHSCOPE_NO_FORCED_CALL,
+    dashscope_thinking_fix,
+    only_temperature,
+    only_temperature_fix,
 )
 
 # re-exported: their home before graph/server_limits.py and graph/server_words.py
@@ -185,6 +194,8 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
                 "a grammar backend (TGI: without --disable-grammar-support; SGLang: a --grammar-backend other than "
                 "none)")
     if part == "temperature":
+        if names.temperature and (value := only_temperature(server_words(exc).lower())) is not None:
+            return only_temperature_fix(value, names)  # Moonshot's words name the one value it takes
         if names.temperature and _NO_TEMPERATURE not in server_words(exc).lower():  # a value the model does not take
             return (f"the model takes no temperature but its default: set {names.temperature}=1 (OpenAI's reasoning "
                     "models sample only at 1: the runs are then not greedy)")
@@ -208,10 +219,13 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     rtype = "" if forced else str(sent["response_format"].get("type"))
     kind = "a forced tool call" if forced else f"response_format {rtype}"
     method = "function_calling" if forced else _METHODS.get(rtype)
-    if method != "json_mode" and _SCHEMA_COMPILER.search(server_words(exc).lower()):
+    text = server_words(exc).lower()
+    if method != "json_mode" and _SCHEMA_COMPILER.search(text):
         return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
                 f"{names.method}=json_mode (which sends no schema)")
-    if method == "json_mode" and DEEPSEEK_NO_JSON.search(text := server_words(exc).lower()):
+    if forced and DASHSCOPE_NO_FORCED_CALL.search(text):
+        return dashscope_thinking_fix(names)
+    if method == "json_mode" and DEEPSEEK_NO_JSON.search(text):
         return deepseek_json_fix(names)
     if method == "json_mode" and DEEPSEEK_NO_SCHEMA.search(text):
         return deepseek_type_fix(names)
@@ -267,9 +281,10 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
                               (not _forced(sent) and _SCHEMA_COMPILER.search(text))):
         return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
     if (structured and (_STRUCTURED.search(text) or NO_JSON_OUTPUT.search(text))) or \
-            (_forced(sent) and (_SCHEMA_COMPILER.search(text) or NO_FORCED_CALL.search(text))):
+            (_forced(sent) and (_SCHEMA_COMPILER.search(text) or NO_FORCED_CALL.search(text) or
+                                DASHSCOPE_NO_FORCED_CALL.search(text))):
         return "structured", sent
-    if sent.get("temperature") is not None and _TEMPERATURE.search(text):
+    if sent.get("temperature") is not None and (_TEMPERATURE.search(text) or only_temperature(text) is not None):
         return "temperature", sent
     if NO_IMAGES.search(text) or (_carries_images(sent) and _IMAGES.search(text)):
         return "images", sent

@@ -1,0 +1,105 @@
+"""Moonshot's (Kimi's) temperature and DashScope's (Qwen's) thinking-mode refusals of every clip's request alike
+(graph/provider_words.py, graph/setup_rejections.py), through the real ChatOpenAI path against the local stub server:
+- "invalid temperature: only 1 is allowed for this model" (or "only 0.6"): the agent's temperature 0 refused, for
+  every clip; it was "refused", with no word on what to change. The fix names the value the words name.
+- "<400> InternalError.Algo.InvalidParameter: The tool_choice parameter does not support being set to required or
+  object in thinking mode": function_calling's forced call refused; it was "refused". Not DeepSeek's words (whose fix
+  names json_mode alone, its API serving json_object only): DashScope serves a response_format.
+The words quoted inside other words (a 500 echoing the model's output), or said of another parameter, stay no
+setup fault."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evals.judge import JUDGE_NAMES
+from graph.backbone import BackboneFault, Usage
+from graph.schemas import Fault
+from graph.setup_rejections import unsupported_part
+from tests.openai_stub import OpenAIStub, StubReply
+from tests.test_backbone_http import good, make, run
+from tests.test_gateway_budget_and_caps import TOOL_ROUND, _call
+from tests.test_settings_answers import _status
+
+# langchain-openai warns once per process when json_schema is asked of a model it does not know (the stub's)
+pytestmark = pytest.mark.filterwarnings("ignore:This model does not support OpenAI's structured output:UserWarning")
+
+
+def moonshot(value: str) -> dict:
+    """Moonshot's 400 body for a temperature the model does not take (XCNXNXNX/dsh-portable-tavern#1)."""
+    return {"error": {"message": f"invalid temperature: only {value} is allowed for this model",
+                      "type": "invalid_request_error"}}
+
+
+DASHSCOPE_THINKING_TOOL_CHOICE = {
+    "error": {"message": "<400> InternalError.Algo.InvalidParameter: The tool_choice parameter does not support being "
+                         "set to required or object in thinking mode", "type": "invalid_request_error", "param": None,
+              "code": "invalid_parameter_error"},
+    "id": "chatcmpl-5bf78562-0341-9de2-8d10-5429ef761b7e", "request_id": "5bf78562-0341-9de2-8d10-5429ef761b7e"}
+"""DashScope's 400 as cloudwego/eino#994 quotes it (qwen3.5-plus, enable_thinking true, tool_choice "required")."""
+
+
+def _temperature_fault(body: dict, names=None) -> tuple[BackboneFault, int]:
+    with OpenAIStub([StubReply(status=400, body=json.dumps(body)), good("json_schema")]) as stub:
+        bb = make(stub, "json_schema")
+        if names is not None:
+            bb.setting_names = names
+        with pytest.raises(BackboneFault) as info:
+            run(bb, Usage())
+    return info.value, len(stub.requests)
+
+
+@pytest.mark.parametrize("value", ["1", "0.6"])
+def test_moonshot_s_only_temperature_names_the_value_its_words_name(value: str) -> None:
+    fault, sent = _temperature_fault(moonshot(value))
+    assert fault.kind == "settings" and sent == 1, fault
+    assert f"RAA_TEMPERATURE={value} " in fault.message, fault.message
+    assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
+    if value != "1":
+        assert "RAA_TEMPERATURE=1" not in fault.message and "only at 1" not in fault.message, fault.message
+
+
+def test_moonshot_s_only_temperature_for_the_judge_names_its_model() -> None:
+    fault, _ = _temperature_fault(moonshot("1"), JUDGE_NAMES)
+    assert fault.kind == "settings" and "RAA_JUDGE_MODEL" in fault.message, fault.message
+    assert "RAA_TEMPERATURE" not in fault.message, fault.message
+
+
+@pytest.mark.parametrize("words", [
+    "Failed to parse input at pos 0: invalid temperature: only 1 is allowed for this model, the robot said",
+    "invalid top_p: only 0.95 is allowed for this model",
+    "invalid temperature: only 1 is allowed for this model family's preview; retry later",
+], ids=["quoted_in_a_500", "another_parameter", "other_words_after"])
+def test_moonshot_like_words_that_are_not_its_refusal_are_no_setup(words: str) -> None:
+    exc = _status(500 if words.startswith("Failed") else 400, {"error": {"message": words}})
+    assert unsupported_part(exc, {"messages": [], "temperature": 0.0}) is None
+
+
+def test_moonshot_s_words_for_a_request_without_a_temperature_are_no_setup() -> None:
+    assert unsupported_part(_status(400, moonshot("1")), {"messages": []}) is None
+    assert unsupported_part(_status(400, moonshot("1")), {"messages": [], "temperature": 0.0}) == "temperature"
+
+
+def test_dashscope_s_thinking_refusal_of_a_forced_call_names_a_response_format_or_a_model_that_does_not_think() -> None:
+    fault, sent = _call(400, DASHSCOPE_THINKING_TOOL_CHOICE, replies=1, method="function_calling")
+    assert fault is not None and fault.kind == "settings" and sent == 1, (fault, sent)
+    assert "RAA_STRUCTURED_METHOD=json_schema or json_mode " in fault.message, fault.message
+    assert "thinking" in fault.message and "RAA_MODEL" in fault.message, fault.message
+    assert "DeepSeek" not in fault.message and "serves no json_schema" not in fault.message, fault.message
+
+
+@pytest.mark.parametrize("sent", [TOOL_ROUND, {"response_format": {"type": "json_object"}}, {}],
+                         ids=["tool_round", "json_mode", "nothing"])
+def test_dashscope_s_words_for_a_request_without_a_forced_call_are_no_rejected_part(sent: dict) -> None:
+    assert unsupported_part(_status(400, DASHSCOPE_THINKING_TOOL_CHOICE), sent) is None
+
+
+def test_dashscope_s_words_quoted_inside_a_500_are_no_rejected_part() -> None:
+    quoted = {"error": {"message": "Failed to parse input at pos 4: the tool_choice parameter does not support being "
+                                   "set to required or object in thinking mode, as the docs say"}}
+    forced = {"tools": [{"type": "function", "function": {"name": "Verdict"}}],
+              "tool_choice": {"type": "function", "function": {"name": "Verdict"}}}
+    assert unsupported_part(_status(500, quoted), forced) is None
+    assert unsupported_part(_status(400, DASHSCOPE_THINKING_TOOL_CHOICE), forced) == "structured"
