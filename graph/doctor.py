@@ -213,7 +213,8 @@ async def _rejected_part(backbone: Backbone, method: str, n: int) -> str:
     from langchain_core.messages import HumanMessage
 
     from graph.backbone import BackboneFault, Usage
-    from graph.setup_rejections import other_methods, rejected_request
+    from graph.server_limits import rejected_request
+    from graph.setup_rejections import other_methods
 
     try:
         await backbone.astructured("doctor", ColourProbe, [HumanMessage(

@@ -23,8 +23,9 @@ from langchain_core.exceptions import (
     ModelPermissionDeniedError,
 )
 
+from graph.server_limits import rejected_request
 from graph.server_words import server_answered, server_words
-from graph.setup_rejections import Sent, rejected_request, setup_rejection
+from graph.setup_rejections import Sent, setup_rejection
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.transport import EndpointNames

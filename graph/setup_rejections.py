@@ -78,13 +78,8 @@ from graph.provider_words import (
     only_temperature,
     only_temperature_fix,
 )
-
-# re-exported: their home before graph/server_limits.py and graph/server_words.py
-from graph.server_limits import NO_IMAGES
-from graph.server_limits import limit_kind as limit_kind
-from graph.server_limits import rejected_request as rejected_request
-from graph.server_limits import server_limit as server_limit
-from graph.server_words import server_words as server_words
+from graph.server_limits import NO_IMAGES, rejected_request, server_limit
+from graph.server_words import server_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from langchain_core.messages import BaseMessage

@@ -51,14 +51,14 @@ from tenacity.wait import wait_base
 from graph.cache_keys import shown_endpoint
 from graph.completion_shape import MalformedCompletion, choice_problem
 
-# re-exported: their home before graph/settings_faults.py and graph/setup_rejections.py
+# re-exported: their home before graph/settings_faults.py and graph/server_limits.py
+from graph.server_limits import limit_kind as limit_kind
+from graph.server_limits import rejected_request as rejected_request
+from graph.server_limits import server_limit as server_limit
 from graph.settings_faults import SETTINGS_STATUSES as SETTINGS_STATUSES
 from graph.settings_faults import UNSERVED_STATUSES, no_credit, no_template
 from graph.settings_faults import settings_problem as settings_problem
 from graph.setup_rejections import INSPECT_PLAN, Sent, unsupported_part
-from graph.setup_rejections import limit_kind as limit_kind
-from graph.setup_rejections import rejected_request as rejected_request
-from graph.setup_rejections import server_limit as server_limit
 from graph.usage import http_response_types
 from tools.http_retry import retry_after_s as header_wait_s
 

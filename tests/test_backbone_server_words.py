@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from graph.backbone import BackboneFault, Usage
-from graph.setup_rejections import server_words
+from graph.server_words import server_words
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_http import good, make, run
 

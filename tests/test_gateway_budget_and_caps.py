@@ -15,7 +15,8 @@ import json
 import pytest
 
 from graph.backbone import BackboneFault, Usage
-from graph.setup_rejections import _STRUCTURED, limit_kind, unsupported_part
+from graph.server_limits import limit_kind
+from graph.setup_rejections import _STRUCTURED, unsupported_part
 from tests.openai_stub import OpenAIStub, StubReply
 from tests.test_backbone_http import good, make, run
 from tests.test_settings_answers import _status

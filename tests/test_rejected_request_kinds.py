@@ -15,8 +15,9 @@ from langchain_core.exceptions import ModelConnectionError, ModelError, ModelRef
 from langchain_openai import ChatOpenAI
 
 from graph.backbone import BackboneFault, Usage
+from graph.server_limits import limit_kind, rejected_request
 from graph.settings_faults import no_credit, no_template
-from graph.setup_rejections import limit_kind, rejected_request, unsupported_part
+from graph.setup_rejections import unsupported_part
 from tests.openai_stub import OpenAIStub, StubReply, tool_reply
 from tests.test_backbone_http import MSGS
 from tests.test_backbone_scripted import _bb
