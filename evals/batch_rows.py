@@ -8,11 +8,12 @@ are argued in `evals.compare`'s module docstring. Split from evals/compare.py (i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from evals.table_rows import MAX_FLOAT, finite, row_faults
-from tools.file_kinds import file_problem, kind_at, read_at
+from tools.file_kinds import missing_file, read_or_problem
 from tools.jsonl import LineError, SkippedLine, skipped_listing
 
 
@@ -39,20 +40,19 @@ def shown_preset(preset: str) -> str:
 def results_file_problem(path: Path) -> str | None:
     """Why `path` cannot be read as a results file (missing; a folder, a FIFO: what is there, named from its stat,
     `tools.file_kinds.missing_file`); None when it is a file."""
-    return _results_problem(kind_at(path), path)
+    return missing_file(path, "results file", _not_results(path))
 
 
 def read_results_file(path: Path) -> tuple[str | None, bytes]:
     """(None, the bytes of the score-batch output at `path`), or (`results_file_problem`'s words, b""), from one look
-    (`tools.file_kinds.read_at`). `evals.draws` and `evals.compare_rows` asked `results_file_problem`, then read the
+    (`tools.file_kinds.read_or_problem`). `evals.draws` and `evals.compare_rows` asked `results_file_problem`, then read the
     file by name: removed in between, the read's bare FileNotFoundError escaped, not "results file not found"."""
-    kind, data = read_at(path)
-    return _results_problem(kind, path), data
+    return read_or_problem(path, "results file", _not_results(path))
 
 
-def _results_problem(kind: str | None, path: Path) -> str | None:
-    return file_problem(kind, path, "results file",
-                        lambda kind: f"{path} is {kind}, not a results file (give the file `raa score-batch --out` wrote)")
+def _not_results(path: Path) -> Callable[[str], str]:
+    """The words for `path` when it is a `kind` of file other than a regular one (`results_file_problem`)."""
+    return lambda kind: f"{path} is {kind}, not a results file (give the file `raa score-batch --out` wrote)"
 
 
 def score_batch_row(where: str, row: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
 
-from tools.file_kinds import file_problem, read_at
+from tools.file_kinds import read_or_problem
 from tools.jsonl import json_lines
 
 Label = Literal["ordinary", "failure", "unobservable", "progress"]
@@ -79,8 +79,8 @@ def manifest_lines(path: str | Path) -> list[tuple[str, dict]]:
     p = Path(path)
     if p.is_dir():
         p = p / MANIFEST_NAME
-    kind, data = read_at(p)  # one look: read whole, or what is there instead (a FIFO, a folder: named)
-    if problem := file_problem(kind, p, "manifest"):
+    problem, data = read_or_problem(p, "manifest")  # one look: read whole, or what is there (a FIFO, a folder: named)
+    if problem:
         raise ManifestError(problem)
     base = p.resolve().parent
     rows = []

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from tools.file_kinds import file_problem, read_at
+from tools.file_kinds import read_or_problem
 from tools.jsonl import LineError, SkippedLine, no_usable_row, usable_rows, write_text_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -193,8 +193,8 @@ def read_vqa_manifest(path: str | Path) -> tuple[list[VQAItem], list[SkippedLine
     path = Path(path)
     if path.is_dir():
         path = path / "manifest.jsonl"
-    kind, data = read_at(path)  # one look: read whole, or what is there instead (a FIFO, a folder: named)
-    if problem := file_problem(kind, path, "manifest"):
+    problem, data = read_or_problem(path, "manifest")  # one look: read whole, or what is there (a FIFO, a folder)
+    if problem:
         raise VQAManifestError(problem)
     parsed, skipped = usable_rows(path, lambda where, row: _parsed(where, row, path.parent), data=data)
     if skipped and not parsed:

@@ -93,6 +93,14 @@ def missing_file(path: Path, what: str, other: Callable[[str], str] | None = Non
     return file_problem(kind_at(path), path, what, other)
 
 
+def read_or_problem(path: Path, what: str, other: Callable[[str], str] | None = None) -> tuple[str | None, bytes]:
+    """(None, the bytes of the regular file at `path`), or (`missing_file`'s words, b""), from one look (`read_at`):
+    a reader that asked `missing_file` and then read by name let the read's bare FileNotFoundError escape for a file
+    removed in between, where "WHAT not found" was due."""
+    kind, data = read_at(path)
+    return file_problem(kind, path, what, other), data
+
+
 def file_problem(kind: str | None, path: Path, what: str, other: Callable[[str], str] | None = None) -> str | None:
     """`missing_file`'s words for the `kind` already found at `path` (`kind_at`, `read_at`)."""
     if kind is None:
@@ -127,8 +135,7 @@ def read_file(path: Path) -> tuple[bytes, os.stat_result]:
     fd, found = _opened(path)
     if fd is None:
         raise _refusal(found.st_mode, path)
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(), found
+    return _whole(fd), found
 
 
 def read_at(path: Path) -> tuple[str | None, bytes]:
@@ -145,8 +152,13 @@ def read_at(path: Path) -> tuple[str | None, bytes]:
         return NOTHING, b""
     if fd is None:
         return file_kind(found.st_mode), b""
+    return None, _whole(fd)
+
+
+def _whole(fd: int) -> bytes:
+    """The rest of the file open at `fd` (`_opened`), which is closed after."""
     with os.fdopen(fd, "rb") as fh:
-        return None, fh.read()
+        return fh.read()
 
 
 PROC_FD = "/proc/self/fd"
