@@ -124,8 +124,12 @@ def results_found(path: Path, advice: str) -> Lines | None:
     """`results_lines`, or None where no file is, from one look at `path` (`tools.file_kinds.read_at`): `raa eval
     report` asked whether the file was there, then read it by name; removed in between, its page came out empty
     rather than "no evaluation results". A path that is something else than a file (a folder, a FIFO) is refused,
-    ending with the command's `advice` (`REWARD_ADVICE`, `REPORT_ADVICE`: each caller names its own)."""
-    kind, data = read_at(path)  # one look: a file (read once: checked whole, then parsed line by line), nothing, other
+    ending with the command's `advice` (`REWARD_ADVICE`, `REPORT_ADVICE`: each caller names its own); one that cannot
+    be read (EACCES) is named as such."""
+    try:
+        kind, data = read_at(path)  # one look: a file (read once: checked whole, then parsed line by line), nothing, other
+    except OSError as exc:  # EACCES ...: `raa eval report`'s catch-all told it as a page it could not write
+        raise ManifestError(f"{path} cannot be read ({exc.strerror or exc})") from exc
     if kind == NOTHING:
         return None
     if kind is not None:  # the run appends to it: that failed with a bare IsADirectoryError
