@@ -96,8 +96,13 @@ def missing_file(path: Path, what: str, other: Callable[[str], str] | None = Non
 def read_or_problem(path: Path, what: str, other: Callable[[str], str] | None = None) -> tuple[str | None, bytes]:
     """(None, the bytes of the regular file at `path`), or (`missing_file`'s words, b""), from one look (`read_at`):
     a reader that asked `missing_file` and then read by name let the read's bare FileNotFoundError escape for a file
-    removed in between, where "WHAT not found" was due."""
-    kind, data = read_at(path)
+    removed in between, where "WHAT not found" was due. A file that cannot be read (EACCES: the reopen through
+    /proc/self/fd, or a folder on the way that may not be searched) is "WHAT PATH cannot be read (Permission
+    denied)": its readers print their own error, and the bare PermissionError was a traceback."""
+    try:
+        kind, data = read_at(path)
+    except OSError as exc:
+        return f"{what} {path} cannot be read ({exc.strerror or exc})", b""
     return file_problem(kind, path, what, other), data
 
 
