@@ -87,6 +87,41 @@ def test_a_reference_picture_whose_header_broke_to_unreferenced_still_fails_the_
     assert set(wrong) <= set(failed)
 
 
+def _unreferenced_next_frame_num_and_zeroed(data: bytearray, start: int, size: int) -> None:
+    """A reference picture's header broken to nal_ref_idc 0 and its frame_num (4 bits, the test clip's
+    log2_max_frame_num) to one more, as the next reference picture's reads; a fifth zeroed."""
+    data[start + 4] &= 0x9F
+    bits = "".join(f"{b:08b}" for b in data[start + 5:start + 13])
+    at = 0
+    for _ in range(3):  # first_mb_in_slice, slice_type, pic_parameter_set_id (Exp-Golomb)
+        zeros = len(bits[at:]) - len(bits[at:].lstrip("0"))
+        at += 2 * zeros + 1
+    bits = bits[:at] + f"{(int(bits[at:at + 4], 2) + 1) % 16:04b}" + bits[at + 4:]
+    data[start + 5:start + 13] = int(bits, 2).to_bytes(8, "big")
+    _zero_a_fifth(data, start, size)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("packet", [2, 7])
+def test_a_reference_picture_broken_to_unreferenced_and_the_next_frame_num_still_fails_the_frames_after_it(
+        monkeypatch, clean, threads, packet):
+    """Packet 2 (frame 3) or 7 (frame 8), P-frames, have nal_ref_idc broken to 0 and frame_num to one more (the next
+    reference picture's), a fifth zeroed (damage at a packet's head can reach both): the decoder flags the frame and
+    decodes the frames after it against other pictures, unflagged. The next reference picture's frame_num agrees
+    with the broken one, but the previous reference picture's shows a gap (a picture no other references takes its
+    predecessor's frame_num plus one): the frames after it fail. Checking the next one alone handed frames 2, 4-11
+    (packet 2) or 7, 9-11 (packet 7) out wrong."""
+    path, want = clean
+    bad = _damaged(path, packet, _unreferenced_next_frame_num_and_zeroed)
+    flagged, wrong = _wrong(bad, want)
+    assert flagged == [packet + 1] and len(wrong) > 1  # the premise: frames it does not flag damaged
+    if threads > 1:
+        frame_threaded_reads(monkeypatch, threads)
+    with VideoReader(bad) as reader:
+        failed = failed_reads(reader, want)  # (every read that does not fail is asserted right)
+    assert set(wrong) <= set(failed)
+
+
 def test_a_picture_is_confirmed_unreferenced_by_the_next_reference_pictures_frame_num(clean):
     """Packets 3, 6, 8, 10, 16-22 even (B-frames, nal_ref_idc 0) take the frame_num of the next reference picture: confirmed.
     Packet 2 (a P-frame) is referenced; broken to nal_ref_idc 0, the next reference picture's frame_num is one more:

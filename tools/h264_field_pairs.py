@@ -11,6 +11,9 @@ import av
 
 from tools.video_slices import HEAD_BYTES, Bits, nal_length_size, nal_units, record_units
 
+SLICE_HEAD = 32
+"""The bytes of an H.264 slice NAL unit its header's fields up to bottom_field_flag lie well within."""
+
 
 @dataclass(frozen=True)
 class H264Sps:
@@ -156,17 +159,9 @@ def h264_pictures(data: bytes, extradata: bytes | None,
     slice whose first_mb_in_slice is 0 starts one. Both fields of a frame may share a packet (an MP4 sample of a
     frame); empty: no slice."""
     pictures: list[tuple[int, bool] | None] = []
-    for unit in _slices(data, extradata):
-        b = Bits(unit[:32])  # the header's fields up to bottom_field_flag lie well within these bytes
+    for unit in slice_units(data, extradata):
         try:
-            first_mb = b.ue()
-            b.ue()  # slice_type
-            sps = sps_of(b.ue())
-            if sps is None:
-                raise IndexError("no SPS")
-            if sps.separate_colour_plane:
-                b.u(2)
-            frame_num = b.u(sps.log2_max_frame_num)
+            first_mb, sps, frame_num, b = slice_head(unit, sps_of)
             field = (frame_num, bool(b.u(1))) if not sps.frame_mbs_only and b.u(1) else None  # (field_pic_flag)
         except IndexError:
             first_mb, field = 0, None
@@ -175,14 +170,30 @@ def h264_pictures(data: bytes, extradata: bytes | None,
     return pictures
 
 
-def _slices(data: bytes, extradata: bytes | None) -> list[bytes]:
-    """The slice NAL units of the H.264 packet `data` (Annex B: the first 32 bytes of each, the packet not split)."""
+def slice_head(unit: bytes, sps_of: Callable[[int], H264Sps | None]) -> tuple[int, H264Sps, int, Bits]:
+    """The first_mb_in_slice of the H.264 slice NAL unit `unit`, its SPS (`sps_of` its PPS id), its frame_num, and
+    its header's bits after frame_num (within its first ``SLICE_HEAD`` bytes); IndexError where it does not parse or
+    its SPS is not known."""
+    b = Bits(unit[:SLICE_HEAD])
+    first_mb = b.ue()
+    b.ue()  # slice_type
+    sps = sps_of(b.ue())
+    if sps is None:
+        raise IndexError("no SPS")
+    if sps.separate_colour_plane:
+        b.u(2)
+    return first_mb, sps, b.u(sps.log2_max_frame_num), b
+
+
+def slice_units(data: bytes, extradata: bytes | None) -> list[bytes]:
+    """The slice NAL units of the H.264 packet `data` (Annex B, `extradata` no avcC record: the first ``SLICE_HEAD``
+    bytes of each, the packet not split); none where a length runs past the packet."""
     if nal_length_size("h264", extradata) is not None:
         return [u for u in nal_units(data, "h264", extradata) if u[0] & 0x1F in SLICE_HEADERS]
     slices, i = [], data.find(b"\x00\x00\x01")
     while 0 <= i < len(data) - 3:
         if data[i + 3] & 0x1F in SLICE_HEADERS:
-            slices.append(data[i + 3:i + 35])
+            slices.append(data[i + 3:i + 3 + SLICE_HEAD])
         i = data.find(b"\x00\x00\x01", i + 3)
     return slices
 

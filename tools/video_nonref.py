@@ -4,19 +4,17 @@ one (a frame the decoder concealed and flagged) damages its own frame alone.
 A picture's NAL units say so themselves (nal_ref_idc 0, H.264 7.4.1), but the damage may be in that header: a
 reference picture whose nal_ref_idc broke to 0 is decoded as one no picture references, and the frames decoded after
 it that referenced it come out wrong and unflagged. The slice headers of the pictures after it tell the two apart
-(7.4.3, frame_num): a picture no other references takes the frame_num the next reference picture takes too, while a
-reference picture's successor takes the next one (``confirmed``). Only frame pictures are told apart (a stream whose
+(7.4.3, frame_num): a picture no other references takes the frame_num of the reference picture before it plus one,
+which the next reference picture takes too, while a reference picture's successor takes the one after
+(``confirmed``; no gaps allowed: a picture past a gap is not confirmed). Damage that broke the frame_num as well as
+nal_ref_idc shows against one of the two. Only frame pictures are told apart (a stream whose
 SPS allows fields: the second field of a reference pair shares its frame_num, and nothing is narrowed)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.h264_field_pairs import H264Sps, h264_parameter_sets
-from tools.video_slices import Bits, nal_length_size
-
-HEAD = 32
-"""The bytes of a slice NAL unit kept: its header's fields up to frame_num lie well within them."""
+from tools.h264_field_pairs import SLICE_HEAD, H264Sps, h264_parameter_sets, slice_head, slice_units
 
 KEPT = 64
 """The pictures kept (the last fed): more than a flagged frame comes out after its packet went in
@@ -30,36 +28,26 @@ class _Sets:
     sps: dict[int, H264Sps]
     pps: dict[int, int]
 
+    def sps_of(self, pps_id: int) -> H264Sps | None:
+        sps_id = self.pps.get(pps_id)
+        return self.sps.get(sps_id) if sps_id is not None else None
+
 
 @dataclass(frozen=True)
 class _Picture:
     unreferenced: bool  # every slice says nal_ref_idc 0
     idr: bool
-    head: bytes  # the first slice's first HEAD bytes
+    head: bytes  # the first slice's first SLICE_HEAD bytes
     sets: _Sets
 
-
-def slice_heads(data: bytes, length_size: int | None) -> list[bytes]:
-    """The first ``HEAD`` bytes of each slice NAL unit (types 1-5) of the H.264 packet ``data`` (length-prefixed by
-    ``length_size`` bytes; None: Annex B), in order; those up to a length that runs past the packet."""
-    heads = []
-    if length_size is None:
-        at = data.find(b"\x00\x00\x01")
-        while 0 <= at < len(data) - 3:
-            if 1 <= data[at + 3] & 0x1F <= 5:
-                heads.append(data[at + 3:at + 3 + HEAD])
-            at = data.find(b"\x00\x00\x01", at + 3)
-        return heads
-    at = 0
-    while at + length_size < len(data):
-        length = int.from_bytes(data[at:at + length_size], "big")
-        at += length_size
-        if not length or at + length > len(data):
-            break
-        if 1 <= data[at] & 0x1F <= 5:
-            heads.append(data[at:at + min(length, HEAD)])
-        at += length
-    return heads
+    def frame_num(self) -> tuple[int, int] | None:
+        """Its first slice's frame_num and MaxFrameNum; None where the header does not parse or its SPS allows
+        fields."""
+        try:
+            _, sps, frame_num, _ = slice_head(self.head, self.sets.sps_of)
+        except IndexError:
+            return None
+        return (frame_num, 1 << sps.log2_max_frame_num) if sps.frame_mbs_only else None
 
 
 class H264References:
@@ -67,7 +55,6 @@ class H264References:
     is one no other references (``confirmed``)."""
 
     def __init__(self, extradata: bytes | None) -> None:
-        self._size = nal_length_size("h264", extradata)
         self._sets = _Sets({}, {})
         if extradata:
             self._learn(extradata, None)
@@ -83,7 +70,7 @@ class H264References:
         ``annex_b``: framed by start codes behind an avcC record (``tools.video_nal_check.start_code_framed``)."""
         if keyframe:
             self._learn(data, None if annex_b else extradata)
-        heads = slice_heads(data, None if annex_b else self._size)
+        heads = [unit[:SLICE_HEAD] for unit in slice_units(data, None if annex_b else extradata)]
         if heads:
             self._pictures[tag] = _Picture(all(not h[0] & 0x60 for h in heads), heads[0][0] & 0x1F == 5, heads[0],
                                            self._sets)
@@ -95,32 +82,23 @@ class H264References:
         return picture is not None and picture.unreferenced
 
     def confirmed(self, tag: int) -> bool | None:
-        """Whether the picture of ``tag``, which says no picture references it, is one: the next reference picture fed
-        after it (not an IDR) takes its frame_num; None while none has been fed; False where it cannot be told (a
-        header that does not parse, fields allowed, an IDR next, the picture forgotten)."""
+        """Whether the picture of ``tag``, which says no picture references it, is one: it takes the frame_num of the
+        reference picture fed before it plus one, and the next reference picture fed after it (not an IDR) takes the
+        same; None while none has been fed after it; False where it cannot be told (a header that does not parse,
+        fields allowed, an IDR, no reference picture kept before it, the picture forgotten). A reference picture
+        broken to nal_ref_idc 0 whose frame_num broke to its successor's too is one more than its predecessor's."""
         picture = self._pictures.get(tag)
         if picture is None or not picture.unreferenced:
             return False
-        later = next((p for t, p in sorted(self._pictures.items()) if t > tag and not p.unreferenced), None)
+        tags = sorted(self._pictures)
+        before = next((self._pictures[t] for t in reversed(tags) if t < tag and not self._pictures[t].unreferenced),
+                      None)
+        later = next((self._pictures[t] for t in tags if t > tag and not self._pictures[t].unreferenced), None)
         if later is None:
             return None
-        if later.idr:
+        if before is None or picture.idr or later.idr:
             return False
-        mine, theirs = _frame_num(picture), _frame_num(later)
-        return mine is not None and mine == theirs
-
-
-def _frame_num(picture: _Picture) -> int | None:
-    """The frame_num of ``picture``'s first slice; None where its header does not parse or its SPS allows fields."""
-    b = Bits(picture.head)
-    try:
-        b.ue(), b.ue()  # first_mb_in_slice, slice_type
-        sps_id = picture.sets.pps.get(b.ue())
-        sps = picture.sets.sps.get(sps_id) if sps_id is not None else None
-        if sps is None or not sps.frame_mbs_only:
-            return None
-        if sps.separate_colour_plane:
-            b.u(2)
-        return b.u(sps.log2_max_frame_num)
-    except IndexError:
-        return None
+        mine, previous, theirs = picture.frame_num(), before.frame_num(), later.frame_num()
+        if mine is None or previous is None or theirs is None:
+            return False
+        return mine == theirs and mine[0] == (previous[0] + 1) % mine[1]
