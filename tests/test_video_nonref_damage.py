@@ -22,7 +22,7 @@ from tests.test_video_concealed import (
     frame_threaded_reads,
 )
 from tools.video import VideoDecodeError, VideoReader
-from tools.video_nonref import H264References
+from tools.video_nonref import KEPT, H264References
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +143,17 @@ def test_a_picture_is_confirmed_unreferenced_by_the_next_reference_pictures_fram
     broken[4] &= 0x9F
     refs.fed(2, bytes(broken), False, extradata)
     assert refs.says_unreferenced(2) and refs.confirmed(2) is False
+
+
+def test_pictures_more_than_kept_before_are_forgotten_whatever_the_tags_skip(clean):
+    """Tags skip where packets of no picture go with the next one (``fed_with_pictures``: its tag counts them too): the
+    test clip's packets fed under tags 3 apart. A picture fed more than KEPT tags before the last is forgotten (not
+    confirmed: False). Forgetting only the tag exactly KEPT back kept every picture of such a decode."""
+    path, _ = clean
+    with av.open(str(path)) as c:
+        extradata = c.streams.video[0].codec_context.extradata
+    refs = H264References(extradata)
+    for i, p in enumerate(_packets(path)):
+        refs.fed(3 * i, bytes(p), p.is_keyframe, extradata)
+    assert refs.confirmed(3 * 22) and 3 * 39 - 3 * 22 < KEPT  # (packet 22, a B-frame, kept)
+    assert not refs.confirmed(3 * 3) and 3 * 39 - 3 * 3 > KEPT  # (packet 3, a B-frame, forgotten)

@@ -74,7 +74,8 @@ class H264References:
         if heads:
             self._pictures[tag] = _Picture(all(not h[0] & 0x60 for h in heads), heads[0][0] & 0x1F == 5, heads[0],
                                            self._sets)
-        self._pictures.pop(tag - KEPT, None)
+        for old in [t for t in self._pictures if t <= tag - KEPT]:  # (tags skip: `fed_with_pictures`)
+            del self._pictures[old]
 
     def says_unreferenced(self, tag: int) -> bool:
         """Whether the picture of ``tag`` says no picture references it (every slice: nal_ref_idc 0)."""
