@@ -157,3 +157,22 @@ def test_pictures_more_than_kept_before_are_forgotten_whatever_the_tags_skip(cle
         refs.fed(3 * i, bytes(p), p.is_keyframe, extradata)
     assert refs.confirmed(3 * 22) and 3 * 39 - 3 * 22 < KEPT  # (packet 22, a B-frame, kept)
     assert not refs.confirmed(3 * 3) and 3 * 39 - 3 * 3 > KEPT  # (packet 3, a B-frame, forgotten)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_a_zero_run_in_a_reference_picture_broken_to_unreferenced_still_fails_the_frames_after_it(monkeypatch, clean,
+                                                                                                  threads):
+    """Packet 31 (frame 32, a P-frame) has its nal_ref_idc broken to 0 and a fifth zeroed: the zero-run check finds it
+    (``tools.video_nal_check``), FFmpeg flags no frame and decodes frames 31-35 wrong. The check took the picture as
+    one no frame references on its nal_ref_idc alone, and frames 31, 33-35 read alone came back wrong with no error;
+    now, as a flagged one, only where the frame_nums bear it out."""
+    path, want = clean
+    assert bytes(_packets(path)[31])[4] & 0x60  # the premise: a reference picture
+    bad = _damaged(path, 31, _unreferenced_and_zeroed)
+    flagged, wrong = _wrong(bad, want)
+    assert not flagged and wrong == [31, 32, 33, 34, 35]  # ... no flag, and the frames after it damaged
+    if threads > 1:
+        frame_threaded_reads(monkeypatch, threads)
+    with VideoReader(bad) as reader:
+        failed = failed_reads(reader, want)  # (every read that does not fail is asserted right)
+    assert set(wrong) <= set(failed)

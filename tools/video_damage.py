@@ -179,7 +179,8 @@ class DamageWatch:
         """The packet tagged ``tag`` is damaged (``what``) though the decoder may decode it with no flag and no error
         (``tools.video_nal_check``): the frames decoded from it (``discarded``: after it, as ``discarded``'s) up to the
         next keyframe, which reference its frame, are damaged (named where the decoder told nothing of them);
-        ``alone``: a picture no frame references, its own frame only."""
+        ``alone``: a picture whose slices say no frame references it, its own frame only where the stream bears that
+        out (``_confirmed``)."""
         bad = (tag, tag if alone else tag - 1 if discarded else tag, what, alone)
         if not (discarded and alone) and bad not in self._broken:  # (a handover feeds a packet again)
             self._broken.append(bad)
@@ -228,7 +229,12 @@ class DamageWatch:
         if not settled:  # (a flag of a frame decoded before it, yet to come out, names the damage better)
             return None
         return next((what for lo, hi, what, alone in self._broken
-                     if (lo == tag if alone else lo <= tag and hi >= floor)), None)
+                     if (lo == tag if alone and self._confirmed(lo) else lo <= tag and hi >= floor)), None)
+
+    def _confirmed(self, tag: int) -> bool:
+        """Whether the H.264 picture of ``tag``, damaged with no flag (``broken``), whose slices say no picture
+        references it, is one as the stream shows it (``H264References.confirmed``): nal_ref_idc may be the damage."""
+        return self.references is None or self.references.confirmed(tag) is True
 
     def _unreferenced(self, tag: int) -> bool | None:
         """Whether the flagged B-frame of ``tag`` is one: a frame decoded before it (from the last keyframe out then)
@@ -305,6 +311,7 @@ class DamageWatch:
     def _what(index: int | None, alone: bool = False, *, h264: bool = False) -> str:
         return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged"
                 + (" (its slices say no frame references it, nal_ref_idc 0: the frames decoded after it up to the next "
-                   "keyframe fail too unless the next reference picture's frame_num bears that out)" if h264 else
+                   "keyframe fail too unless the frame_nums of the reference pictures around it bear that out)"
+                   if h264 else
                    " (a B-frame, which no frame references, unless its header's picture type is the damage)" if alone
                    else ": the frames decoded after it up to the next keyframe reference it, not flagged"))

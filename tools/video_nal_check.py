@@ -97,5 +97,7 @@ def zero_run_damage(tag: int, alone: bool = False) -> str:
     no other references, ``unreferenced``)."""
     return (f"in packet {tag} of the decode (decode order), a run of zero bytes inside a picture's data, which no "
             "encoder writes (the decoder takes it as data, no error)" + (
-                " (a picture no frame references)" if alone else
+                " (its slices say no frame references it, nal_ref_idc 0: the frames decoded after it up to the next "
+                "keyframe fail too unless the frame_nums of the reference pictures around it bear that out)"
+                if alone else
                 ": the frames decoded after it up to the next keyframe may reference its frame"))
