@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.jsonl import decode_text, mend_tail, read_bytes, strict_dumps, text_lines, written_file
+from tools.file_kinds import read_file
+from tools.jsonl import decode_text, mend_tail, strict_dumps, text_lines, written_file
 
 
 class OutputBusy(RuntimeError):
@@ -86,12 +87,15 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 def read_output(out: Path) -> Output:
-    """The output file `out` read and parsed once (an empty Output without the file). The stamp is taken before
-    the read, so a write during it shows as a change. OSError when it cannot be read."""
-    stamp = file_stamp(out)
-    if stamp is None:
+    """The output file `out` read and parsed once (an empty Output without the file). The stamp is of the very file
+    read (`tools.file_kinds.read_file`'s fstat), taken before the read, so a write during it shows as a change: a
+    stamp by name, then a read by name, took a file removed in between for one that cannot be read (the batch was
+    refused). OSError when it cannot be read."""
+    try:
+        data, found = read_file(out)  # a FIFO (or /dev/stdout into a pipe) is refused, not waited on
+    except (FileNotFoundError, NotADirectoryError):  # as file_stamp: a parent that is a file holds no file
         return Output(out, [], [], None, None)
-    data = read_bytes(out)  # a FIFO (or /dev/stdout into a pipe) is refused, not waited on
+    stamp = found.st_ino, found.st_size, found.st_mtime_ns
     try:
         lines = text_lines(decode_text(data))  # a byte-order mark skipped (tools.jsonl)
     except UnicodeDecodeError as exc:  # its offset is past the mark: the file's own byte is named
