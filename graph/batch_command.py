@@ -30,7 +30,7 @@ from graph import commands
 from graph.score_inputs import any_input_fine
 from graph.stores import StoreError
 from graph.tracing import open_async_saver
-from tools.file_kinds import missing_file
+from tools.file_kinds import NOTHING, file_problem, missing_file
 
 # markup and emoji codes off, as graph/commands.py's console: reasons and paths in the log lines are data
 _err = Console(stderr=True, markup=False, emoji=False)
@@ -81,6 +81,7 @@ def score_batch_command(
         write_repeats,
     )
     from graph.batch_manifest import read_items, shell_cwd
+    from graph.batch_manifest_file import names_file
     from graph.batch_moved import moved_lines, moved_rows, moved_warning
     from graph.batch_procs import BatchError, run_batch_processes
     from graph.batch_repeat_rows import keeping, others_copies, stale_repeats
@@ -117,10 +118,16 @@ def score_batch_command(
               + (f", e.g. {inside}" if inside.is_file() else ""))
     if problem := missing_file(manifest, "manifest"):  # a FIFO (`-m <(...)`) is named, never opened
         _fail(problem)
+    try:  # one read of the file, and the file read: what the checks below and the resume judge by
+        listed, comments, read = read_items(manifest, preset, draw)
+    except (FileNotFoundError, NotADirectoryError) as exc:  # removed since the look above: as if before it
+        _fail(file_problem(NOTHING, manifest, "manifest") or "", exc)
+    except OSError as exc:  # unreadable (permissions), or another kind of file put there since the look above
+        _fail(f"cannot read manifest {manifest}: {type(exc).__name__}: {exc}", exc)
     if out.is_dir():  # else an IsADirectoryError traceback once the rows are read
         _fail(f"--out {out} is a folder; give the results file's path, e.g. {out / 'results.jsonl'}")
-    if out.exists() and out.samefile(manifest):  # else rows appended to it, its bad and blank lines dropped
-        _fail(f"--out {out} is the manifest; write the results to another file")
+    if names_file(out, read.identity):  # else rows appended to it, its bad and blank lines dropped (the manifest
+        _fail(f"--out {out} is the manifest; write the results to another file")  # read, not stat'ed again)
     try:
         output = read_output(out)  # the one read of the output (graph.batch: again only if it changes meanwhile)
         foreign = not_results(output)
@@ -130,11 +137,7 @@ def score_batch_command(
         _fail(f"{foreign}; write the results to another file")
     commands.check_preset(preset)
     settings.ensure_parent_dirs()
-    try:
-        listed, comments, read = read_items(manifest, preset, draw)  # one read of the file, and the file read
-        items, repeats, shared = drop_repeats(listed)
-    except OSError as exc:  # unreadable (permissions), or gone since the check above
-        _fail(f"cannot read manifest {manifest}: {type(exc).__name__}: {exc}", exc)
+    items, repeats, shared = drop_repeats(listed)
     if problem := not_json_lines(manifest, items):  # else a row per "line" of a video or CSV
         _fail(problem)
     if comments:

@@ -92,6 +92,16 @@ def same_file(recorded: str, manifest: str) -> bool:
         return False
 
 
+def names_file(path: Path, identity: dict[str, int]) -> bool:
+    """Whether `path` names, now, the file `identity` (`file_id`: `ManifestFile.identity`, the manifest read), from
+    one stat of `path`; False when nothing is there or it cannot be stat'ed. ``path.exists() and
+    path.samefile(manifest)`` stat'ed both again: a file removed between the looks raised a bare FileNotFoundError."""
+    try:
+        return file_id(os.stat(path)) == identity
+    except (OSError, ValueError):
+        return False
+
+
 def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None,
                        field: str = "manifest_file_id") -> bool | None:
     """Whether the manifest file a row of a bad or repeat line records ("manifest_file_id"; its folder with `field`
