@@ -43,13 +43,14 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tools.file_kinds import read_bytes
+from tools.file_kinds import read_at, read_bytes
 
 T = TypeVar("T")
 
@@ -78,10 +79,12 @@ def keep_rows(path: Path, keep: Callable[[Any], bool]) -> int:
     """Rewrite `path` with only its lines whose JSON value passes `keep` (a line that is not JSON goes too: a
     write torn by a crash), atomically: a temporary file beside it is renamed over it, so an interruption
     leaves the old file or the new one. The file is left alone when no line goes (or it does not exist).
-    Returns the number of lines dropped."""
-    if not path.is_file():
+    Returns the number of lines dropped. Read from one look (`read_at`: a file removed after an ``is_file`` and
+    before its read by name raised FileNotFoundError)."""
+    kind, data = read_at(path)
+    if kind is not None:  # not there, or no regular file (a FIFO is not opened)
         return 0
-    lines = text_lines(read_text(path))
+    lines = text_lines(decode_text(data))
     kept = []
     for line in lines:
         try:
@@ -119,11 +122,21 @@ def write_text_atomic(path: Path, text: str) -> None:
 def mend_tail(path: Path) -> None:
     """Make `path` end at a line boundary before rows are appended to it. A last line without its newline
     (a write torn by a crash or a full disk) is cut off when it is not JSON, so the file stays readable by
-    strict readers (its item has no row and is scored again), and closed with a newline when it is."""
-    if not path.is_file() or path.stat().st_size == 0:
+    strict readers (its item has no row and is scored again), and closed with a newline when it is. A file removed
+    after the look (`Path.is_file`, which keeps a FIFO from being opened) is not there: nothing to mend (its open
+    raised FileNotFoundError); so is one that is no regular file by then (the open file's fstat)."""
+    if not path.is_file():
         return
-    with path.open("rb+") as fh:
+    try:
+        fh = path.open("rb+")
+    except FileNotFoundError:
+        return
+    with fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return
         end = fh.seek(0, 2)
+        if end == 0:
+            return
         fh.seek(end - 1)
         if fh.read(1) == b"\n":
             return
@@ -323,12 +336,14 @@ def skipped_listing(skipped: list[SkippedLine]) -> str:
 
 def json_objects(path: Path) -> tuple[list[dict[str, Any]], int]:
     """The JSON objects of `path`'s lines and how many non-blank lines were not one (a line being
-    written, a torn file); ([], 0) without the file."""
-    if not path.is_file():
+    written, a torn file); ([], 0) without the file (or where no regular file is). Read from one look (`read_at`: a
+    file removed after an ``is_file`` and before its read by name raised FileNotFoundError)."""
+    kind, data = read_at(path)
+    if kind is not None:
         return [], 0
     rows: list[dict[str, Any]] = []
     skipped = 0
-    for line in text_lines(read_text(path, errors="replace")):
+    for line in text_lines(decode_text(data, errors="replace")):
         try:
             row = json.loads(line)
         except ValueError:
