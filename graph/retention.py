@@ -264,6 +264,16 @@ def stage_cache_entries(path: str | Path, *, before: datetime | None = None, del
 
 
 def file_bytes(path: str | Path) -> int:
-    """Size of an SQLite database on disk, its write-ahead log included."""
+    """Size of an SQLite database on disk, its write-ahead log included; a file not there counts 0. Each is stat'ed
+    once: SQLite deletes the -wal file as its last connection closes, and one gone between ``exists`` and ``stat``
+    raised FileNotFoundError."""
     p = Path(path)
-    return sum(f.stat().st_size for f in (p, p.with_name(p.name + "-wal")) if f.exists())
+    return sum(_size(f) for f in (p, p.with_name(p.name + "-wal")))
+
+
+def _size(path: Path) -> int:
+    """`path`'s size from one stat, 0 when nothing is there (`Path.exists`' answer for a missing file)."""
+    try:
+        return path.stat().st_size
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
