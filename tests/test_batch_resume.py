@@ -294,8 +294,8 @@ def test_a_resume_reads_the_output_once(monkeypatch, tmp_path):
         monkeypatch.setattr(Path, name, counted)
     import graph.batch_output
 
-    real_read = graph.batch_output.read_bytes  # the output's read (`tools.jsonl.read_bytes`: no FIFO waited on)
-    monkeypatch.setattr(graph.batch_output, "read_bytes", lambda path: reads.append(path.name) or real_read(path))
+    real_read = graph.batch_output.read_file  # the output's read (`tools.file_kinds.read_file`: no FIFO waited on)
+    monkeypatch.setattr(graph.batch_output, "read_file", lambda path: reads.append(path.name) or real_read(path))
     res = runner.invoke(app, [*args, "--retry-ineligible"])
     assert res.exit_code == 0 and "2 already in" in res.output, res.output
     assert reads.count(out.name) == 1, reads
