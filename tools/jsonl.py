@@ -223,26 +223,27 @@ class NotUtf8Error(json.JSONDecodeError):
         self.args = (msg,)
 
 
-def json_text(path: Path) -> str:
+def json_text(path: Path, *, data: bytes | None = None) -> str:
     """The text of a whole JSON file (`read_text`: UTF-8 whatever the system's default encoding, a byte-order mark
     skipped), for a reader that parses it itself (a weight index); JSONDecodeError for a file that is not UTF-8 text
     (saying where and to save it as UTF-8), so a reader's answer to invalid JSON covers it; OSError as reading
-    raises it."""
+    raises it. `data`: the file's bytes, when the caller has read them already (`json_lines`' `data`)."""
     try:
-        return read_text(path)
+        return read_text(path) if data is None else decode_text(data)
     except UnicodeDecodeError as exc:
         number, column = _fault_place(exc)
         raise NotUtf8Error(f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at line {number} column {column}): "
                            "save the file as UTF-8") from None
 
 
-def parsed_file(path: Path) -> Any:
+def parsed_file(path: Path, *, data: bytes | None = None) -> Any:
     """The JSON value of a whole file a user may edit or this repo wrote (`json_text`, then `parsed_line`).
     JSONDecodeError for invalid JSON and for a file that is not UTF-8 text, so a reader's answer to invalid JSON
     covers both; OSError as reading raises it. Every reader of a JSON file goes through here (or `json_text`):
     `Path.read_text()` decoded it in the system's default encoding (LANG=C without Python's UTF-8 mode, a Windows
-    code page), and non-ASCII text this repo wrote as UTF-8 read as unreadable or as other text."""
-    return parsed_line(json_text(path))
+    code page), and non-ASCII text this repo wrote as UTF-8 read as unreadable or as other text. `data`: as
+    `json_text`'s."""
+    return parsed_line(json_text(path, data=data))
 
 
 def json_lines(path: Path, error: Callable[[str], Exception], *, data: bytes | None = None) -> Iterator[tuple[str, Any]]:

@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import yaml
 
+from tools.file_kinds import read_at
 from training.config import ConfigError, PromptSpec, TrainConfig
 from training.config_checks import validate
 from training.prompt_checks import is_blank_file
@@ -221,10 +222,11 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Train
 
 def read_mapping(p: Path) -> dict[str, Any]:
     """The YAML mapping in file ``p``; a missing file, bad YAML or another top level is a ConfigError."""
-    if not p.is_file():
+    kind, raw = read_at(p)  # one look (a file gone after an is_file raised a bare FileNotFoundError)
+    if kind is not None:
         raise ConfigError(f"config file not found: {p}")
     try:
-        data = yaml.load(p.read_text(encoding="utf-8"), Loader=YamlLoader) or {}  # noqa: S506 (a SafeLoader)
+        data = yaml.load(raw.decode("utf-8"), Loader=YamlLoader) or {}  # noqa: S506 (a SafeLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML ({' '.join(str(exc).split())})") from None
     if not isinstance(data, dict):

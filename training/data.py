@@ -35,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from tools.file_kinds import read_at
 from tools.jsonl import json_lines
 from training.config import PromptSpec
 from training.prompt_checks import blank_file_problem, is_blank_file
@@ -60,9 +61,10 @@ def load_placed_prompts(dataset: Sequence[PromptSpec], dataset_file: str | None,
         raise ValueError(blank_file_problem("eval_dataset_file" if kind == "held-out" else "dataset_file"))
     if dataset_file is not None:
         path = Path(dataset_file)
-        if not path.is_file():
+        found, data = read_at(path)  # one look: a file gone after an is_file raised the read's bare FileNotFoundError
+        if found is not None:
             raise FileNotFoundError(f"prompt file not found: {path}")
-        for where, row in json_lines(path, ValueError):
+        for where, row in json_lines(path, ValueError, data=data):
             prompts.append(prompt_from_row(row, where, path.parent))
             places.append(where)
         if not prompts:

@@ -30,6 +30,7 @@ from typing import Any
 
 from policy.diffusers_model import save_pretrained
 from policy.world_model import FlowWorldModel
+from tools.file_kinds import read_at
 from tools.jsonl import parsed_file
 from training.config import TrainConfig
 from training.config_io import absolute_paths, config_to_dict, saved_config
@@ -118,14 +119,15 @@ def read_export(path: str | Path) -> tuple[dict[str, Any], TrainConfig]:
     """(export.json, the run's TrainConfig) of an export folder; ExportError for anything else."""
     path = Path(path)
     info_file = path / EXPORT_FILE
-    if not info_file.is_file():
+    kind, data = read_at(info_file)  # one look: a re-export moves OUT aside, and a read by name after is_file raised
+    if kind is not None:
         inside = sorted((p for p in path.glob(f"*/{EXPORT_FILE}") if p.is_file()),
                         key=lambda p: (p.parent.name != "final", p.parent.name)) if path.is_dir() else []
         hint = (f"; did you mean {inside[0].parent}" + "".join(f" (or {p.parent})" for p in inside[1:3]) if inside
                 else "; make one with `python -m training.export --run RUN_DIR`")
         raise ExportError(f"{path} is not a policy export (no {EXPORT_FILE}){hint}")
     try:
-        info = parsed_file(info_file)
+        info = parsed_file(info_file, data=data)
     except json.JSONDecodeError as exc:
         raise ExportError(f"{info_file}: not valid JSON ({exc.msg})") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tools.file_kinds import read_at
 from tools.jsonl import parsed_file
 from training.run_dir import EXPORT_FILE, read_latest
 
@@ -22,10 +23,11 @@ _EXPORT_COMMAND = "python -m training.export --run"
 def final_export_label(run_dir: Path) -> str:
     """"no", "iteration N (from TAG)", plus a warning when ``checkpoints/latest`` names a later iteration."""
     info_file = run_dir / "final" / EXPORT_FILE
-    if not info_file.is_file():
-        return "no"
     try:
-        info = parsed_file(info_file)
+        kind, data = read_at(info_file)  # one look: a file gone after an is_file read as "not readable JSON"
+        if kind is not None:
+            return "no"
+        info = parsed_file(info_file, data=data)
     except (OSError, ValueError):
         return f"{info_file} is not readable JSON"
     iteration = info.get("iteration") if isinstance(info, dict) else None

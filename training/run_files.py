@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.file_kinds import read_at
 from tools.jsonl import json_objects
 from training.best import has_iteration, latest_key, rows_of_key
 from training.metrics_log import EVAL_LOG, EVAL_REWARDS_LOG, INELIGIBLE_LOG, METRICS_LOG, REWARDS_LOG
@@ -88,9 +89,10 @@ def read_run(run_dir: Path) -> RunFiles:
     if saved:
         latest = max(r["iteration"] for r in saved)
         files.rollouts = [r for r in saved if r["iteration"] == latest]
-    if (run_dir / "config.yaml").is_file():
+    kind, data = read_at(run_dir / "config.yaml")  # one look: one gone after an is_file raised FileNotFoundError
+    if kind is None:
         try:
-            loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+            loaded = yaml.safe_load(data.decode("utf-8"))
         except yaml.YAMLError:  # a torn or hand-edited file: the page shows "?" for the run's settings
             loaded = None
         files.config = loaded if isinstance(loaded, dict) else {}
