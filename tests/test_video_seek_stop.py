@@ -86,3 +86,44 @@ def test_a_seek_read_that_stops_early_still_fails_on_damage_before_its_frame(mon
         assert read_ids(reader.read([0])) == [0]
         with pytest.raises(VideoDecodeError, match="frame 30 of 60 could not be decoded"):
             reader.read([30])
+
+
+def _pyramid_open_gop(path: Path) -> Path:
+    """40 frames, x264's open GOPs with three B-frames between references every time: keyframe 24 is followed in
+    decode order by its leading pictures 22, 21, 23, then P-frame 28 and the B-frames 26, 25, 27 that reference it."""
+    return write_rgb_clip(path, _gradient_ids(40), "libx264", rate=16, options={
+        "x264-params": f"open-gop=1:keyint={KEY}:min-keyint={KEY}:scenecut=0:bframes=3:b-adapt=0:ref=4:"
+                       "b-pyramid=normal:log-level=error"})
+
+
+@pytest.mark.parametrize("threads", [1, THREADS])
+@pytest.mark.parametrize("target", [25, 26, 27])
+def test_a_seek_read_after_the_leading_pictures_still_waits_on_a_reference_shown_after_its_frame(
+        monkeypatch, tmp_path, threads, target):
+    """Only the keyframe's leading pictures are skipped for the watch (``LEADING_SKIPPED``): bytes flipped in P-frame
+    28's packet (decoded after keyframe 24's leading pictures, before B-frames 25-27, which reference it) decode with no
+    error and no zero run, and FFmpeg flags frame 28 only once it comes out, after frames 25-27: a read of one of them
+    after the seek to 24 waits on it and fails. (Zeroed bytes would not show it: the packet's zero run is seen as it
+    goes in.) With every packet after the keyframe skipped, the reads handed out the wrong frames as good."""
+    if threads != 1:
+        frame_threaded_reads(monkeypatch, threads)
+    path = _pyramid_open_gop(tmp_path / "open.mp4")
+    packets = _packets(path)
+    order = sorted(p.pts for p in packets)
+    decode = [order.index(p.pts) for p in packets]
+    at = decode.index(28)
+    assert packets[decode.index(24)].is_keyframe and decode[decode.index(24):at] == [24, 22, 21, 23]
+    data = bytearray(path.read_bytes())
+    middle = packets[at].pos + packets[at].size // 2
+    data[middle:middle + 4] = bytes(b ^ 0x5A for b in data[middle:middle + 4])
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(bytes(data))
+    with av.open(str(path)) as c:
+        clean = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    with av.open(str(bad)) as c:
+        damaged = {order.index(f.pts): (f.to_ndarray(format="rgb24"), f.is_corrupt) for f in c.decode(video=0)}
+    assert damaged[28][1] and not np.array_equal(damaged[target][0], clean[target])  # (the damage reaches it)
+    with VideoReader(bad) as reader:
+        assert read_ids(reader.read([0])) == [0]
+        with pytest.raises(VideoDecodeError, match=f"frame {target} of 40 could not be decoded"):
+            reader.read([target])
