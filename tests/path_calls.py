@@ -45,3 +45,19 @@ def removed_after_first_look(monkeypatch: Any, path: Path, looks: int = 1) -> li
     for call in ("open", "stat"):
         monkeypatch.setattr(os, call, then_removed(call))
     return seen
+
+
+def reopen_refused(monkeypatch: Any) -> None:
+    """`os.open` refuses the reopen of a regular file for reading through ``/proc/self/fd`` (`tools.file_kinds._opened`)
+    with EACCES, as for a file the user may not read (the tests run as root, who reads every file), from now until
+    ``monkeypatch.undo()``."""
+    from tools import file_kinds
+
+    real = os.open
+
+    def refuse(target: Any, *args: Any, **kwargs: Any) -> Any:
+        if os.fspath(target).startswith(file_kinds.PROC_FD + "/"):
+            raise PermissionError(13, "Permission denied", os.fspath(target))
+        return real(target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)

@@ -7,27 +7,18 @@ errors); now `tools.file_kinds.read_or_problem` words it like its other refusals
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from evals.batch_rows import read_results_file
 from evals.manifest_rows import ManifestError, manifest_lines
 from evals.vqa import VQAManifestError, read_vqa_manifest
-from tools import file_kinds
+from tests.path_calls import reopen_refused
 
 
 @pytest.fixture
 def refused(monkeypatch):
     """os.open refuses the reopen of a regular file for reading (a file the user may not read)."""
-    real_open = os.open
-
-    def refuse(target, *args, **kwargs):
-        if os.fspath(target).startswith(file_kinds.PROC_FD + "/"):
-            raise PermissionError(13, "Permission denied", os.fspath(target))
-        return real_open(target, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", refuse)
+    reopen_refused(monkeypatch)
 
 
 def test_an_unreadable_eval_manifest_is_the_commands_error(tmp_path, refused):

@@ -6,27 +6,18 @@ read (Permission denied)", an input error of the report (exit 2, one line)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from typer.testing import CliRunner
 
 import evals.eval_cli as eval_cli
 from evals.result_rows import REWARD_ADVICE, ManifestError, results_lines
-from tools import file_kinds
+from tests.path_calls import reopen_refused
 
 
 @pytest.fixture
 def refused(monkeypatch):
     """os.open refuses the reopen of a regular file for reading (a file the user may not read)."""
-    real_open = os.open
-
-    def refuse(target, *args, **kwargs):
-        if os.fspath(target).startswith(file_kinds.PROC_FD + "/"):
-            raise PermissionError(13, "Permission denied", os.fspath(target))
-        return real_open(target, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", refuse)
+    reopen_refused(monkeypatch)
 
 
 def test_an_unreadable_results_file_is_named_as_a_read(tmp_path, refused):

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.fifo_files import call_unblocked
+from tests.path_calls import reopen_refused
 from tools import file_kinds, jsonl
 from tools.jsonl import read_bytes
 
@@ -116,14 +117,7 @@ def test_a_refused_reopen_is_named_by_the_path_given(tmp_path, monkeypatch):
     not read; root here reads every file, so the refusal is injected) names the path given, not /proc's."""
     path = tmp_path / "m.jsonl"
     path.write_bytes(b"{}\n")
-    real_open = os.open
-
-    def refused(target, *args, **kwargs):
-        if os.fspath(target).startswith(file_kinds.PROC_FD + "/"):
-            raise PermissionError(13, "Permission denied", os.fspath(target))
-        return real_open(target, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", refused)
+    reopen_refused(monkeypatch)
     with pytest.raises(PermissionError) as caught:
         read_bytes(path)
     assert caught.value.filename == str(path)
