@@ -61,6 +61,14 @@ def _decode(src: Path | bytes) -> dict[int, tuple[np.ndarray, bool]]:
     return out
 
 
+def gop12_clip(folder: Path) -> tuple[Path, np.ndarray]:
+    """A 40-frame H.264 MP4 with B-frames (a pyramid), keyframes every 12 (0, 12, 24, 36), written in `folder`, and
+    its frames as FFmpeg decodes them (the clean clip the damage tests compare with)."""
+    path = write_raw(folder / "c.mp4", _gradient_ids(), gop=12)
+    good = _decode(path)
+    return path, np.stack([good[p][0] for p in sorted(good)])
+
+
 @pytest.fixture(scope="module")
 def concealed(tmp_path_factory) -> tuple[Path, Path, int]:
     """A 40-frame H.264 MP4 (keyframes every 12: 0, 12, 24, 36) and a copy whose third packet (decode order: the

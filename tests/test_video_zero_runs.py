@@ -11,15 +11,14 @@ import av
 import numpy as np
 import pytest
 
-from tests.test_video import write_raw
 from tests.test_video_concealed import (
     N,
     _damaged,
     _decode,
-    _gradient_ids,
     _zero_a_fifth,
     failed_reads,
     frame_threaded_reads,
+    gop12_clip,
 )
 from tools.video import VideoDecodeError, VideoReader
 from tools.video_nal_check import broken_headers, broken_nal_unit, unreferenced
@@ -27,10 +26,8 @@ from tools.video_nal_check import broken_headers, broken_nal_unit, unreferenced
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory) -> tuple[Path, np.ndarray]:
-    """A 40-frame H.264 MP4 with B-frames, keyframes every 12 (0, 12, 24, 36), and its frames."""
-    path = write_raw(tmp_path_factory.mktemp("z") / "c.mp4", _gradient_ids(), gop=12)
-    good = _decode(path)
-    return path, np.stack([good[p][0] for p in sorted(good)])
+    """`gop12_clip`: 40 frames, B-frames, keyframes 0, 12, 24, 36, and its frames."""
+    return gop12_clip(tmp_path_factory.mktemp("z"))
 
 
 @pytest.mark.parametrize("threads", [1, 4])
