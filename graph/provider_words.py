@@ -4,7 +4,10 @@
 stays "refused":
 - Moonshot's (Kimi's) temperature its model does not take, naming the one it does (`ONLY_TEMPERATURE`);
 - DashScope's (Qwen's) forced tool call refused in thinking mode (`DASHSCOPE_NO_FORCED_CALL`).
-Each was "refused" for every clip of a run.
+Each was "refused" for every clip of a run. Read in a 4xx only (graph.setup_rejections, `rejected_request`): both
+answer with a 400, and a 500 (which the module reads for llama.cpp's words) whose last words are theirs is a server
+echoing the model's output ("Failed to parse input at pos 0: ... - invalid temperature: only 1 is allowed for this
+model"), which the anchors read as a whole message after its " - " (or a JSON "message" field of the output).
 """
 
 from __future__ import annotations

@@ -189,7 +189,8 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
                 "a grammar backend (TGI: without --disable-grammar-support; SGLang: a --grammar-backend other than "
                 "none)")
     if part == "temperature":
-        if names.temperature and (value := only_temperature(server_words(exc).lower())) is not None:
+        if names.temperature and rejected_request(exc) and \
+                (value := only_temperature(server_words(exc).lower())) is not None:
             return only_temperature_fix(value, names)  # Moonshot's words name the one value it takes
         if names.temperature and _NO_TEMPERATURE not in server_words(exc).lower():  # a value the model does not take
             return (f"the model takes no temperature but its default: set {names.temperature}=1 (OpenAI's reasoning "
@@ -218,7 +219,7 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
     if method != "json_mode" and _SCHEMA_COMPILER.search(text):
         return (f"the server's guided decoding cannot compile the stage schema, sent as {kind}: set "
                 f"{names.method}=json_mode (which sends no schema)")
-    if forced and DASHSCOPE_NO_FORCED_CALL.search(text):
+    if forced and rejected_request(exc) and DASHSCOPE_NO_FORCED_CALL.search(text):
         return dashscope_thinking_fix(names)
     if method == "json_mode" and DEEPSEEK_NO_JSON.search(text):
         return deepseek_json_fix(names)
@@ -269,6 +270,7 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     else:
         return None
     text = server_words(exc).lower()
+    provider = rejected_request(exc)  # Moonshot's and DashScope's words come in a 400 (graph.provider_words)
     structured = isinstance(sent.get("response_format"), dict)
     if (structured or sent.get("tools")) and _NO_GUIDED.search(text):
         return "guided", sent
@@ -277,9 +279,10 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
         return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
     if (structured and (_STRUCTURED.search(text) or NO_JSON_OUTPUT.search(text))) or \
             (_forced(sent) and (_SCHEMA_COMPILER.search(text) or NO_FORCED_CALL.search(text) or
-                                DASHSCOPE_NO_FORCED_CALL.search(text))):
+                                (provider and DASHSCOPE_NO_FORCED_CALL.search(text)))):
         return "structured", sent
-    if sent.get("temperature") is not None and (_TEMPERATURE.search(text) or only_temperature(text) is not None):
+    if sent.get("temperature") is not None and \
+            (_TEMPERATURE.search(text) or (provider and only_temperature(text) is not None)):
         return "temperature", sent
     if NO_IMAGES.search(text) or (_carries_images(sent) and _IMAGES.search(text)):
         return "images", sent

@@ -103,3 +103,24 @@ def test_dashscope_s_words_quoted_inside_a_500_are_no_rejected_part() -> None:
               "tool_choice": {"type": "function", "function": {"name": "Verdict"}}}
     assert unsupported_part(_status(500, quoted), forced) is None
     assert unsupported_part(_status(400, DASHSCOPE_THINKING_TOOL_CHOICE), forced) == "structured"
+
+
+@pytest.mark.parametrize("echo", [
+    "Failed to parse input at pos 0: the robot says - invalid temperature: only 1 is allowed for this model",
+    'Failed to parse input at pos 0: {"message": "invalid temperature: only 1 is allowed for this model"}',
+], ids=["after_a_dash", "as_a_message_field"])
+def test_moonshot_s_words_ending_a_500_s_echo_of_the_output_are_no_setup(echo: str) -> None:
+    """A 500 quoting the model's own output (llama.cpp's "Failed to parse input at pos N: <output>") whose last words
+    are Moonshot's, after a " - " or as a JSON "message" field of the output: the anchors read them as a whole
+    message, and the call was a "temperature" settings fault (never retried, the run stopped, RAA_TEMPERATURE=1
+    advised to a server that only failed to parse a reply). Moonshot answers with a 400: a 500 is no refusal of it."""
+    exc = _status(500, {"error": {"message": echo}})
+    assert unsupported_part(exc, {"messages": [], "temperature": 0.0}) is None
+
+
+def test_dashscope_s_words_ending_a_500_s_echo_of_the_output_are_no_rejected_part() -> None:
+    echo = ("Failed to parse input at pos 0: the robot says - the tool_choice parameter does not support being set to "
+            "required or object in thinking mode")
+    forced = {"tools": [{"type": "function", "function": {"name": "Verdict"}}],
+              "tool_choice": {"type": "function", "function": {"name": "Verdict"}}}
+    assert unsupported_part(_status(500, {"error": {"message": echo}}), forced) is None
