@@ -124,3 +124,32 @@ def test_dashscope_s_words_ending_a_500_s_echo_of_the_output_are_no_rejected_par
     forced = {"tools": [{"type": "function", "function": {"name": "Verdict"}}],
               "tool_choice": {"type": "function", "function": {"name": "Verdict"}}}
     assert unsupported_part(_status(500, {"error": {"message": echo}}), forced) is None
+
+
+LITELLM_MOONSHOT = {"error": {"message": "litellm.BadRequestError: MoonshotException - invalid temperature: only 1 is "
+                                         "allowed for this model. Received Model Group=kimi-k2.5\nAvailable Model "
+                                         "Group Fallbacks=None", "type": None, "param": None, "code": "400"}}
+"""Moonshot's 400 relayed by a LiteLLM proxy: its router puts the provider's message after "<Provider>Exception - "
+and adds ". Received Model Group=...\\nAvailable Model Group Fallbacks=None" (the shape of the LiteLLM budget
+errors in tests/test_gateway_budget_and_caps.py)."""
+
+
+def test_moonshot_s_words_relayed_by_a_litellm_proxy_name_the_value() -> None:
+    """The anchors closed a whole message at its end, a " - " or a quote only: LiteLLM's ". Received Model Group="
+    after the words left the refusal "refused", for every clip."""
+    fault, sent = _temperature_fault(LITELLM_MOONSHOT)
+    assert fault.kind == "settings" and sent == 1, fault
+    assert "RAA_TEMPERATURE=1 " in fault.message, fault.message
+
+
+def test_moonshot_s_words_before_other_words_of_a_litellm_like_suffix_stay_refused() -> None:
+    words = "invalid temperature: only 1 is allowed for this model. Received Model Groups are listed below"
+    assert unsupported_part(_status(400, {"error": {"message": words}}), {"messages": [], "temperature": 0.0}) is None
+
+
+def test_deepseek_s_words_relayed_by_a_litellm_proxy_are_read_too() -> None:
+    """The close is DeepSeek's matchers' too (graph.deepseek_words.WHOLE_CLOSE)."""
+    from graph.deepseek_words import DEEPSEEK_NO_JSON
+    assert DEEPSEEK_NO_JSON.search("error code: 400 - litellm.badrequesterror: deepseekexception - deepseek-reasoner "
+                                   "does not support json output. received model group=r1\navailable model group "
+                                   "fallbacks=none")
