@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import RunnableLambda
 from pydantic import BaseModel
 
 import graph.backbone as backbone_module
@@ -93,3 +94,25 @@ def test_a_first_failure_not_retried_is_reported_after_one_attempt(monkeypatch, 
     assert len(model.calls) == 1 and waits == []
     assert ("after 1 attempt:" in info.value.message) if max_retries == 0 else ("RuntimeError" in info.value.message)
 
+
+
+@pytest.mark.parametrize("error", [asyncio.CancelledError("stop"), KeyboardInterrupt("stop")],
+                         ids=["cancelled", "interrupted"])
+def test_a_first_try_cancelled_or_interrupted_is_raised_as_it_is(monkeypatch, error: BaseException) -> None:
+    """The first try's BaseException is caught and replayed through tenacity, as tenacity caught it before: it is
+    raised itself (no BackboneFault, no chained context), never retried nor waited on, and no attempt counted."""
+    waits = _recorded_sleeps(monkeypatch)
+    calls: list[int] = []
+
+    async def reply(_messages):
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return AIMessage(content="ok")
+
+    usage = Usage()
+    with pytest.raises(type(error)) as info:
+        asyncio.run(Backbone(ScriptedChatModel({}), max_retries=3, retry_wait=(1.0, 1.0))
+                    .invoke("judge", RunnableLambda(reply), list(MSGS), usage))
+    assert info.value is error and error.__context__ is None and error.__cause__ is None
+    assert calls == [1] and usage.attempts == 0 and waits == []
