@@ -27,8 +27,9 @@ OPENAI_TEMPERATURE = {"error": {"message": "Unsupported value: 'temperature' doe
                                 "param": "temperature", "code": "unsupported_value"}}
 
 
-def _fault(names=None) -> tuple[BackboneFault, int]:
-    with OpenAIStub([StubReply(status=400, body=json.dumps(OPENAI_TEMPERATURE)), good("json_schema")]) as stub:
+def _fault(names=None, body: dict = OPENAI_TEMPERATURE) -> tuple[BackboneFault, int]:
+    """The fault of a json_schema call whose first reply is a 400 with `body`, and the requests the stub got."""
+    with OpenAIStub([StubReply(status=400, body=json.dumps(body)), good("json_schema")]) as stub:
         bb = make(stub, "json_schema")
         if names is not None:
             bb.setting_names = names

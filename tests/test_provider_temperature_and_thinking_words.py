@@ -10,16 +10,12 @@ setup fault."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from evals.judge import JUDGE_NAMES
-from graph.backbone import BackboneFault, Usage
 from graph.schemas import Fault
 from graph.setup_rejections import unsupported_part
-from tests.openai_stub import OpenAIStub, StubReply
-from tests.test_backbone_http import good, make, run
+from tests.test_backbone_temperature_rejection import _fault
 from tests.test_gateway_budget_and_caps import TOOL_ROUND, _call
 from tests.test_settings_answers import _status
 
@@ -41,19 +37,9 @@ DASHSCOPE_THINKING_TOOL_CHOICE = {
 """DashScope's 400 as cloudwego/eino#994 quotes it (qwen3.5-plus, enable_thinking true, tool_choice "required")."""
 
 
-def _temperature_fault(body: dict, names=None) -> tuple[BackboneFault, int]:
-    with OpenAIStub([StubReply(status=400, body=json.dumps(body)), good("json_schema")]) as stub:
-        bb = make(stub, "json_schema")
-        if names is not None:
-            bb.setting_names = names
-        with pytest.raises(BackboneFault) as info:
-            run(bb, Usage())
-    return info.value, len(stub.requests)
-
-
 @pytest.mark.parametrize("value", ["1", "0.6"])
 def test_moonshot_s_only_temperature_names_the_value_its_words_name(value: str) -> None:
-    fault, sent = _temperature_fault(moonshot(value))
+    fault, sent = _fault(body=moonshot(value))
     assert fault.kind == "settings" and sent == 1, fault
     assert f"RAA_TEMPERATURE={value} " in fault.message, fault.message
     assert Fault(stage=fault.stage, kind=fault.kind, message=fault.message).outage
@@ -62,7 +48,7 @@ def test_moonshot_s_only_temperature_names_the_value_its_words_name(value: str) 
 
 
 def test_moonshot_s_only_temperature_for_the_judge_names_its_model() -> None:
-    fault, _ = _temperature_fault(moonshot("1"), JUDGE_NAMES)
+    fault, _ = _fault(JUDGE_NAMES, moonshot("1"))
     assert fault.kind == "settings" and "RAA_JUDGE_MODEL" in fault.message, fault.message
     assert "RAA_TEMPERATURE" not in fault.message, fault.message
 
@@ -137,7 +123,7 @@ errors in tests/test_gateway_budget_and_caps.py)."""
 def test_moonshot_s_words_relayed_by_a_litellm_proxy_name_the_value() -> None:
     """The anchors closed a whole message at its end, a " - " or a quote only: LiteLLM's ". Received Model Group="
     after the words left the refusal "refused", for every clip."""
-    fault, sent = _temperature_fault(LITELLM_MOONSHOT)
+    fault, sent = _fault(body=LITELLM_MOONSHOT)
     assert fault.kind == "settings" and sent == 1, fault
     assert "RAA_TEMPERATURE=1 " in fault.message, fault.message
 
