@@ -148,7 +148,13 @@ class VideoReader:
     def _wanted(self, indices: Sequence[int]) -> list[int]:
         if self._closed:
             raise VideoError(f"{self._name}: reader is closed")
-        return check_indices(indices, self.meta)
+        wanted = check_indices(indices, self.meta)
+        shifted = self._order[0].shifted
+        late = [i for i in wanted if shifted is not None and i >= shifted[0]]
+        if shifted is not None and late:
+            raise VideoDecodeError(f"{self._name}: frame {late[0]} of {self.meta.frames} cannot be read: {shifted[1]}, "
+                                   f"so the frames from {shifted[0]} on may come out under the wrong index")
+        return wanted
 
     def _convert(self, wanted: list[int], size: tuple[int, int], put: Callable[[int, np.ndarray], None]) -> None:
         """Decode the sorted ``wanted`` frames and hand each one, as RGB at ``size``, to ``put``

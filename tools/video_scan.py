@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Literal
@@ -22,6 +22,7 @@ import numpy as np
 from tools.h264_field_pairs import FieldPairs
 from tools.hevc_output import HevcOutput
 from tools.matroska_tail import segment_shortfall
+from tools.mpegts_pes import untrusted_from
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, closed_gop, picture_type, without_b_pictures
 from tools.video_complete import check_complete, declared_count
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
@@ -110,6 +111,9 @@ class FrameIndex:
     """The decode from the start begins on a keyframe an MP4 / MOV edit list discards (a clip trimmed mid-GOP): the
     decoder decodes it and drops its frame, so the frames it gives after it have their references (the keyframe's own
     leading ones lie before the edit too, discarded), and the first one out is no keyframe but no lost frame either."""
+    shifted: tuple[int, str] | None = None
+    """The first frame (presentation order) whose index a frame the demuxer lost may have shifted, and how it was lost
+    (an MPEG-TS PES dropped or joined to another: `tools.mpegts_pes.untrusted_from`); the reader fails their reads."""
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -263,12 +267,14 @@ def scan(container: av.container.InputContainer, name: str,
     pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
     output = HevcOutput(extradata) if codec == "hevc" else None  # pictures not for output (and its PPS in band)
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
+    heads: list[tuple[int | None, int | None, int | None]] = []  # (byte offset, dts, pts) of each packet
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         packets_of = demux(container, stream)
         for packet, no_frame in pairs.frames(packets_of) if pairs else ((p, False) for p in packets_of):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
+            heads.append((packet.pos, packet.dts, packet.pts))
             cut = packet.is_corrupt  # FFmpeg flags a packet read short: its data ends at the end of the file
             if packet.dts is not None:
                 if last_dts is not None and packet.dts > last_dts:  # the shortest frame: the last one's chunks (AVI)
@@ -343,6 +349,8 @@ def scan(container: av.container.InputContainer, name: str,
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
             index = unordered
+    if "mpegts" in formats and src is not None:  # a PES the demuxer dropped or joined to another: a frame lost
+        index = replace(index, shifted=untrusted_from(src, stream.id, heads, index.pts))
     if index.pts is None and pairs is not None and pairs.unsure:  # (with timestamps each frame is found by its own)
         raise VideoDecodeError(f"{name}: H.264 fields without their pairs, two or more in a row: the decoder shows "
                                "some alone and some twice, and without timestamps its frames cannot be counted")

@@ -1,0 +1,98 @@
+"""Transport packets that start a video PES without a PES header (the check of `tools.video_scan.scan` for MPEG-TS).
+
+A transport packet with its payload_unit_start bit set on the video PID begins a PES packet: its payload starts with
+the PES start code 00 00 01 (ISO 13818-1). Where damage hits that start code (or the adaptation field's length before
+it), FFmpeg's demuxer takes the payload for no PES and skips every byte up to the next PES start on the PID, with no
+error and no corrupt flag: a PES of one access unit, a frame, is gone. The clip then reads one frame short, and every
+frame shown after the lost one comes out under the index of the frame before it (measured: x264 open-GOP clip cut to a
+non-IDR I, a fifth of a packet zeroed over a small B frame's PES header: 30 frames of 31, frames 4..29 shifted). The
+packets are read in the size the file's first three show (`tools.mpegts_tail.head_packets`).
+
+Damage to an access unit's own start codes inside an intact PES (its slice's 00 00 01) does the same through the
+H.264 parser: it joins the PES's data to the access unit before, and its PES timestamp is lost (measured: a 4-byte
+flip a quarter into a packet, two PES of 79 and 154 bytes read as one packet of 233 with the first one's pts). So a
+PES timestamp no demuxed packet carries is a frame lost too, and it places the loss: the frames shown before it keep
+their indices (`untrusted_from`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bisect
+from collections.abc import Sequence
+
+from tools.mpegts_tail import SYNC, head_packets
+
+PES_START = b"\x00\x00\x01"
+
+
+def _data(src: str | Path | bytes | bytearray | memoryview) -> bytes:
+    if isinstance(src, bytes | bytearray | memoryview):
+        return bytes(src)
+    return Path(src).read_bytes()
+
+
+PTS_WRAP = 2**33
+"""PES timestamps count modulo 2^33 (FFmpeg's packets may carry them unwrapped)."""
+
+
+def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> list[tuple[int, int | None, bool]]:
+    """(byte offset, PES pts or None, header whole) of each transport packet on ``pid`` whose payload_unit_start bit is
+    set. Not whole: its payload does not begin with a PES start code (or its adaptation field runs past the packet),
+    and FFmpeg drops the PES it begins; or the header's marker bits (the flags byte's 10, the pts's) or its stream id
+    (one per PID: the most PES's) are wrong, a damaged header whose timestamp cannot be trusted. A header cut off by
+    the packet's end is taken as whole, without a pts. Empty for a file that does not start on transport packets."""
+    sizes = head_packets(src)
+    if not sizes:
+        return []
+    size, sync = sizes[0]
+    data = _data(src)
+    found: list[tuple[int, int | None, bool, int | None]] = []  # (..., stream id: None without a start code)
+    for at in range(sync, len(data) - 187, size):
+        head = data[at:at + 188]
+        if head[0] != SYNC or not head[1] & 0x40 or ((head[1] & 0x1F) << 8 | head[2]) != pid:
+            continue
+        control = (head[3] >> 4) & 3
+        start = 4 if control == 1 else 5 + head[4] if control == 3 else 188
+        pes = head[start:] if start + 3 <= 188 else b""
+        if pes[:3] != PES_START:
+            found.append((at, None, False, None))
+        elif len(pes) < 9 or (pes[7] & 0x80 and len(pes) < 14):
+            found.append((at, None, True, pes[3] if len(pes) > 3 else None))
+        elif pes[6] & 0xC0 != 0x80:  # a video PES's header is MPEG-2's: its flags byte starts with bits 10
+            found.append((at, None, False, pes[3]))
+        elif not pes[7] & 0x80:
+            found.append((at, None, True, pes[3]))
+        else:
+            marked = pes[9] >> 4 in (2, 3) and pes[9] & pes[11] & pes[13] & 1 == 1  # the pts's marker bits
+            pts = (pes[9] >> 1 & 7) << 30 | pes[10] << 22 | (pes[11] >> 1) << 15 | pes[12] << 7 | pes[13] >> 1
+            found.append((at, pts if marked else None, marked, pes[3]))
+    ids = [sid for *_, sid in found if sid is not None]
+    usual = max(set(ids), key=ids.count) if ids else None
+    return [(at, pts, whole and sid in (None, usual)) for at, pts, whole, sid in found]
+
+
+def untrusted_from(src: str | Path | bytes | bytearray | memoryview, pid: int,
+                   packets: Sequence[tuple[int | None, int | None, int | None]],
+                   ordered: Sequence[int] | None) -> tuple[int, str] | None:
+    """The first frame (presentation order) whose index a frame the demuxer lost may have shifted, and how it was lost;
+    None when no PES of ``pid`` was lost. ``packets``: (byte offset, dts, pts) of each demuxed video packet, decode
+    order; ``ordered``: the frames' sorted pts (None: unusable, every frame untrusted). A PES whose header is gone was
+    decoded after the packet before it, so shown after that packet's dts (pts >= dts): the frames shown up to then keep
+    their indices; one whose pts no packet carries is shown at that pts."""
+    seen = {p % PTS_WRAP for _, _, p in packets if p is not None}
+    for at, pts, header in pes_starts(src, pid):
+        if header and (pts is None or pts in seen):
+            continue
+        if not header:
+            before = [dts for pos, dts, _ in packets if pos is not None and dts is not None and 0 <= pos < at]
+            first = bisect.bisect_right(ordered, before[-1]) if ordered is not None and before else 0
+            return first, (f"the transport packet at byte {at} starts a video PES without a PES header (damaged): the "
+                           "demuxer drops that PES, a frame")
+        assert pts is not None
+        first = next((i for i, p in enumerate(ordered) if p % PTS_WRAP >= pts), len(ordered)) \
+            if ordered is not None else 0
+        return first, (f"the video PES at byte {at} (pts {pts}) starts no frame the demuxer gives (its access unit "
+                       "damaged): its data was joined to another frame's")
+    return None
