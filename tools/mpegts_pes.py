@@ -17,10 +17,9 @@ their indices (`untrusted_from`).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import bisect
 from collections.abc import Sequence
+from pathlib import Path
 
 from tools.mpegts_tail import SYNC, head_packets
 

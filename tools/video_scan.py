@@ -22,8 +22,8 @@ import numpy as np
 from tools.h264_field_pairs import FieldPairs
 from tools.hevc_output import HevcOutput
 from tools.matroska_tail import segment_shortfall
-from tools.mpegts_pes import untrusted_from
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, closed_gop, picture_type, without_b_pictures
+from tools.mpegts_pes import untrusted_from
 from tools.video_complete import check_complete, declared_count
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
