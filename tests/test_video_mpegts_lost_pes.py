@@ -29,13 +29,16 @@ def av_pid(path: Path) -> int:
         return c.streams.video[0].id
 
 
-def _one_packet_pes(data: bytes, pid: int, nth: int) -> int:
-    """Offset of the transport packet of the `nth` PES on `pid` (from the end) that fits in that one packet (a small
-    B-frame's): the next PES starts in the next packet of the PID."""
-    starts = [at for at, _, _ in pes_starts(data, pid)]
+def _target(data: bytes, pid: int, frame: str) -> int:
+    """Offset of the transport packet that starts the PES of a frame late in the clip: a small B-frame's (its PES fits
+    in that one packet: the next PES of the PID starts in the next packet of the PID, the 6th such from the end), or the
+    largest one of the last 8 (a P- or I-frame, which the B-frames decoded after it reference)."""
+    starts = [at for at, _, _ in pes_starts(data, pid)] + [len(data)]
+    if frame == "reference":
+        return max(starts[-9:-1], key=lambda a: starts[starts.index(a) + 1] - a)
     small = [a for a, b in zip(starts, starts[1:], strict=False) if all(
         (data[k + 1] & 0x1F) << 8 | data[k + 2] != pid for k in range(a + 188, b, 188))]
-    return small[-nth]
+    return small[-6]
 
 
 def _payload(data: bytes | bytearray, at: int) -> int:
@@ -56,8 +59,9 @@ def _no_slice_start(data: bytearray, at: int) -> None:
         data[k] ^= 0x5A
 
 
+@pytest.mark.parametrize("frame", ["b", "reference"])
 @pytest.mark.parametrize("damage", [_no_pes_header, _no_slice_start])
-def test_a_frame_lost_by_the_demuxer_fails_the_frames_after_it(tmp_path: Path, damage) -> None:  # noqa: ANN001
+def test_a_frame_lost_by_the_demuxer_fails_the_frames_after_it(tmp_path: Path, damage, frame: str) -> None:  # noqa: ANN001
     """Was: 39 frames of 40 read as good, those from the lost one on each its successor's pixels (no error)."""
     clip = _cut_clip(tmp_path)
     with VideoReader(clip) as r:  # frame by frame: the open GOP's leading frames fail, alone
@@ -70,7 +74,7 @@ def test_a_frame_lost_by_the_demuxer_fails_the_frames_after_it(tmp_path: Path, d
                 pass
     assert len(good) >= frames - 4  # the clean clip reads whole but for the open GOP's leading frames
     data = bytearray(clip.read_bytes())
-    damage(data, _one_packet_pes(bytes(data), video_pid, 6))
+    damage(data, _target(bytes(data), video_pid, frame))
     bad = tmp_path / "bad.ts"
     bad.write_bytes(bytes(data))
     assert probe(bad).frames == frames - 1  # the damage loses a frame

@@ -75,23 +75,32 @@ def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> li
 def untrusted_from(src: str | Path | bytes | bytearray | memoryview, pid: int,
                    packets: Sequence[tuple[int | None, int | None, int | None]],
                    ordered: Sequence[int] | None) -> tuple[int, str] | None:
-    """The first frame (presentation order) whose index a frame the demuxer lost may have shifted, and how it was lost;
-    None when no PES of ``pid`` was lost. ``packets``: (byte offset, dts, pts) of each demuxed video packet, decode
-    order; ``ordered``: the frames' sorted pts (None: unusable, every frame untrusted). A PES whose header is gone was
-    decoded after the packet before it, so shown after that packet's dts (pts >= dts): the frames shown up to then keep
-    their indices; one whose pts no packet carries is shown at that pts."""
+    """The first frame (presentation order) that a frame the demuxer lost may have shifted or left without its
+    reference, and how it was lost; None when no PES of ``pid`` was lost. ``packets``: (byte offset, dts, pts) of each
+    demuxed video packet, decode order; ``ordered``: the frames' sorted pts (None: unusable, every frame untrusted).
+
+    Shifted: a PES whose header is gone was decoded after the packet before it, so shown after that packet's dts (pts
+    >= dts); one whose pts no packet carries, at that pts. Without its reference: every frame decoded after the loss
+    (measured: the B-frames shown before a lost P-frame, decoded after it, came out wrong under their own indices),
+    and the frame a PES's data was joined to. The frames shown before all of them are trusted."""
     seen = {p % PTS_WRAP for _, _, p in packets if p is not None}
     for at, pts, header in pes_starts(src, pid):
         if header and (pts is None or pts in seen):
             continue
-        if not header:
-            before = [dts for pos, dts, _ in packets if pos is not None and dts is not None and 0 <= pos < at]
-            first = bisect.bisect_right(ordered, before[-1]) if ordered is not None and before else 0
-            return first, (f"the transport packet at byte {at} starts a video PES without a PES header (damaged): the "
-                           "demuxer drops that PES, a frame")
-        assert pts is not None
-        first = next((i for i, p in enumerate(ordered) if p % PTS_WRAP >= pts), len(ordered)) \
-            if ordered is not None else 0
-        return first, (f"the video PES at byte {at} (pts {pts}) starts no frame the demuxer gives (its access unit "
-                       "damaged): its data was joined to another frame's")
+        before = sum(1 for pos, _, _ in packets if pos is not None and 0 <= pos < at)  # packets decoded before it
+        after = [p for _, _, p in packets[max(0, before - (1 if header else 0)):] if p is not None]
+        if ordered is None:
+            first = 0
+        elif not header:
+            last_dts = next((dts for _, dts, _ in reversed(packets[:before]) if dts is not None), None)
+            first = bisect.bisect_right(ordered, last_dts) if last_dts is not None else 0
+        else:
+            first = next((i for i, p in enumerate(ordered) if p % PTS_WRAP >= (pts or 0)), len(ordered))
+        if ordered is not None and after:
+            first = min(first, bisect.bisect_left(ordered, min(after)))
+        how = (f"the transport packet at byte {at} starts a video PES without a whole PES header (damaged): the "
+               "demuxer drops that PES, a frame") if not header else \
+            (f"the video PES at byte {at} (pts {pts}) starts no frame the demuxer gives (its access unit damaged): its "
+             "data was joined to another frame's")
+        return first, how
     return None

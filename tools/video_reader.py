@@ -153,7 +153,8 @@ class VideoReader:
         late = [i for i in wanted if shifted is not None and i >= shifted[0]]
         if shifted is not None and late:
             raise VideoDecodeError(f"{self._name}: frame {late[0]} of {self.meta.frames} cannot be read: {shifted[1]}, "
-                                   f"so the frames from {shifted[0]} on may come out under the wrong index")
+                                   f"so the frames from {shifted[0]} on may come out under the wrong index or "
+                                   "without their references")
         return wanted
 
     def _convert(self, wanted: list[int], size: tuple[int, int], put: Callable[[int, np.ndarray], None]) -> None:
