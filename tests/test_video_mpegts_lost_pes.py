@@ -94,3 +94,17 @@ def test_a_frame_lost_by_the_demuxer_fails_the_frames_after_it(tmp_path: Path, d
         assert len(read) >= frames // 2  # the frames shown before the lost one still read
         with pytest.raises(VideoDecodeError, match="wrong index"):  # and a read of them all fails
             r.read([i for i in range(r.meta.frames) if i in good])
+
+
+def test_a_file_s_pes_starts_are_read_from_a_map_not_a_whole_copy(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A long recording's TS may be gigabytes: `pes_starts` maps the file (same rows as from its bytes) and never reads
+    it whole into memory (`Path.read_bytes` refused here)."""
+    clip = _cut_clip(tmp_path)
+    pid = av_pid(clip)
+    want = pes_starts(clip.read_bytes(), pid)
+
+    def whole(self):  # noqa: ANN001, ANN202
+        raise AssertionError(f"{self} read whole")
+
+    monkeypatch.setattr(Path, "read_bytes", whole)
+    assert want and pes_starts(clip, pid) == want

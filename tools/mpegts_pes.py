@@ -18,7 +18,9 @@ their indices (`untrusted_from`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+import mmap
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from tools.mpegts_tail import SYNC, head_packets
@@ -26,10 +28,14 @@ from tools.mpegts_tail import SYNC, head_packets
 PES_START = b"\x00\x00\x01"
 
 
-def _data(src: str | Path | bytes | bytearray | memoryview) -> bytes:
+@contextmanager
+def _data(src: str | Path | bytes | bytearray | memoryview) -> Iterator[bytes | mmap.mmap]:
+    """The bytes of `src`: a file is mapped, not read whole into memory (a long recording's TS may be gigabytes)."""
     if isinstance(src, bytes | bytearray | memoryview):
-        return bytes(src)
-    return Path(src).read_bytes()
+        yield bytes(src)
+        return
+    with open(src, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        yield data
 
 
 PTS_WRAP = 2**33
@@ -46,8 +52,17 @@ def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> li
     if not sizes:
         return []
     size, sync = sizes[0]
-    data = _data(src)
-    found: list[tuple[int, int | None, bool, int | None]] = []  # (..., stream id: None without a start code)
+    with _data(src) as data:
+        found = _starts(data, size, sync, pid)
+    ids = [sid for *_, sid in found if sid is not None]
+    usual = max(set(ids), key=ids.count) if ids else None
+    return [(at, pts, whole and sid in (None, usual)) for at, pts, whole, sid in found]
+
+
+def _starts(data: bytes | mmap.mmap, size: int, sync: int, pid: int) -> list[tuple[int, int | None, bool, int | None]]:
+    """`pes_starts`' rows with each PES's stream id (None without a start code), from the file's bytes `data` in
+    transport packets of `size` bytes from `sync`."""
+    found: list[tuple[int, int | None, bool, int | None]] = []
     for at in range(sync, len(data) - 187, size):
         head = data[at:at + 188]
         if head[0] != SYNC or not head[1] & 0x40 or ((head[1] & 0x1F) << 8 | head[2]) != pid:
@@ -67,9 +82,7 @@ def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> li
             marked = pes[9] >> 4 in (2, 3) and pes[9] & pes[11] & pes[13] & 1 == 1  # the pts's marker bits
             pts = (pes[9] >> 1 & 7) << 30 | pes[10] << 22 | (pes[11] >> 1) << 15 | pes[12] << 7 | pes[13] >> 1
             found.append((at, pts if marked else None, marked, pes[3]))
-    ids = [sid for *_, sid in found if sid is not None]
-    usual = max(set(ids), key=ids.count) if ids else None
-    return [(at, pts, whole and sid in (None, usual)) for at, pts, whole, sid in found]
+    return found
 
 
 def untrusted_from(src: str | Path | bytes | bytearray | memoryview, pid: int,
