@@ -47,7 +47,7 @@ def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> li
     set. Not whole: its payload does not begin with a PES start code (or its adaptation field runs past the packet),
     and FFmpeg drops the PES it begins; or the header's marker bits (the flags byte's 10, the pts's) or its stream id
     (one per PID: the most PES's) are wrong, a damaged header whose timestamp cannot be trusted. A header cut off by
-    the packet's end is taken as whole, without a pts. Empty for a file that does not start on transport packets."""
+    the file's end or the PID's next PES is taken as whole, without a pts. Empty for a file that does not start on transport packets."""
     sizes = head_packets(src)
     if not sizes:
         return []
@@ -61,28 +61,50 @@ def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> li
 
 def _starts(data: bytes | mmap.mmap, size: int, sync: int, pid: int) -> list[tuple[int, int | None, bool, int | None]]:
     """`pes_starts`' rows with each PES's stream id (None without a start code), from the file's bytes `data` in
-    transport packets of `size` bytes from `sync`."""
+    transport packets of `size` bytes from `sync`. A PES's first bytes may run on into the PID's next packets (ISO
+    13818-1 asks only for its first byte in the packet that starts it): its header is read across them."""
     found: list[tuple[int, int | None, bool, int | None]] = []
+    begun: tuple[int, bytes] | None = None  # a PES start whose first HEADER bytes are not all read yet
     for at in range(sync, len(data) - 187, size):
         head = data[at:at + 188]
-        if head[0] != SYNC or not head[1] & 0x40 or ((head[1] & 0x1F) << 8 | head[2]) != pid:
+        if head[0] != SYNC or ((head[1] & 0x1F) << 8 | head[2]) != pid:
             continue
         control = (head[3] >> 4) & 3
         start = 4 if control == 1 else 5 + head[4] if control == 3 else 188
-        pes = head[start:] if start + 3 <= 188 else b""
-        if pes[:3] != PES_START:
-            found.append((at, None, False, None))
-        elif len(pes) < 9 or (pes[7] & 0x80 and len(pes) < 14):
-            found.append((at, None, True, pes[3] if len(pes) > 3 else None))
-        elif pes[6] & 0xC0 != 0x80:  # a video PES's header is MPEG-2's: its flags byte starts with bits 10
-            found.append((at, None, False, pes[3]))
-        elif not pes[7] & 0x80:
-            found.append((at, None, True, pes[3]))
-        else:
-            marked = pes[9] >> 4 in (2, 3) and pes[9] & pes[11] & pes[13] & 1 == 1  # the pts's marker bits
-            pts = (pes[9] >> 1 & 7) << 30 | pes[10] << 22 | (pes[11] >> 1) << 15 | pes[12] << 7 | pes[13] >> 1
-            found.append((at, pts if marked else None, marked, pes[3]))
+        payload = head[start:] if start < 188 else b""
+        if head[1] & 0x40:
+            if begun is not None:
+                found.append(_row(*begun))
+            begun = (at, payload) if payload else None
+            if not payload:  # its adaptation field runs to (or past) the packet's end: no PES starts here
+                found.append((at, None, False, None))
+        elif begun is not None:
+            begun = (begun[0], begun[1] + payload)
+        if begun is not None and len(begun[1]) >= HEADER:
+            found.append(_row(*begun))
+            begun = None
+    if begun is not None:
+        found.append(_row(*begun))
     return found
+
+
+HEADER = 14
+"""Bytes of a PES that hold its start code, stream id, flags and pts."""
+
+
+def _row(at: int, pes: bytes) -> tuple[int, int | None, bool, int | None]:
+    """`_starts`' row of the PES starting in the packet at `at` whose first bytes are `pes`."""
+    if pes[:3] != PES_START:
+        return at, None, False, None
+    if len(pes) < 9 or (pes[7] & 0x80 and len(pes) < HEADER):
+        return at, None, True, pes[3] if len(pes) > 3 else None
+    if pes[6] & 0xC0 != 0x80:  # a video PES's header is MPEG-2's: its flags byte starts with bits 10
+        return at, None, False, pes[3]
+    if not pes[7] & 0x80:
+        return at, None, True, pes[3]
+    marked = pes[9] >> 4 in (2, 3) and pes[9] & pes[11] & pes[13] & 1 == 1  # the pts's marker bits
+    pts = (pes[9] >> 1 & 7) << 30 | pes[10] << 22 | (pes[11] >> 1) << 15 | pes[12] << 7 | pes[13] >> 1
+    return at, pts if marked else None, marked, pes[3]
 
 
 def untrusted_from(src: str | Path | bytes | bytearray | memoryview, pid: int,
