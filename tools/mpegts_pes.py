@@ -47,7 +47,8 @@ def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> li
     set. Not whole: its payload does not begin with a PES start code (or its adaptation field runs past the packet),
     and FFmpeg drops the PES it begins; or the header's marker bits (the flags byte's 10, the pts's) or its stream id
     (one per PID: the most PES's) are wrong, a damaged header whose timestamp cannot be trusted. A header cut off by
-    the file's end or the PID's next PES is taken as whole, without a pts. Empty for a file that does not start on transport packets."""
+    the file's end or the PID's next PES is taken as whole, without a pts. Empty for a file that does not start on
+    transport packets."""
     sizes = head_packets(src)
     if not sizes:
         return []
