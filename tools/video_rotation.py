@@ -129,9 +129,10 @@ def decoded_rotation(container: av.container.InputContainer, index: int | None =
         with container:
             stream = container.streams.video[0] if index is None else container.streams[index]
             frame = next(container.decode(stream), None)
-            # PyAV's stub types Frame.side_data as a TypedDict; it is a SideDataContainer of SideData (Buffers)
-            matrix = next((bytes(d) for d in frame.side_data if d.type.name == "DISPLAYMATRIX"),  # type: ignore[arg-type, attr-defined]
-                          b"") if isinstance(frame, av.VideoFrame) else b""
+            # the side data by its type's name: iterating Frame.side_data gave SideData up to PyAV 18.1.0 and gives
+            # their types (a Mapping's keys) from 18.1.1; `get` by name answers the same in both
+            found = frame.side_data.get("DISPLAYMATRIX") if isinstance(frame, av.VideoFrame) else None
+            matrix = bytes(found) if found is not None else b""  # type: ignore[call-overload]  # (stub: object)
     except (av.error.FFmpegError, OSError, EOFError, ValueError, IndexError) as exc:
         if read_failed_by_machine(exc, src):
             raise
