@@ -232,8 +232,12 @@ def test_a_start_trimmed_clip_has_its_slice_count_read(tmp_path):
         for n, p in enumerate(p for p in i.demux(video=0) if p.size):
             p.stream, p.time_base, p.pts, p.dts, p.duration = so, Fraction(1, 16), n - 11, n - 11, 1
             o.mux(p)
-    with av.open(str(path)) as c:
-        assert [p.is_discard for p in c.demux(video=0) if p.size][:4] == [True, True, True, False]
+    with av.open(str(path)) as c:  # the case: a keyframe and the packets after it demuxed discard, then a kept
+        # packet that is no keyframe (FFmpeg 8.1.2 discards 3, frames 8-10; 8.1.3, PyAV 18.1.1, maps the edit a frame
+        # earlier and discards 4)
+        packets = [(p.is_discard, p.is_keyframe) for p in c.demux(video=0) if p.size]
+    kept = [discard for discard, _ in packets].index(False)
+    assert kept >= 3 and packets[0] == (True, True) and not packets[kept][1], packets[:6]
     with VideoReader(path) as reader:
         assert reader._order[0].primed and reader._order[0].slices == 4
         assert read_ids(reader.read(range(19))) == list(range(11, 30))
