@@ -267,14 +267,17 @@ def scan(container: av.container.InputContainer, name: str,
     pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
     output = HevcOutput(extradata) if codec == "hevc" else None  # pictures not for output (and its PPS in band)
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
-    heads: list[tuple[int | None, int | None, int | None]] = []  # (byte offset, dts, pts) of each packet
+    # (byte offset, dts, pts) of each packet, for the MPEG-TS check of lost PES (`untrusted_from`); other files: None
+    heads: list[tuple[int | None, int | None, int | None]] | None = (
+        [] if src is not None and "mpegts" in container.format.name.split(",") else None)
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
         packets_of = demux(container, stream)
         for packet, no_frame in pairs.frames(packets_of) if pairs else ((p, False) for p in packets_of):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
             packets += 1
-            heads.append((packet.pos, packet.dts, packet.pts))
+            if heads is not None:
+                heads.append((packet.pos, packet.dts, packet.pts))
             cut = packet.is_corrupt  # FFmpeg flags a packet read short: its data ends at the end of the file
             if packet.dts is not None:
                 if last_dts is not None and packet.dts > last_dts:  # the shortest frame: the last one's chunks (AVI)
@@ -349,7 +352,7 @@ def scan(container: av.container.InputContainer, name: str,
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
             index = unordered
-    if "mpegts" in formats and src is not None:  # a PES the demuxer dropped or joined to another: a frame lost
+    if heads is not None and src is not None:  # a PES the demuxer dropped or joined to another: a frame lost
         index = replace(index, shifted=untrusted_from(src, stream.id, heads, index.pts))
     if index.pts is None and pairs is not None and pairs.unsure:  # (with timestamps each frame is found by its own)
         raise VideoDecodeError(f"{name}: H.264 fields without their pairs, two or more in a row: the decoder shows "
