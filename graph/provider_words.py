@@ -12,6 +12,7 @@ model"), which the anchors read as a whole message after its " - " (or a JSON "m
 
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -20,12 +21,16 @@ from graph.deepseek_words import WHOLE_CLOSE, WHOLE_OPEN
 if TYPE_CHECKING:  # pragma: no cover
     from graph.transport import EndpointNames
 
-ONLY_TEMPERATURE = re.compile(WHOLE_OPEN + r"invalid temperature: only (\d+(?:\.\d+)?) is allowed for this model" +
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?"
+"""A number as a server may write a float (Go's, Python's, JSON's spellings: "1", "0.6", ".6", "1.0", "1e0", "6e-1"),
+in lowered words: no sign (a temperature is not negative)."""
+ONLY_TEMPERATURE = re.compile(WHOLE_OPEN + rf"invalid temperature: only ({_NUMBER}) is allowed for this model" +
                               WHOLE_CLOSE)
 """Moonshot's 400 for a temperature its model does not sample at, naming the one it does: "invalid temperature: only 1
 is allowed for this model" (as Kimi's users quote it: tinyhumansai/openhuman#2082, countbot-ai/CountBot#61; its body
 `{"message": ..., "type": "invalid_request_error"}` under "error": XCNXNXNX/dsh-portable-tavern#1), "only 0.6 is
-allowed" for another model (arcsin1/oh-my-ppt#45). The value is the group: the fix names it (not always 1)."""
+allowed" for another model (arcsin1/oh-my-ppt#45). The value is the group: the fix names it (not always 1), as the
+number it is (`temperature_value`), not as written."""
 DASHSCOPE_NO_FORCED_CALL = re.compile(WHOLE_OPEN + r"(?:<\d{3}> )?(?:internalerror\.algo\.invalidparameter: )?the "
                                       r"tool_choice parameter does not support being set to required or object in "
                                       r"thinking mode" + WHOLE_CLOSE)
@@ -43,12 +48,35 @@ def only_temperature(text: str) -> str | None:
     return found.group(1) if found is not None else None
 
 
-def only_temperature_fix(value: str, names: EndpointNames) -> str:
-    """What to change when the model takes the temperature `value` only (`only_temperature`), for a client with a
-    temperature setting (graph.setup_rejections names another model for one without)."""
+def temperature_value(written: str) -> str | None:
+    """The number `written` (`_NUMBER`) as the client's temperature setting takes it: the float it reads, written the
+    shortest way ("00" "0", ".6" "0.6", "1e0" "1"); None for one no setting holds as written: a number a float
+    cannot hold (infinite), or one a float reads as 0 though it is not ("0.000...1"). Echoed as written, "00" was the
+    setting named, and a number of 10,000 digits went whole into every fault's message, row and trace."""
+    value = float(written)
+    if not math.isfinite(value) or (value == 0 and re.search(r"[1-9]", written.lower().split("e")[0])):
+        return None
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def only_temperature_fix(written: str, names: EndpointNames) -> str:
+    """What to change when the model takes the temperature `written` only (`only_temperature`), for a client with a
+    temperature setting (graph.setup_rejections names another model for one without): that value as a number
+    (`temperature_value`), or, for one no setting holds, another model, quoting the number's first digits only."""
+    value = temperature_value(written)
+    if value is None:
+        shown = written if len(written) <= _SHOWN else f"{written[:_SHOWN]}... ({len(written)} characters)"
+        return (f"the model takes no temperature but {shown}, which Moonshot's words name and {names.temperature} "
+                f"cannot be set to: set {names.model} to a model that takes temperature 0")
     greedy = "" if float(value) == 0 else ": the runs are then not greedy"
     return (f"the model takes no temperature but {value}: set {names.temperature}={value} (Moonshot's words name the "
             f"one temperature this model samples at{greedy})")
+
+
+_SHOWN = 24
+"""The most characters of a number no setting holds that its fix quotes (`only_temperature_fix`): a float's
+shortest spelling is no longer ("1.2345678901234568e+300"), but such a number may be thousands of digits."""
 
 
 def dashscope_thinking_fix(names: EndpointNames) -> str:
