@@ -20,14 +20,18 @@ DEEPSEEK_NO_SCHEMA = re.compile(r"this response_format type is unavailable now|r
                                 r"unavailable now")
 """DeepSeek's words for a json_schema `response_format`, which its API does not serve (json_object only; module
 docstring), for its V4 models too (as their users quote it: presenton/presenton#676)."""
-WHOLE_OPEN = r"""(?:^|(?<=\S) - |['"]message['"]:\s*['"])(?:[a-z][\w.-]* error: )?"""
+WHOLE_OPEN = r"""(?:^|(?<=\S) - |['"]message['"]:\s*['"])(?:error from provider \([^()\n]{1,60}\): )?""" \
+    r"(?:[a-z][\w.-]* error: )?"
 WHOLE_CLOSE = r"""\.?(?: \((?:request id|aiproxy): [^()\s]{1,80}\))?(?=\s*$| - |['"]| received model group=)"""
 """Where the words of `NO_JSON_OUTPUT` and `DEEPSEEK_NO_JSON` open and close a whole message (`DEEPSEEK_NO_JSON`). The
 " - " between a prefix and a message ("Error code: 400 - ", "DeepseekException - ") is on one line, after a word: an
 item of a list ("\n- ", "\n  - ") opened them, and the next item's closed them, in a 500 quoting the model's own output
 (llama.cpp's "Failed to parse input at pos N: <output>"), which was taken for the server's refusal of json_object.
 A LiteLLM proxy's router closes the provider's message with ". Received Model Group=<name>" (its next line "Available
-Model Group Fallbacks=..."): read as another sentence, the relayed refusal was "refused" for every clip."""
+Model Group Fallbacks=..."): read as another sentence, the relayed refusal was "refused" for every clip. A relay's
+"Error from provider (<name>): " before the provider's message opens it too ("Error from provider (Moonshot AI): invalid
+temperature: ...", HenriGrimm/Minnow#291, anomalyco/opencode#33957; "(Alibaba): <400> InternalError...",
+plastic-labs/honcho#663): it opened no whole message, and the refusal was "refused"."""
 _NO_JSON_WORDS = r"\s+(?:does\s+not|doesn't)\s+support\s+json\s+output"
 """DeepSeek's words after the model's name (`NO_JSON_OUTPUT`, `DEEPSEEK_NO_JSON`), written once for both: "doesn't" too,
 and across any whitespace, as a relay's plain-text body wraps them (each was "refused" for every clip)."""

@@ -9,6 +9,7 @@ Moved out of graph/setup_rejections.py, which re-exports `server_words`.
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Mapping
 
@@ -36,15 +37,51 @@ def server_words(exc: BaseException) -> str:
     `{"error": "<words>"}`, FastAPI's `{"detail": "<words>"}`, a body that is not JSON), those words: the SDK's text
     holds only an `error.message` (openai >= 3), so those servers' words were never read ("Error code: 422", every
     rejection "refused" whatever it said). Nothing else of the reply: a validation error's echo of the request (the
-    clip's instruction, the model's own earlier text) is no word of the server's."""
+    clip's instruction, the model's own earlier text) is no word of the server's. A gateway's relay of the provider's
+    reply (OpenRouter's "Provider returned error" with `metadata.raw`: `_relayed`) is read as the provider's words."""
     text = str(exc)
     if not isinstance(exc, openai.APIStatusError):
         return text
     body = exc.body
-    said = _page_title(body) if isinstance(body, str) else body.get("detail") if isinstance(body, Mapping) else None
+    said = _page_title(body) if isinstance(body, str) else _said(body) if isinstance(body, Mapping) else None
     if not isinstance(said, str) or not said or said in text:
         return text
     return f"{text} - {_CREDENTIAL.sub(lambda m: (m.group(1) or '') + '[redacted]', said)}"
+
+
+def _said(body: Mapping[str, object]) -> object:
+    """What a JSON reply says besides its `error.message` (`server_words`): FastAPI's `detail`, or else a relayed
+    provider's words (`_relayed`)."""
+    detail = body.get("detail")
+    return detail if detail is not None else _relayed(body)
+
+
+def _relayed(body: Mapping[str, object]) -> str | None:
+    """The provider's words in OpenRouter's reply for a provider's error: `{"error": {"message": "Provider returned
+    error", "metadata": {"raw": RAW, "provider_name": ...}}}` (diegosouzapw/OmniRoute#3044, reVrost/go-openrouter#21),
+    RAW the provider's reply as a JSON string (its `error.message`, `error`, `message` or `detail` string) or as plain
+    text (open-webui/computer#293; a web page as its title). `body` is the SDK's `exc.body`, the reply's "error"
+    object, or the whole reply. None without one, or for a JSON reply with no such string (a validation error's
+    echo of the request is no word of the provider's). The generic message alone was every such refusal's words."""
+    error = body.get("error", body)
+    metadata = error.get("metadata") if isinstance(error, Mapping) else None
+    raw = metadata.get("raw") if isinstance(metadata, Mapping) else None
+    if not isinstance(raw, str):
+        return None
+    try:
+        reply = json.loads(raw)
+    except ValueError:
+        return _page_title(raw)
+    if isinstance(reply, str):
+        return reply
+    if not isinstance(reply, Mapping):
+        return None
+    inner = reply.get("error")
+    for said in (inner.get("message") if isinstance(inner, Mapping) else inner, reply.get("message"),
+                 reply.get("detail")):
+        if isinstance(said, str) and said:
+            return said
+    return None
 
 
 _CREDENTIAL = re.compile(r"((?:bearer|basic)\s+|(?:api[_-]?key|token|authorization)[\"']?\s*[:=]\s*[\"']?)"
