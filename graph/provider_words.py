@@ -3,7 +3,8 @@
 (graph.deepseek_words: `WHOLE_OPEN`, `WHOLE_CLOSE`), so a 500 quoting them inside other words (the model's own output)
 stays "refused":
 - Moonshot's (Kimi's) temperature its model does not take, naming the one it does (`ONLY_TEMPERATURE`);
-- DashScope's (Qwen's) forced tool call refused in thinking mode (`DASHSCOPE_NO_FORCED_CALL`).
+- DashScope's (Qwen's) forced tool call refused in thinking mode (`DASHSCOPE_NO_FORCED_CALL`), and its
+  `response_format` refused there (`DASHSCOPE_NO_JSON_MODE`).
 Each was "refused" for every clip of a run. Read in a 4xx only (graph.setup_rejections, `rejected_request`): both
 answer with a 400, and a 500 (which the module reads for llama.cpp's words) whose last words are theirs is a server
 echoing the model's output ("Failed to parse input at pos 0: ... - invalid temperature: only 1 is allowed for this
@@ -39,6 +40,16 @@ model in thinking mode: "<400> InternalError.Algo.InvalidParameter: The tool_cho
 set to required or object in thinking mode" (code `invalid_parameter_error`; cloudwego/eino#994, QwenLM/qwen-code#7659,
 can1357/oh-my-pi#886). Not DeepSeek's refusal of the same (graph.deepseek_words.NO_FORCED_CALL), whose fix says its
 API serves json_object only: DashScope serves a `response_format`."""
+
+DASHSCOPE_NO_JSON_MODE = re.compile(WHOLE_OPEN + r"(?:<\d{3}> )?(?:internalerror\.algo\.invalidparameter: )?json mode "
+                                    r"response is not supported when enable_thinking is true" + WHOLE_CLOSE)
+"""DashScope's 400 for a `response_format` (json_object; json_schema, which it serves as json_object) to a model in
+thinking mode: "Json mode response is not supported when enable_thinking is true" (Alibaba Cloud Model Studio's
+error-code page: structured output with thinking on, fixed by enable_thinking false; presenton/presenton#184, for
+qwen3-235b-a22b-thinking-2507), under the prefix of its other InvalidParameter words ("<400> ***.***.InvalidParameter:
+Json mode ...", code `invalid_parameter_error`, as a relay quotes it with the prefix masked: errs.dmxapi.cn). Read as
+the whole of a message, in a 4xx only, as `DASHSCOPE_NO_FORCED_CALL`: the json-mode rule (graph.setup_rejections
+`_STRUCTURED`: "does not support json mode") did not read it, and it was "refused" for every clip."""
 
 
 def only_temperature(text: str) -> str | None:
@@ -86,3 +97,13 @@ def dashscope_thinking_fix(names: EndpointNames) -> str:
             f"(function_calling's): set {names.method}=json_schema or json_mode (a response_format, no tool call), "
             f"or set {names.model} to a model that does not think (DashScope turns thinking off with the request's "
             "enable_thinking false, which this client does not send: a model whose default is off)")
+
+
+def dashscope_json_mode_fix(names: EndpointNames) -> str:
+    """What to change when DashScope refuses a `response_format` in thinking mode (`DASHSCOPE_NO_JSON_MODE`): a model
+    that does not think. Not another structured method: DashScope's thinking mode takes no forced tool call either
+    (`DASHSCOPE_NO_FORCED_CALL`), and serves json_schema as json_object."""
+    return ("the model is in thinking mode, where DashScope (whose words these are) serves no response_format (json "
+            f"mode) nor a forced tool call: set {names.model} to a model that does not think (DashScope turns thinking "
+            "off with the request's enable_thinking false, which this client does not send: a model whose default is "
+            "off)")

@@ -19,7 +19,9 @@ the openai SDK attaches to the error): a 4xx whose text says the part is not sup
   Also function_calling's forced tool call that a model serving tool calls does not take: DeepSeek's "Thinking mode
   does not support this tool_choice" (its V4 models think by default, and then take only "auto" or "none"), and
   DashScope's "The tool_choice parameter does not support being set to required or object in thinking mode"
-  (graph.provider_words: its fix names a response_format or a model that does not think).
+  (graph.provider_words: its fix names a response_format or a model that does not think), and DashScope's "Json mode
+  response is not supported when enable_thinking is true" for a response_format (its fix: a model that does not
+  think).
   Fix: another structured method; for a schema the backend cannot compile, json_mode (vLLM compiles function_calling's
   forced tool call with the same backend: its xgrammar rejection of one is "structured" too; of a tool round's
   tools, "tools").
@@ -74,6 +76,8 @@ from graph.deepseek_words import (
 )
 from graph.provider_words import (
     DASHSCOPE_NO_FORCED_CALL,
+    DASHSCOPE_NO_JSON_MODE,
+    dashscope_json_mode_fix,
     dashscope_thinking_fix,
     only_temperature,
     only_temperature_fix,
@@ -221,6 +225,8 @@ def unsupported_fix(exc: BaseException, names: EndpointNames, sent: Sent | None 
                 f"{names.method}=json_mode (which sends no schema)")
     if forced and rejected_request(exc) and DASHSCOPE_NO_FORCED_CALL.search(text):
         return dashscope_thinking_fix(names)
+    if not forced and rejected_request(exc) and DASHSCOPE_NO_JSON_MODE.search(text):
+        return dashscope_json_mode_fix(names)
     if method == "json_mode" and DEEPSEEK_NO_JSON.search(text):
         return deepseek_json_fix(names)
     if method == "json_mode" and DEEPSEEK_NO_SCHEMA.search(text):
@@ -277,7 +283,8 @@ def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] 
     if sent.get("tools") and (_TOOLS.search(text) or
                               (not _forced(sent) and _SCHEMA_COMPILER.search(text))):
         return "tools", sent  # a tool round's tools whose parameters the compiler rejects: no method sends them
-    if (structured and (_STRUCTURED.search(text) or NO_JSON_OUTPUT.search(text))) or \
+    if (structured and (_STRUCTURED.search(text) or NO_JSON_OUTPUT.search(text) or
+                        (provider and DASHSCOPE_NO_JSON_MODE.search(text)))) or \
             (_forced(sent) and (_SCHEMA_COMPILER.search(text) or NO_FORCED_CALL.search(text) or
                                 (provider and DASHSCOPE_NO_FORCED_CALL.search(text)))):
         return "structured", sent
