@@ -69,7 +69,9 @@ def _frames(t: int, h: int, w: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (t, h, w, 3), dtype=np.uint8)
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "aspect_cropped", "fortran", "strided"])
+# "reversed": negative strides, which torch.from_numpy refuses and torch.from_dlpack aborts the process on (a C++
+# exception, not a Python error): such frames must reach torch only as the contiguous copy (tools/torch_frames.py)
+@pytest.mark.parametrize("layout", ["contiguous", "aspect_cropped", "fortran", "strided", "reversed"])
 def test_preprocess_read_only_frames_no_warning_no_filter_change_same_values(monkeypatch, layout):
     base = _frames(5, 4, 60) if layout == "aspect_cropped" else _frames(5, 40, 52)  # 60 > 8 * 4: cropped first
     if layout == "fortran":
@@ -78,6 +80,10 @@ def test_preprocess_read_only_frames_no_warning_no_filter_change_same_values(mon
     elif layout == "strided":
         ro = _read_only(np.concatenate([base, base]))[::2]
         base = np.concatenate([base, base])[::2].copy()
+    elif layout == "reversed":
+        ro, flipped = _read_only(base)[:, :, ::-1], base[:, :, ::-1]
+        base = flipped.copy()
+        assert np.array_equal(preprocess_frames(flipped, 32), preprocess_frames(base, 32))  # writable ones too
     else:
         ro = _read_only(base)
     expected = preprocess_frames(base.copy(), 32)  # writable frames: the path that never warned

@@ -22,9 +22,10 @@ Decisions where the issues were silent:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
+
+from tools.torch_frames import uint8_tensor
 
 MAX_PREPROCESS_ASPECT = 8
 """Long side / short side above which `preprocess_frames` centre-crops a frame before resizing it (module
@@ -64,30 +65,13 @@ def preprocess_frames(frames: np.ndarray, crop_size: int) -> np.ndarray:
     t, h, w, _ = frames.shape
     short = int(crop_size * 256 / 224)
     nh, nw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
-    x = _uint8_tensor(torch, frames).permute(0, 3, 1, 2)  # channels-last in memory
+    x = uint8_tensor(torch, frames).permute(0, 3, 1, 2)  # channels-last in memory
     x = F.interpolate(x, size=(nh, nw), mode="bilinear", align_corners=False, antialias=True)
     top, left = int(round((nh - crop_size) / 2.0)), int(round((nw - crop_size) / 2.0))
     x = x[:, :, top:top + crop_size, left:left + crop_size].float().div_(255.0)
     mean = torch.from_numpy(IMAGENET_MEAN).view(1, 3, 1, 1)
     std = torch.from_numpy(IMAGENET_STD).view(1, 3, 1, 1)
     return ((x - mean) / std).contiguous().numpy()
-
-
-def _uint8_tensor(torch: Any, frames: np.ndarray) -> Any:
-    """A C-contiguous uint8 tensor of ``frames`` for the resize, which only reads it, copied at most once: over
-    C-contiguous frames themselves, others made contiguous by the one copy ``np.ascontiguousarray`` makes.
-    Read-only frames (the tool service's ``.npy`` body is a view of the request's bytes) go through DLPack:
-    ``torch.from_numpy`` over them warns (hiding the warning swapped the process-wide filters: not thread-safe),
-    while ``torch.from_dlpack`` shares them silently, leaving the caller to write nothing through the tensor
-    (its documented contract; nothing here writes). They were copied by ``torch.tensor``, as they still are
-    where numpy (< 2.1) exports no read-only array (``BufferError``)."""
-    a = np.ascontiguousarray(frames)
-    if a.flags.writeable:
-        return torch.from_numpy(a)
-    try:
-        return torch.from_dlpack(a)
-    except BufferError:  # numpy < 2.1: "signalling readonly is unsupported"
-        return torch.tensor(a)
 
 
 def _clip_aspect(frames: np.ndarray) -> np.ndarray:
