@@ -110,12 +110,13 @@ def test_the_full_size_float_video_is_never_built():
 
 
 @pytest.mark.slow
-def test_the_real_network_gives_the_tracks_of_the_predictors_own_resize():
+@pytest.mark.parametrize("size", [(50, 70), (64, 96)])  # resized, and already at the working shape (not resized)
+def test_the_real_network_gives_the_tracks_of_the_predictors_own_resize(size):
     """The same with CoTracker3's own network (random weights): it sees the working video in the layout its
     predictor's resize gave (channels-last), and its tracks are those of that resize bit for bit."""
     torch.manual_seed(0)
     tracker = CoTracker3Tracker(allow_random_weights=True, interp_shape=(64, 96))
-    frames = _clip(6, 50, 70)
+    frames = _clip(6, *size)
     q = np.array([[0, 10, 12], [3, 30.3, 20.7], [5, 69, 49]], np.float32)
     got = tracker.track(frames, queries=q)
     want_tracks, want_visible = _tracks_of_the_predictors_resize(tracker.predictor, frames, q)

@@ -29,7 +29,10 @@ Decisions where the issue was silent:
   travel as uint8 and are resized there, untested: no GPU was lent). It was handed the whole clip
   as full-size float32: a 720p 93-frame stretch is ~1 GB, its working video 0.2 GB. An injected predictor must
   so have ``interp_shape`` and answer in the pixels of the video it is given (a stand-in at the clip's own size
-  sees the clip unchanged: a same-size resize copies).
+  sees the clip unchanged). Frames already at the working shape are converted into the video without the resize
+  (its identity there: the same bits, tests/test_cotracker_same_size.py). The predictor's own code still copies
+  the working video, which is not ours to change: its resize to the same size returns a new tensor, and its
+  backward tracking runs on ``video.flip(1).clone()`` (torch has no negative strides, so a flip is never a view).
 - Any failure to load or run raises ``ToolFault("motion", ...)``; there is never a silent switch to LK.
 - ``torch.hub.load`` puts ``hub_dir`` first on ``sys.path`` while its hubconf runs, so the clone's
   ``cotracker`` wins over an installed one, unless an installed one was already imported in this process:
@@ -55,6 +58,7 @@ from tools.motion.base import (
     resolve_queries,
     validate_frames,
 )
+from tools.torch_frames import uint8_tensor
 
 OFFLINE_WINDOW_LEN = 60
 RESIZE_CHUNK_BYTES = 32 << 20
@@ -188,13 +192,21 @@ def _model_video(torch: Any, frames: np.ndarray, shape: tuple[int, int], device:
     """The predictor's video ``[1,T,3,h,w]`` float32 on ``device`` at its working ``shape`` ``(h, w)`` from uint8
     ``frames`` ``[T,H,W,3]``, resized as the predictor resizes (module docstring) `RESIZE_CHUNK_BYTES` of
     full-size float frames at a time, into a channels-last video (the layout its resize of the whole clip gave).
-    The frames are read by copying constructors only (read-only frames: ``torch.from_numpy`` warns): on the CPU
-    straight into float, on a GPU sent as uint8 (a quarter of the bytes) and converted there."""
+    On the CPU the frames are read straight into float (``torch.tensor``), on a GPU sent as uint8 (a quarter of
+    the bytes) and converted there. Frames already at ``shape`` are converted straight into the video, unresized:
+    the bilinear resize with ``align_corners=True`` to the same size is the identity (the same bits), and it cost
+    a float chunk, its output and a copy pass (on the CPU they are read in place, `tools.torch_frames`)."""
     import torch.nn.functional as F
 
     t_total, h, w = frames.shape[:3]
     out = torch.empty((t_total, shape[0], shape[1], 3), dtype=torch.float32, device=device).permute(0, 3, 1, 2)
     step = max(1, RESIZE_CHUNK_BYTES // (h * w * 3 * 4))
+    if (h, w) == tuple(shape):
+        for i in range(0, t_total, step):
+            part = frames[i:i + step]
+            src = uint8_tensor(torch, part) if device == "cpu" else torch.tensor(part, device=device)
+            out[i:i + step] = src.permute(0, 3, 1, 2)
+        return out[None]
     dtype = torch.float32 if device == "cpu" else torch.uint8
     for i in range(0, t_total, step):
         chunk = torch.tensor(frames[i:i + step], dtype=dtype, device=device).permute(0, 3, 1, 2).float()
