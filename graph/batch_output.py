@@ -6,7 +6,7 @@ Decisions where the issue was silent are described in `graph.batch` ("The output
 "Only the process that owns the output file writes to it", the per-kind fault counts of `RowWriter`).
 A row that cannot be appended (disk full, a read-only file or file system) is `OutputWriteError`, naming the file
 and the problem: `raa score-batch` prints it as one error line and exits 2 (it was a traceback), after the closing
-lines of the rows written before (`graph.batch_command._stopped`, as on Ctrl-C); those rows stay, and a row torn by
+lines of the rows written before (`graph.batch_ending.stopped`, as on Ctrl-C); those rows stay, and a row torn by
 the failure is cut off by the next run (`tools.jsonl.mend_tail`). So is a failure to prepare the file for rows (its
 folder, the cut of a torn last line) or to rewrite it without the rows to score again
 (`graph.batch_resume.drop_rows`): those leave the file as it was, before any row is written.

@@ -68,7 +68,7 @@ Decisions where the issue was silent:
   and written: they were lost with the workers, so the resume scored those clips again (and on a paid API paid for them twice).
   So are they when a row cannot be written (a full disk), for their runs' usage alone (`graph.batch_output`).
   A row that cannot be written as they are after a Ctrl-C is on `RowWriter.failed`, and the KeyboardInterrupt is
-  raised: `graph.batch_command._stopped` says both (the OutputWriteError raised instead, the Ctrl-C went unsaid).
+  raised: `graph.batch_ending.stopped` says both (the OutputWriteError raised instead, the Ctrl-C went unsaid).
   A worker that ended on the Ctrl-C by itself was buried as a death (a replacement started, an interrupted clip could
   get an ineligible row).
 - Rows of items that could not be dispatched are never invented: every item ends as a row from a

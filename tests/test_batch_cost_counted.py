@@ -112,14 +112,14 @@ def test_rows_drained_after_a_ctrl_c_are_counted_when_the_disk_fills(monkeypatch
 
     writer, error = _three_rows_sent(monkeypatch, tmp_path, 1, ctrl_c)
     assert isinstance(error, KeyboardInterrupt), error  # the batch stopped on the Ctrl-C, and the failure is
-    assert writer.failed is not None and "No space left" in str(writer.failed)  # said with it (batch_command._stopped)
+    assert writer.failed is not None and "No space left" in str(writer.failed)  # said with it (batch_ending.stopped)
     assert writer.usage.get("calls") == 3 and writer.counts["scored"] == 1 and writer.unwritten == 2
 
 
 def test_traces_not_saved_counts_among_the_rows_of_runs(tmp_path, capsys):
     """A bad manifest line's row and a repeated line's row have no trace (no run): "1 of 3 row(s)" read as two runs
     whose traces were saved."""
-    from graph.batch_command import _closing_lines
+    from graph.batch_ending import closing_lines
     from graph.batch_manifest import bad_line_path
 
     writer = RowWriter(tmp_path / "o.jsonl")
@@ -128,7 +128,7 @@ def test_traces_not_saved_counts_among_the_rows_of_runs(tmp_path, capsys):
                  "ineligible")
     writer.write(_line("k0", trace_saved=False), "scored")
     writer.write_repeat(json.loads(_line("k0", trace_saved=False)), {"key": "k9", "line": 9, "repeat_of": "k0"})
-    _closing_lines(writer, tmp_path / "o.jsonl")
+    closing_lines(writer, tmp_path / "o.jsonl")
     assert "traces not saved: 1 of 1 run(s)" in capsys.readouterr().err
 
 
@@ -136,8 +136,8 @@ def test_the_row_of_a_clip_whose_worker_died_is_no_run(monkeypatch, tmp_path, ca
     """The ineligible row `graph.batch_procs` writes for a clip whose worker died on each attempt has no run id and
     no trace: it counted in "traces not saved: N of M run(s)", and, unwritten on a full disk, among the "finished
     run(s) whose row could not be written", though no run of it finished."""
-    from graph.batch_command import _closing_lines
     from graph.batch_deaths import death_fault
+    from graph.batch_ending import closing_lines
     from graph.run_results import fault_result
 
     def died(key: str) -> str:
@@ -150,7 +150,7 @@ def test_the_row_of_a_clip_whose_worker_died_is_no_run(monkeypatch, tmp_path, ca
     _full_after(monkeypatch, 0)
     with pytest.raises(batch_output.OutputWriteError):
         writer.write(died("d1"), "ineligible")
-    _closing_lines(writer, out)
+    closing_lines(writer, out)
     err = " ".join(capsys.readouterr().err.split())
     assert "traces not saved: 1 of 1 run(s)" in err, err
     assert writer.unwritten == 0 and "finished run(s) whose row could not be written" not in err, err

@@ -81,13 +81,13 @@ def _cut_closing_lines(monkeypatch) -> None:  # noqa: ANN001
     """The closing lines say their first line, then a Ctrl-C comes."""
     import typer
 
-    from graph import batch_command
+    from graph import batch_ending
 
     def cut(writer, out):  # noqa: ANN001, ANN202
         typer.echo(" ".join(f"{k}={v}" for k, v in writer.counts.items()), err=True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(batch_command, "_closing_lines", cut)
+    monkeypatch.setattr(batch_ending, "closing_lines", cut)
 
 
 def test_a_ctrl_c_in_the_closing_lines_of_a_batch_that_ran_says_every_row_is_written(monkeypatch, tmp_path):
@@ -231,7 +231,7 @@ def test_two_ctrl_cs_while_a_row_is_held_in_an_in_process_batch_stop_it_as_befor
 
 def test_a_second_ctrl_c_as_an_interrupted_removal_of_old_copies_is_told_ends_as_the_first(monkeypatch, tmp_path,
                                                                                            ctrl_c_raises):
-    """A Ctrl-C as other manifests' old copies went, and another while `_drop_replaced` told whether the rewrite
+    """A Ctrl-C as other manifests' old copies went, and another while `drop_replaced_copies` told whether the rewrite
     happened (its `file_stamp`): the second escaped as a bare KeyboardInterrupt, the closing lines unsaid. Now it is
     held until that line is said, then taken as the first: closing lines, exit 130."""
     from graph import batch, batch_repeat_rows
@@ -275,14 +275,14 @@ def test_a_ctrl_c_as_the_closing_lines_end_says_every_row_is_written(monkeypatch
 
     _scripted(monkeypatch, tmp_path)
     manifest, out = square_batch(tmp_path, 2, name="m.jsonl"), tmp_path / "o.jsonl"
-    real = batch_command._closing_lines_cut
+    real = batch_command.closing_lines_cut
 
     def then_ctrl_c(writer, path):  # noqa: ANN001, ANN202
         cut = real(writer, path)
         signal.raise_signal(signal.SIGINT)
         return cut
 
-    monkeypatch.setattr(batch_command, "_closing_lines_cut", then_ctrl_c)
+    monkeypatch.setattr(batch_command, "closing_lines_cut", then_ctrl_c)
     res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
     assert res.exit_code == 130 and not isinstance(res.exception, KeyboardInterrupt), res.output
     said = " ".join(res.stderr.split())

@@ -90,7 +90,7 @@ def test_a_trace_database_that_cannot_open_ends_with_the_summary_of_the_rows_wri
 def test_a_ctrl_c_then_a_full_disk_says_both_and_exits_2(monkeypatch, tmp_path):
     """A Ctrl-C, then a full disk while the rows the workers had sent were written (`graph.batch_pipes.drain`): the
     batch ended as on a full disk alone ("stopped: ...", exit 2), the Ctrl-C not said. Both are said now; the exit
-    status stays 2, the write error's (`graph.batch_command._stopped`: the resume fails until it is fixed)."""
+    status stays 2, the write error's (`graph.batch_ending.stopped`: the resume fails until it is fixed)."""
     from graph import batch_output, batch_procs
     from graph.batch import result_line
     from graph.schemas import RewardResult

@@ -67,11 +67,11 @@ def test_runs_of_a_dead_worker_and_in_flight_at_a_stop_are_counted(monkeypatch, 
 
 
 def test_the_closing_lines_say_the_unfinished_runs_are_not_in_the_usage(tmp_path, capsys):
-    from graph.batch_command import _closing_lines
+    from graph.batch_ending import closing_lines
 
     writer = RowWriter(tmp_path / "o.jsonl")
     writer.unfinished = 2
-    _closing_lines(writer, tmp_path / "o.jsonl")
+    closing_lines(writer, tmp_path / "o.jsonl")
     err = " ".join(capsys.readouterr().err.split())
     assert "2 run(s) ended without a result" in err and "not in the usage above" in err, err
 
@@ -80,16 +80,16 @@ def test_the_closing_lines_name_only_the_ways_this_batch_lost_runs(tmp_path, cap
     """An in-process batch has no worker process: its runs cut short were in flight as it stopped, and the line named
     a crashed or killed worker process too; a batch whose runs were lost with a dead worker alone (their clips tried
     again, every clip with its row) read as one that stopped with runs in flight."""
-    from graph.batch_command import _closing_lines
+    from graph.batch_ending import closing_lines
 
     writer = RowWriter(tmp_path / "o.jsonl")
     writer.unfinished = 2  # in process, cancelled at a Ctrl-C
-    _closing_lines(writer, tmp_path / "o.jsonl")
+    closing_lines(writer, tmp_path / "o.jsonl")
     err = " ".join(capsys.readouterr().err.split())
     assert "2 run(s) ended without a result" in err and "in flight as the batch stopped" in err, err
     assert "worker" not in err, err
     writer.unfinished = writer.lost = 1  # a worker died under it; the batch then finished
-    _closing_lines(writer, tmp_path / "o.jsonl")
+    closing_lines(writer, tmp_path / "o.jsonl")
     err = " ".join(capsys.readouterr().err.split())
     assert "1 run(s) ended without a result" in err and "lost with a worker process" in err, err
     assert "as the batch stopped" not in err, err
