@@ -241,10 +241,15 @@ def vacuum_and_say(path: str | Path, what: str, setting: str) -> None:
 def stage_cache_entries(path: str | Path, *, before: datetime | None = None, delete: bool = False) -> tuple[int, int]:
     """(entries stored before `before` (all when None; undated ones from an older cache always count), all
     entries) of the stage cache at `path`; with `delete`, those entries are deleted (then the first number
-    is how many were)."""
+    is how many were). No file at `path`: (0, 0), and none is made (the open made an empty database there)."""
     where, args = ("", ()) if before is None else (" WHERE created IS NULL OR created < ?", (before.timestamp(),))
     with store_errors(path, "stage cache", "RAA_CACHE_PATH, or off"):
-        conn = connect_wal(path, "stage cache", CACHE_TABLES, isolation_level=None)
+        try:
+            conn = connect_wal(path, "stage cache", CACHE_TABLES, isolation_level=None, create=False)
+        except sqlite3.OperationalError:
+            if not Path(path).exists():  # no cache (yet, or removed since the caller looked): nothing in it
+                return 0, 0
+            raise
         try:
             conn.execute("PRAGMA busy_timeout = 30000")
             try:

@@ -190,16 +190,19 @@ def _read_connection(uri: str, what: str, own: frozenset[str]) -> sqlite3.Connec
 
 def connect_wal(path: str | Path, what: str, own: frozenset[str], *,
                 isolation_level: Literal["", "DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None = "",
-                timeout: float = 5.0) -> sqlite3.Connection:
+                timeout: float = 5.0, create: bool = True) -> sqlite3.Connection:
     """A connection to `path` in WAL mode (":memory:" stays in memory), the switch retried while another
     process holds the lock it needs (`retry_locked`). A file holding other tables than `own` (another program's
     database, `refuse_other_database`) is refused before the switch, its connection closed: WAL is a lasting
     property of a file (its header), and the open connection left -wal / -shm files beside it, so another
     program's file was changed by being refused. `isolation_level`: as `sqlite3.connect` ("" = its default;
-    None = autocommit); `timeout`: its busy timeout in seconds."""
+    None = autocommit); `timeout`: its busy timeout in seconds. Without `create`, a file not there is not made
+    (SQLite's ``mode=rw``): sqlite3.OperationalError, in the one open (no look before it that the file could
+    be removed after)."""
+    target, uri = (str(path), False) if create else (f"{Path(path).resolve().as_uri()}?mode=rw", True)
     # typeshed's isolation_level omits "", sqlite3's own default (implicit deferred transactions)
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=isolation_level,  # type: ignore[arg-type]
-                           timeout=timeout)
+    conn = sqlite3.connect(target, uri=uri, check_same_thread=False,
+                           isolation_level=isolation_level, timeout=timeout)  # type: ignore[arg-type]
 
     def wal() -> None:
         refuse_other_database(conn, what, own)  # before anything is written to the file

@@ -315,3 +315,12 @@ def test_vacuum_is_refused_while_runs_are_in_flight(tmp_path):
     res = _cli(tmp_path, "--vacuum")
     assert res.exit_code == 0 and f"vacuuming {db}" in res.output, res.output
     assert file_bytes(db) < before / 5
+
+
+@pytest.mark.parametrize("delete", [False, True], ids=["count", "delete"])
+def test_stage_cache_entries_of_no_cache_create_nothing(tmp_path, delete):
+    """Counting or pruning the stage cache where there is none finds no entry and leaves no file (an empty SQLite
+    database was created there, by the connection that counted)."""
+    path = tmp_path / "none.sqlite"
+    assert stage_cache_entries(path, before=NOW, delete=delete) == (0, 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
