@@ -22,7 +22,9 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+_T = TypeVar("_T")
 
 
 class Kind(NamedTuple):
@@ -73,15 +75,24 @@ def kind_at(path: Path) -> str | None:
     there, else its `file_kind` ("a FIFO", "a folder"). Its callers tell the three apart from this one look, not from
     `Path.is_file` and a second stat that may see another file. A stat that fails otherwise (EACCES) raises, as
     `Path.is_file` does. It is only looked at, never opened (module docstring)."""
+    found = _there(lambda: os.stat(path))
+    if found is None:
+        return NOTHING
+    return None if stat.S_ISREG(found.st_mode) else file_kind(found.st_mode)
+
+
+def _there(look: Callable[[], _T]) -> _T | None:
+    """What `look` (a look at one path: a ``stat``, `_opened`) answers, None where no file is there: an OSError of
+    `_NOT_THERE`, or the ValueError of a NUL in the path. Any other OSError (EACCES) raises. The one rule of
+    `kind_at` and `read_at`."""
     try:
-        mode = os.stat(path).st_mode
+        return look()
     except OSError as exc:
         if exc.errno in _NOT_THERE:
-            return NOTHING
+            return None
         raise
     except ValueError:  # a NUL in the path
-        return NOTHING
-    return None if stat.S_ISREG(mode) else file_kind(mode)
+        return None
 
 
 def missing_file(path: Path, what: str, other: Callable[[str], str] | None = None) -> str | None:
@@ -147,14 +158,9 @@ def read_at(path: Path) -> tuple[str | None, bytes]:
     """`kind_at` and `read_bytes` from one look at `path`: (None, its bytes) for a regular file, (`NOTHING`, b"")
     where no file is, (its `file_kind`, b"") for another kind of file, which is not opened for reading. A reader that
     asked `kind_at` and then read by name saw a file removed in between as an empty one."""
-    try:
-        fd, found = _opened(path)
-    except OSError as exc:
-        if exc.errno in _NOT_THERE:
-            return NOTHING, b""
-        raise
-    except ValueError:  # a NUL in the path
+    if (opened := _there(lambda: _opened(path))) is None:
         return NOTHING, b""
+    fd, found = opened
     if fd is None:
         return file_kind(found.st_mode), b""
     return None, _whole(fd)
