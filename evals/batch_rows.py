@@ -1,6 +1,6 @@
 """Rows of a `raa score-batch` output as the evaluation readers take them (`evals.compare`, `evals.draws`): which
 line is a usable row (`score_batch_row`: a ``result`` whose status and reward agree, `checked_reward`; an integer
-draw, `row_draw`; a string path and instruction), a file that is none (`results_file_problem`), a row's preset
+draw, `row_draw`; a string path and instruction), a file that is none (`read_results_file`), a row's preset
 (`row_preset`, `shown_preset`), who scored it (`scorer_label`, `scored_differently`), its reward
 (`eligible_reward`), and a file that holds no one batch to compare (`batch_problem`, `several_draws`,
 `several_presets`). The rules
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evals.table_rows import MAX_FLOAT, finite, row_faults
-from tools.file_kinds import missing_file, read_or_problem
+from tools.file_kinds import read_or_problem
 from tools.jsonl import LineError, SkippedLine, skipped_listing
 
 
@@ -37,21 +37,17 @@ def shown_preset(preset: str) -> str:
     return preset or "(none)"
 
 
-def results_file_problem(path: Path) -> str | None:
-    """Why `path` cannot be read as a results file (missing; a folder, a FIFO: what is there, named from its stat,
-    `tools.file_kinds.missing_file`); None when it is a file."""
-    return missing_file(path, "results file", _not_results(path))
-
-
 def read_results_file(path: Path) -> tuple[str | None, bytes]:
-    """(None, the bytes of the score-batch output at `path`), or (`results_file_problem`'s words, b""), from one look
-    (`tools.file_kinds.read_or_problem`). `evals.draws` and `evals.compare_rows` asked `results_file_problem`, then read the
-    file by name: removed in between, the read's bare FileNotFoundError escaped, not "results file not found"."""
+    """(None, the bytes of the score-batch output at `path`), or (why it cannot be read as a results file: missing; a
+    folder, a FIFO, named from what is there; b""), from one look (`tools.file_kinds.read_or_problem`). `evals.draws`
+    and `evals.compare_rows` asked whether it was a file (a stat), then read it by name: removed in between, the
+    read's bare FileNotFoundError escaped, not "results file not found". The one check of a results file (a look
+    without the read, `results_file_problem`, was left to tests alone and removed)."""
     return read_or_problem(path, "results file", _not_results(path))
 
 
 def _not_results(path: Path) -> Callable[[str], str]:
-    """The words for `path` when it is a `kind` of file other than a regular one (`results_file_problem`)."""
+    """The words for `path` when it is a `kind` of file other than a regular one (`read_results_file`)."""
     return lambda kind: f"{path} is {kind}, not a results file (give the file `raa score-batch --out` wrote)"
 
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from evals.batch_rows import results_file_problem
+from evals.batch_rows import read_results_file
 from evals.report_index import write_eval_index
 from evals.result_rows import ManifestError
 from tests.fifo_files import call_unblocked
@@ -17,11 +17,11 @@ from tests.fifo_files import call_unblocked
 def test_a_fifo_results_file_is_named_as_one(tmp_path):
     fifo = tmp_path / "out.jsonl"
     os.mkfifo(fifo)
-    assert results_file_problem(fifo) == (f"{fifo} is a FIFO, not a results file (give the file `raa score-batch "
-                                          "--out` wrote)")
-    assert results_file_problem(tmp_path) == (f"{tmp_path} is a folder, not a results file (give the file "
-                                              "`raa score-batch --out` wrote)")
-    assert results_file_problem(tmp_path / "none.jsonl") == f"results file not found: {tmp_path / 'none.jsonl'}"
+    assert read_results_file(fifo) == (f"{fifo} is a FIFO, not a results file (give the file `raa score-batch "
+                                       "--out` wrote)", b"")
+    assert read_results_file(tmp_path) == (f"{tmp_path} is a folder, not a results file (give the file "
+                                           "`raa score-batch --out` wrote)", b"")
+    assert read_results_file(tmp_path / "none.jsonl") == (f"results file not found: {tmp_path / 'none.jsonl'}", b"")
 
 
 def test_the_report_names_a_fifo_results_file_not_no_results(tmp_path):

@@ -1,4 +1,5 @@
-"""A path that should name a file (a manifest, a results file) is looked at once (`tools.file_kinds.kind_at`): it was
+"""A path that should name a file (a manifest, a results file) is looked at once (`tools.file_kinds.kind_at`; a
+results file is read in that look, `evals.batch_rows.read_results_file`): it was
 looked at twice, `Path.is_file` and then `kind_at`'s own stat, two checks of one thing that may each see another file
 (a FIFO taken away in between read "not found"). Their answers are unchanged."""
 
@@ -8,7 +9,7 @@ import os
 
 import pytest
 
-from evals.batch_rows import results_file_problem
+from evals.batch_rows import read_results_file
 from tests.path_calls import calls_on
 from tools.file_kinds import missing_file
 
@@ -19,7 +20,7 @@ CHECKS = [(lambda path: missing_file(path, "manifest"), {
                         "path",
               "none": "manifest not found: {path}",
               "dangling": "manifest not found: {path}"}),
-          (results_file_problem, {
+          (lambda path: read_results_file(path)[0], {
               "file": None,
               "fifo": "{path} is a FIFO, not a results file (give the file `raa score-batch --out` wrote)",
               "folder": "{path} is a folder, not a results file (give the file `raa score-batch --out` wrote)",
@@ -44,9 +45,9 @@ def _make(tmp_path, what):
 @pytest.mark.parametrize("what", ["file", "fifo", "folder", "none", "dangling"])
 def test_a_path_is_looked_at_once_with_the_same_answer(tmp_path, monkeypatch, check, answers, what):
     path = _make(tmp_path, what)
-    looks = calls_on(monkeypatch, "stat", path)
+    stats, opens = calls_on(monkeypatch, "stat", path), calls_on(monkeypatch, "open", path)
     answer = check(path)
     monkeypatch.undo()
     expected = answers[what]
     assert answer == (None if expected is None else expected.format(path=path))
-    assert len(looks) == 1, looks
+    assert len(stats + opens) == 1, (stats, opens)  # a stat, or (the results file, read whole) an O_PATH open

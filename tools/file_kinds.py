@@ -99,7 +99,7 @@ def missing_file(path: Path, what: str, other: Callable[[str], str] | None = Non
     """Why `path` cannot be read as `what` (a manifest): "WHAT not found: PATH", or what is there instead (`kind_at`:
     a FIFO, a folder), for a path that is no regular file; None for one that is. A FIFO (``-m <(...)``) or a folder
     read "not found" for a path that is there. `other` words the second refusal from the kind found, for a reader
-    whose advice differs (`evals.batch_rows.results_file_problem`); by default "WHAT PATH is KIND, not a regular
+    whose advice differs (`evals.batch_rows.read_results_file`); by default "WHAT PATH is KIND, not a regular
     file: write the WHAT to a file and give its path"."""
     return file_problem(kind_at(path), path, what, other)
 
