@@ -1,4 +1,5 @@
-"""CLI command for the clip suite: ``raa make-clips --out DIR [--seed S] [--preset paper|small]``.
+"""CLI command for the clip suite:
+``raa make-clips --out DIR [--seed S] [--preset paper|small] [--size PX] [--limit N] [--no-progress]``.
 
 This is the edge: it is the one place that sets ``MUJOCO_GL`` (to ``egl`` unless the caller chose a GL
 backend) so that headless machines render without extra set-up. A bad preset or size, an `--out` that
@@ -22,9 +23,11 @@ def make_clips_command(
     preset: str = typer.Option("small", "--preset",
                                help="paper: the 180-clip suite (100 ordinary + 80 hacking/control); "
                                     "small: one short clip per pattern."),
-    size: int | None = typer.Option(None, "--size", help="Square frame size in pixels (default: the preset's)."),
+    size: int | None = typer.Option(None, "--size",
+                                    help="Square frame size in pixels: even, 16 to 1024 (default: the preset's)."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Render only the first N clips of the preset."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: bool = typer.Option(True, "--progress/--no-progress",
+                                  help="Show a progress bar (--no-progress: none, e.g. for a log file)."),
 ) -> None:
     """Render the labelled MuJoCo clip suite and write its manifest."""
     from evals.clipsuite import PRESETS
