@@ -12,8 +12,10 @@ row records "manifest_file"), and a name that leads to this manifest now, throug
 manifest when the row was written: `mv day day1; mkdir day2; ln -s day2 day; cd day; raa score-batch m.jsonl` took
 day 1's bad line's row and repeat rows (rewards) for day 2's and removed them until day 1 ran again.
 
-How a row is read (`same_manifest_file`; `graph.batch_resume.stale_rows`, `graph.batch_repeat_rows.recorded_manifest`;
-"this file": the one whose lines the run read, `ManifestFile`):
+How a row is read (`RowManifests.whose`, the one rule both kinds of row are judged by: `graph.batch_resume.stale_rows`,
+`graph.batch_repeat_rows.recorded_manifest`; "this file": the one whose lines the run read, `ManifestFile`). A row's
+name is the "manifest_file" it records; a bad line's row that records none is named by its key (of the manifest's
+name), which tells only whether it is one of the names this run was given:
 - keyed by, or recording, the manifest's resolved path now: this manifest's, whatever file it records (an editor
   that saves by writing a new file and renaming it over the old one gives the manifest a new inode at each save);
 - under another name of the manifest (the shell's way in through a link, the old name of a folder moved with a link
@@ -41,9 +43,10 @@ row with no name (written before such rows recorded one).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 def file_id(st: os.stat_result) -> dict[str, int]:
@@ -111,3 +114,60 @@ def same_manifest_file(row: dict[str, Any], now: dict[str, int] | None,
     if not isinstance(recorded, dict) or not all(isinstance(recorded.get(k), int) for k in ("ino", "dev")):
         return None
     return now is not None and all(recorded[k] == now[k] for k in ("ino", "dev"))
+
+
+Whose = Literal["this", "other"] | None
+"""Whose a row is (`RowManifests.whose`): this manifest's, another's (there now), or not known (None)."""
+
+
+class RowManifests:
+    """Whose the rows of bad and repeat lines are, judged against `read` (the manifest file this run read), by the
+    rule of the module docstring; the one rule of `graph.batch_resume.stale_rows` (a bad line's row) and
+    `graph.batch_repeat_rows.recorded_manifest` (a repeat row), which wrote it out each on its own and disagreed (a
+    manifest moved with a link left, saved by a rename and run by its new name: its repeat rows were its own, its
+    bad lines' rows were not and stayed beside the new ones). What a recorded name leads to is looked up once per
+    name and run (a file made at it meanwhile does not change a row's answer between the run's questions).
+    `held`: whether a row holds one of this manifest's lines as it is now (`graph.batch_repeat_rows.repeat_lines`),
+    which makes a row recording another file under a name leading here this manifest's."""
+
+    def __init__(self, read: ManifestFile, held: Callable[[dict[str, Any]], bool] = lambda row: False) -> None:
+        self.read = read
+        self._held = held
+        self._leads: dict[str, Whose] = {read.name: "this"}
+        self._others: dict[str, bool] = {}
+
+    def leads(self, name: str) -> Whose:
+        """Where `name` leads now: "this" (this manifest's file), "other" (another file), None (no file: gone, or a
+        folder in its place; `os.path.isfile` is False for a name the system refuses, as for none)."""
+        if name not in self._leads:
+            self._leads[name] = (None if not os.path.isfile(name)
+                                 else "this" if same_file(name, self.read.name) else "other")
+        return self._leads[name]
+
+    def others_own(self, name: str) -> bool:
+        """Whether `name` is another manifest file's own name now (`own_name`, and not this file under another name:
+        a hard link)."""
+        if name not in self._others:
+            self._others[name] = own_name(name) and self.leads(name) != "this"
+        return self._others[name]
+
+    def whose(self, row: dict[str, Any], unnamed: Whose = None) -> Whose:
+        """Whose `row` is, by the manifest name it records ("manifest_file") and the file and folder it records
+        ("manifest_file_id", "manifest_folder_id"): "this" for this manifest's resolved name, whatever file; for
+        this file unless the name is another manifest's own; for a name leading here, when the row records no
+        file, or records the folder the name leads into now, or holds one of this manifest's lines (`held`);
+        else where the name leads ("other", or None when nothing is there). `unnamed`: where the name of a row
+        that records none leads (a bad line's row: "this" when its key is of a name this run was given)."""
+        name = row["manifest_file"] if isinstance(row.get("manifest_file"), str) else None
+        if name == self.read.name:
+            return "this"
+        same = same_manifest_file(row, self.read.identity)
+        if same:
+            return "other" if name is not None and self.others_own(name) else "this"
+        leads = self.leads(name) if name is not None else unnamed
+        if same is None or leads != "this":
+            return leads
+        folder = manifest_folder_id(name) if name is not None else self.read.folder  # saved by a rename since: this
+        if same_manifest_file(row, folder, "manifest_folder_id") or self._held(row):  # manifest's in its folder
+            return "this"
+        return "other"

@@ -39,13 +39,7 @@ from typing import Any
 
 from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows, manifest_fields
 from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
-from graph.batch_manifest_file import (
-    ManifestFile,
-    manifest_folder_id,
-    own_name,
-    same_file,
-    same_manifest_file,
-)
+from graph.batch_manifest_file import ManifestFile, RowManifests, Whose
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
@@ -94,8 +88,9 @@ def stale_repeats(output: Output, read: ManifestFile, items: list[dict[str, Any]
 
 
 def recorded_manifest(read: ManifestFile,
-                      lines: frozenset[tuple[Any, Any, str]] = frozenset()) -> Callable[[dict[str, Any]], str | None]:
-    """Whose a repeat row is by the "manifest_file" it records (`graph.batch.write_repeats`): "this" when that is
+                      lines: frozenset[tuple[Any, Any, str]] = frozenset()) -> Callable[[dict[str, Any]], Whose]:
+    """Whose a repeat row is (`graph.batch_manifest_file.RowManifests.whose`, the rule a bad line's row is judged by
+    too) by the "manifest_file" it records (`graph.batch.write_repeats`): "this" when that is
     `manifest` (a resolved path), or a name that is `manifest`'s file now (the old name of a manifest moved with a
     symlink left there, or another hard link to it: taken for another manifest, its rows stayed beside the ones written
     under this name, each id twice); "other" when it names another file, there now: that manifest's (a copy of this one
@@ -118,28 +113,7 @@ def recorded_manifest(read: ManifestFile,
     the very line written the same, or at another file of the same folder, is not told apart: that row goes, as it did
     before rows recorded files, and is written again by its own manifest's next run. `read`: the manifest file the run
     read (`graph.batch_manifest.read_items`), the one rows are judged against; `manifest`, its resolved name."""
-    manifest = read.name
-    found: dict[str, str | None] = {manifest: "this"}
-    owned: dict[str, bool] = {}  # per name: a manifest file's own name now, looked up once as `found` (asked again later)
-
-    def whose(row: dict[str, Any]) -> str | None:
-        recorded = row.get("manifest_file")
-        if not isinstance(recorded, str):
-            return None
-        same = None if recorded == manifest else same_manifest_file(row, read.identity)
-        if same and recorded not in owned:
-            owned[recorded] = own_name(recorded)
-        if same and not owned[recorded]:
-            return "this"
-        if recorded not in found:  # os.path.isfile: False for a name the system refuses, as for none
-            found[recorded] = (None if not os.path.isfile(recorded)
-                               else "this" if same_file(recorded, manifest) else "other")
-        if same is False and found[recorded] == "this":  # a folder moved with a link left, or a link re-pointed
-            moved = same_manifest_file(row, manifest_folder_id(recorded), "manifest_folder_id")
-            return "this" if moved or _line_fields(row) in lines else "other"
-        return found[recorded]
-
-    return whose
+    return RowManifests(read, held=lambda row: _line_fields(row) in lines).whose
 
 
 def repeat_lines(items: list[dict[str, Any]]) -> frozenset[tuple[Any, Any, str]]:

@@ -58,7 +58,7 @@ from graph.batch import (
     stamp_unchanged,
 )
 from graph.batch_manifest import given_bad_line_key, given_names
-from graph.batch_manifest_file import ManifestFile, own_name, same_file, same_manifest_file
+from graph.batch_manifest_file import ManifestFile, RowManifests
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
@@ -101,24 +101,14 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
                                {given_bad_line_key(name, line, preset, draw) for name in names})  # manifest moved
         return bad_keys[shown]
 
-    others: dict[str, bool] = {}  # per recorded name: another manifest file's own name now, looked up once
-
-    def another(name: str) -> bool:  # not this file under another name (a hard link): an inode reused
-        if name not in others:
-            others[name] = own_name(name) and not same_file(name, read.name)
-        return others[name]
+    manifests = RowManifests(read)  # whose a row is: the rule repeat rows are judged by too
 
     def ours(row: dict[str, Any]) -> bool:  # a bad line's row of this manifest (graph.batch_manifest_file)
         resolved, given = bad_key(row["line"])
         if row.get("key") == resolved:  # whatever file it records: a manifest saved by a rename is a new file
-            return True
-        if (same := same_manifest_file(row, read.identity)) is None:  # written before rows recorded the file
-            return row.get("key") in given
-        if same is False and row.get("key") in given:  # saved by a rename since: ours in our folder (moved, a link left)
-            return bool(same_manifest_file(row, read.folder, "manifest_folder_id"))
-        if same and isinstance(name := row.get("manifest_file"), str) and name != read.name and another(name):
-            return False  # this file's inode reused: the row is of the manifest whose own name it records
-        return same and row.get("preset") == preset and row.get("draw", 0) == draw
+            return True  # (its key is of this preset and draw; a row judged by what it records must say them)
+        whose = manifests.whose(row, unnamed="this" if row.get("key") in given else None)
+        return whose == "this" and row.get("preset") == preset and row.get("draw", 0) == draw
 
     def changed(recorded: Any) -> Callable[[str], bool]:  # of one row: its clip unlike its "clip" record
         def differs(path: str) -> bool:
