@@ -128,17 +128,17 @@ def test_a_picture_is_confirmed_unreferenced_by_the_next_reference_pictures_fram
         extradata = c.streams.video[0].codec_context.extradata
     packets = [(bytes(p), p.is_keyframe) for p in _packets(path)]
     refs = H264References(extradata)
-    for tag, (data, key) in enumerate(packets[:9]):
-        refs.fed(tag, data, key, extradata)
+    for tag, (data, _) in enumerate(packets[:9]):
+        refs.fed(tag, data, extradata)
     assert refs.says_unreferenced(8) and refs.confirmed(8) is None  # (packet 9, a P-frame, not fed yet)
-    for tag, (data, key) in enumerate(packets[9:24], 9):
-        refs.fed(tag, data, key, extradata)
+    for tag, (data, _) in enumerate(packets[9:24], 9):
+        refs.fed(tag, data, extradata)
     assert [t for t in range(24) if refs.says_unreferenced(t)] == [3, 6, 8, 10, 16, 18, 20, 22]
     assert all(refs.confirmed(t) for t in (3, 6, 8, 10, 16, 18, 20, 22))
     assert not refs.confirmed(2) and not refs.confirmed(1)
     broken = bytearray(packets[2][0])
     broken[4] &= 0x9F
-    refs.fed(2, bytes(broken), False, extradata)
+    refs.fed(2, bytes(broken), extradata)
     assert refs.says_unreferenced(2) and refs.confirmed(2) is False
 
 
@@ -151,7 +151,7 @@ def test_pictures_more_than_kept_before_are_forgotten_whatever_the_tags_skip(cle
         extradata = c.streams.video[0].codec_context.extradata
     refs = H264References(extradata)
     for i, p in enumerate(_packets(path)):
-        refs.fed(3 * i, bytes(p), p.is_keyframe, extradata)
+        refs.fed(3 * i, bytes(p), extradata)
     assert refs.confirmed(3 * 22) and 3 * 39 - 3 * 22 < KEPT  # (packet 22, a B-frame, kept)
     assert not refs.confirmed(3 * 3) and 3 * 39 - 3 * 3 > KEPT  # (packet 3, a B-frame, forgotten)
 

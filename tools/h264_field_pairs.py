@@ -119,7 +119,7 @@ def _annex_b_ahead_of_slices(data: memoryview) -> list[bytes]:
         head = bytes(data)
 
 
-def _opens_with_slice(data: memoryview, length_size: int | None) -> bool:
+def opens_with_slice(data: memoryview, length_size: int | None) -> bool:
     """Whether nothing but an access unit delimiter comes ahead of the first slice of the H.264 packet `data`
     (length-prefixed by `length_size` bytes; None: Annex B): no set to learn (`h264_parameter_sets` finds none). Most
     packets open so (MPEG-TS with a delimiter): their first unit or two are read, not the 4 KiB head of an Annex B one."""
@@ -281,7 +281,7 @@ class FieldPairs:
         """The pictures `packet` codes (`h264_pictures`); one frame picture where fields are not parsed, none where it
         codes no picture."""
         view = memoryview(packet)
-        if not _opens_with_slice(view, self._size):  # (most packets: none read; else those ahead of its first slice)
+        if not opens_with_slice(view, self._size):  # (most packets: none read; else those ahead of its first slice)
             self._learn(view, self._extradata)
         if all(sps.frame_mbs_only for sps in self._sps.values()):
             return [None]

@@ -225,7 +225,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
         data = bytes(packet) if packet.size else b""
         annex_b = start_code_framed(data, ctx.name, extradata, annex_b) if data else annex_b
         if data and not discard and watch.references is not None:  # (H.264: which pictures no other references)
-            watch.references.fed(at, data, packet.is_keyframe, extradata, annex_b=annex_b)
+            watch.references.fed(at, data, extradata, annex_b=annex_b)
         if data and (broken := broken_headers(data, ctx.name, extradata, annex_b=annex_b)):  # (decoded unseen)
             alone = unreferenced(broken, ctx.name)
             watch.broken(at, zero_run_damage(at, alone), discarded=discard, alone=alone)

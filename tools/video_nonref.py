@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.h264_field_pairs import SLICE_HEAD, H264Sps, h264_parameter_sets, slice_head, slice_units
+from tools.h264_field_pairs import (
+    SLICE_HEAD,
+    H264Sps,
+    h264_parameter_sets,
+    opens_with_slice,
+    slice_head,
+    slice_units,
+)
+from tools.video_slices import nal_length_size
 
 KEPT = 64
 """The pictures kept (the last fed): more than a flagged frame comes out after its packet went in
@@ -65,12 +73,15 @@ class H264References:
         if sps or pps:
             self._sets = _Sets({**self._sets.sps, **{s.sps_id: s for s in sps}}, {**self._sets.pps, **pps})
 
-    def fed(self, tag: int, data: bytes, keyframe: bool, extradata: bytes | None, *, annex_b: bool = False) -> None:
-        """The packet ``data`` (a ``keyframe``'s: its parameter sets learnt) went to the decoder under ``tag``;
+    def fed(self, tag: int, data: bytes, extradata: bytes | None, *, annex_b: bool = False) -> None:
+        """The packet ``data`` went to the decoder under ``tag``, its parameter sets learnt (any packet's, in decode
+        order: a PPS under a new id may come ahead of a P-frame's slice, which names it; learnt from keyframes alone, the
+        slices after it did not parse, and a flagged picture no other references failed the frames after it);
         ``annex_b``: framed by start codes behind an avcC record (``tools.video_nal_check.start_code_framed``)."""
-        if keyframe:
-            self._learn(data, None if annex_b else extradata)
-        heads = [unit[:SLICE_HEAD] for unit in slice_units(data, None if annex_b else extradata)]
+        framing = None if annex_b else extradata
+        if not opens_with_slice(memoryview(data), nal_length_size("h264", framing)):  # (most: nothing ahead of it)
+            self._learn(data, framing)
+        heads = [unit[:SLICE_HEAD] for unit in slice_units(data, framing)]
         if heads:
             self._pictures[tag] = _Picture(all(not h[0] & 0x60 for h in heads), heads[0][0] & 0x1F == 5, heads[0],
                                            self._sets)
