@@ -107,3 +107,25 @@ def pps_switched(src: Path, dst: Path, at: int, pps_id: int = 1) -> Path:
 def frames_of(path: Path) -> np.ndarray:
     with av.open(str(path)) as c:
         return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
+
+
+def remuxed(src: Path, dst: Path, *, annex_b: bool = False, tail: bytes = b"") -> Path:
+    """``src`` (4-byte lengths) remuxed into ``dst``: each NAL unit framed by a start code (00 00 00 01) in place of its
+    length where ``annex_b`` (the avcC record kept); ``tail``, NAL units (each unit's header first, length-prefixed or
+    start-code framed as the rest), a sample of its own after the last (one frame's duration later)."""
+    with av.open(str(src)) as i, av.open(str(dst), "w") as o:
+        stream = i.streams.video[0]
+        out = o.add_stream_from_template(stream)
+        packets = [p for p in i.demux(stream) if p.size]
+        step = packets[1].pts - packets[0].pts if packets[1].pts > packets[0].pts else packets[0].duration
+        last = max(packets, key=lambda p: p.pts)
+        made = [(_units(bytes(p)), p.pts, p.dts, p.is_keyframe, p.time_base) for p in packets]
+        if tail:
+            made.append(([tail], last.pts + abs(step), max(p.dts for p in packets) + abs(step), False, last.time_base))
+        for units, pts, dts, key, base in made:
+            data = b"".join(b"\x00\x00\x00\x01" + u for u in units) if annex_b else _joined(units)
+            q = av.Packet(data)
+            q.pts, q.dts, q.time_base, q.is_keyframe = pts, dts, base, key
+            q.stream = out
+            o.mux(q)
+    return dst

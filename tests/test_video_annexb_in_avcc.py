@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
+from tests.h264_rewrite import remuxed
 from tests.test_video import write_raw
 from tests.test_video_concealed import (
     N,
@@ -17,9 +19,10 @@ from tests.test_video_concealed import (
     _packets,
     _zero_a_fifth,
     failed_reads,
+    gop12_clip,
 )
 from tools.video import VideoReader
-from tools.video_nal_check import broken_headers, start_code_framed
+from tools.video_nal_check import broken_headers, start_code_file, start_code_framed
 
 AVCC = bytes([1, 100, 0, 30, 0xFF])  # (its 5th byte: 4-byte lengths)
 
@@ -75,3 +78,29 @@ def test_the_framing_follows_ffmpegs_rule():
     assert not start_code_framed(framed, "hevc", None, before=False)
     assert broken_headers(framed, "h264", AVCC, annex_b=True) == [0x41]
     assert broken_headers(framed, "h264", AVCC) == []  # (as length-prefixed: a 1-byte unit, then a length past it)
+
+
+@pytest.mark.parametrize("tail", [b"\x09\xf0", b"\x06\x05\x01\x00\x80"], ids=["delimiter", "sei"])
+def test_a_sample_of_no_picture_among_annex_b_samples_behind_an_avcc_record_is_no_frame(tmp_path, tail):
+    """The 40-frame clip remuxed with its samples framed by start codes behind its avcC record, and a last sample of
+    no picture (an access unit delimiter, or an SEI): no frame, as the same sample length-prefixed is. The scan read
+    it as length-prefixed (a 1-byte unit, then a length past its end: not a sample of no picture) and counted 41
+    frames, the last of which no decode gives."""
+    clip, want = gop12_clip(tmp_path)
+    for annex in (False, True):  # (length-prefixed: the premise)
+        with VideoReader(remuxed(clip, tmp_path / f"t{annex}.mp4", annex_b=annex, tail=tail)) as reader:
+            assert reader.meta.frames == N, annex
+            assert np.array_equal(reader.read(range(N)), want)
+
+
+def test_a_files_framing_is_decided_once_by_its_first_packet_with_data():
+    """``start_code_file``: the first packet with data decides (an ambiguous one after it changes nothing), and the
+    packets come back whole, in order."""
+    slice_ = bytes([0x41, 0x9A, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60])
+    framed = b"\x00\x00\x00\x01" + slice_ + b"\x00\x00\x00\x00\x11\x22"
+    prefixed = len(slice_).to_bytes(4, "big") + slice_
+    for first, want in ((framed, True), (prefixed, False)):
+        packets = [av.Packet(b""), av.Packet(first), av.Packet(b"\x00\x00\x00\x00\x41\x9A\x10\x20\x30")]
+        out, annex_b = start_code_file(packets, "h264", AVCC)
+        assert annex_b is want and [bytes(p) for p in out] == [bytes(p) for p in packets]
+    assert start_code_file([av.Packet(framed)], "hevc", None)[1] is False

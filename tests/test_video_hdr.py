@@ -111,9 +111,10 @@ def test_opening_a_10bit_ts_decodes_no_frame(tmp_path: Path, monkeypatch: pytest
     keyframes: list[object] = []
     real_keyframe_hdr = tools.video_reader.keyframe_hdr
 
-    def counting_keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packet]) -> str | None:
+    def counting_keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packet], *,
+                              annex_b: bool = False) -> str | None:
         keyframes.append(stream)
-        return real_keyframe_hdr(stream, packets)
+        return real_keyframe_hdr(stream, packets, annex_b=annex_b)
 
     monkeypatch.setattr(tools.video_reader, "keyframe_hdr", counting_keyframe_hdr)
     for src in (path, path.read_bytes()):

@@ -213,9 +213,9 @@ class FieldPairs:
     starts using it (looked for in keyframes alone, sets sent with a P picture were missed, and the fields after them
     each counted as a frame). Packets that code no picture leave the pairing as it is."""
 
-    def __init__(self, extradata: bytes | None) -> None:
-        self._extradata = extradata
-        self._size = nal_length_size("h264", extradata)  # (None: Annex B)
+    def __init__(self, extradata: bytes | None, *, annex_b: bool = False) -> None:
+        self._extradata = None if annex_b else extradata  # (``annex_b``: start codes behind an avcC record)
+        self._size = nal_length_size("h264", self._extradata)  # (None: Annex B)
         self._sps: dict[int, H264Sps] = {}  # by id
         self._pps: dict[int, int] = {}  # PPS id -> SPS id
         self._last: H264Sps | None = None  # the last SPS found

@@ -11,7 +11,7 @@ from av.codec.context import CodecContext
 from av.video.codeccontext import VideoCodecContext
 
 from tools.video_damage import DROP_HORIZON, DamageWatch
-from tools.video_nal_check import broken_headers, start_code_framed, unreferenced, zero_run_damage
+from tools.video_nal_check import broken_headers, framing, unreferenced, zero_run_damage
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
 from tools.video_tags import DISCARDED, earlier_decode, frame_tag, tag_discarded, tag_packet
@@ -119,7 +119,7 @@ class _Leading:
 
 def frames_fed(container: av.container.InputContainer, stream: av.video.stream.VideoStream, name: str, src: Source,
                watch: DamageWatch, *, failed: Callable[[int, str], None] | None = None,
-               settling: Callable[[], bool] | None = None, lapse: Lapse | None = None,
+               settling: Callable[[], bool] | None = None, lapse: Lapse | None = None, annex_b: bool = False,
                ) -> Iterator[tuple[av.VideoFrame, int]]:
     """Decode the stream from where it stands: each frame with the count of packets tagged when it came out, each
     packet tagged with its index in decode order (``tag_packet``). Packets marked discard (an MP4 edit list's
@@ -139,7 +139,10 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     of frames 22 and 24 failed keyframe 24's packet decoding to 22, and after the seek to 24 the same decoder handed
     its damaged frame out as good). With frame threads (not ``flushable``) the old decoder is not drained, which lost
     the frames after a failed packet's error (PyAV): it hands over (``_Handover``), and a keyframe fed to it before
-    its error came back (packets late) hands over too (``hand_over``)."""
+    its error came back (packets late) hands over too (``hand_over``). ``annex_b``: the file's samples are framed by
+    start codes behind its avcC record (``tools.video_nal_check.start_code_file``, decided once for the file): every
+    packet is split so, on every call (each decided anew from the packets it met, a seek's first one as likely
+    neither as a start code, and the fresh call took as length-prefixed what the file's decoder took as Annex B)."""
     tagged, ctx = 0, stream.codec_context  # (packets tagged so far: the next one's tag)
     extradata = ctx.extradata  # (a fresh decoder's too: `fresh_decoder`)
     lag = ErrorLag(ctx)
@@ -158,7 +161,6 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
     # the pts of the keyframe the decode starts at while its leading pictures are fed (`LEADING_SKIPPED`)
     opening: int | None = None
     started = False  # a picture was fed
-    annex_b = False  # the decoder takes the last packet as Annex B behind an avcC record (`start_code_framed`)
 
     def decoded(packet: av.Packet | None, *, before: int | None = None) -> list[av.VideoFrame]:
         """The frames the decoder gives for ``packet`` (None: the end of the stream, the frames it holds); none where it
@@ -221,9 +223,7 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             lag.fed(at)
             if hands_over:
                 unseen.add(at)
-        nonlocal annex_b
         data = bytes(packet) if packet.size else b""
-        annex_b = start_code_framed(data, ctx.name, extradata, annex_b) if data else annex_b
         if data and not discard and watch.references is not None:  # (H.264: which pictures no other references)
             watch.references.fed(at, data, extradata, annex_b=annex_b)
         if data and (broken := broken_headers(data, ctx.name, extradata, annex_b=annex_b)):  # (decoded unseen)
@@ -265,7 +265,8 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
 
     try:
         with wrapped(name, "decoding failed (truncated or corrupt data)", src):
-            for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name, ctx.extradata):
+            for packet, carried, discard in fed_with_pictures(demux(container, stream), ctx.name,
+                                                                 framing(extradata, annex_b)):
                 if renew and handover is None and packet.is_keyframe and packet.size and not discard:
                     if tagged and hands_over:  # drained, a frame-threaded decoder loses the frames after a failed
                         # packet's error (PyAV's `decode` ends at the error, and takes no packet after the flush):

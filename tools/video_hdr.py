@@ -46,7 +46,7 @@ def stated_hdr(ctx: av.VideoCodecContext) -> tuple[bool, str | None]:
     return stated, hdr_transfer(ctx.color_trc)
 
 
-def keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packet]) -> str | None:
+def keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packet], *, annex_b: bool = False) -> str | None:
     """`hdr_transfer` of the first keyframe among ``packets`` (of ``stream``, on a fresh demuxer), decoded alone with
     slice threads (frame threads would decode the next frames with it) and the decoder flushed after it, so that
     neither the threads nor a reorder delay decode more; None when no keyframe comes or it does not decode alone (no
@@ -54,10 +54,11 @@ def keyframe_hdr(stream: av.video.stream.VideoStream, packets: Iterable[av.Packe
     ``wrapped``). A packet of no picture (a leading sample of the parameter sets alone, flagged a keyframe) is fed at
     the head of the next one, as the reads feed it (`fed_with_pictures`): decoded alone it gave no frame, and None for
     an HDR clip whose header holds no parameter sets. A keyframe marked discard (an edit list's cut: a start-trimmed
-    clip's) is decoded from a copy without the mark: FFmpeg drops a discarded packet's frame, and that gave None."""
+    clip's) is decoded from a copy without the mark: FFmpeg drops a discarded packet's frame, and that gave None.
+    ``annex_b``: the file's samples are framed by start codes behind its avcC record (``FrameIndex.annex_b``)."""
     stream.thread_type = "SLICE"
     ctx = stream.codec_context
-    for packet, _, discard in fed_with_pictures(packets, ctx.name, ctx.extradata):
+    for packet, _, discard in fed_with_pictures(packets, ctx.name, None if annex_b else ctx.extradata):
         if packet.size and packet.is_keyframe:
             packet = joined(b"", packet) if discard else packet
             try:

@@ -14,6 +14,11 @@ decodes unseen (no checksum in H.264; HEVC's optional picture hashes: ``tools.vi
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from itertools import chain
+
+import av
+
 from tools.video_slices import SLICE_THREADED_CODECS, nal_length_size, nal_units
 
 FORBIDDEN = (b"\x00\x00\x00", b"\x00\x00\x01", b"\x00\x00\x02")
@@ -73,6 +78,28 @@ def start_code_framed(data: bytes, codec: str, extradata: bytes | None, before: 
     if len(data) > 8 and first == 1 and int.from_bytes(data[5:9], "big") > len(data):
         return True
     return False if len(data) > 3 and 1 < first <= len(data) else before
+
+
+def start_code_file(packets: Iterable[av.Packet], codec: str,
+                    extradata: bytes | None) -> tuple[Iterator[av.Packet], bool]:
+    """``packets`` (a file's, decode order from its start) as they come, and whether its H.264 samples are framed by
+    start codes behind its avcC record: decided once for the file by its first packet with data (``start_code_framed``,
+    as a decoder new to the stream takes it), and every reader of the file's packets (the scan, the reads' feed and
+    checks) frames them so (``framing``): the scan read such samples as length-prefixed (an access unit delimiter's
+    sample counted as a frame), and the reads' feed decided anew at each call."""
+    it = iter(packets)
+    head = []
+    for packet in it:
+        head.append(packet)
+        if packet.size:
+            return chain(head, it), start_code_framed(bytes(packet), codec, extradata, False)
+    return iter(head), False
+
+
+def framing(extradata: bytes | None, annex_b: bool) -> bytes | None:
+    """The record the packets' NAL units are split by (``tools.video_slices.nal_units``): none (start codes) for a
+    file of Annex B samples behind its avcC record (``start_code_file``)."""
+    return None if annex_b else extradata
 
 
 def unreferenced(headers: list[int], codec: str) -> bool:

@@ -140,7 +140,7 @@ class VideoReader:
             try:
                 with wrapped(self._name, "decoding failed (truncated or corrupt data)", self._src):
                     stream = video_stream(container, self._name)
-                    self._hdr = (True, keyframe_hdr(stream, demux(container, stream)))
+                    self._hdr = (True, keyframe_hdr(stream, demux(container, stream), annex_b=self._order[0].annex_b))
             finally:
                 container.close()
         return self._hdr[1]
@@ -322,7 +322,8 @@ class VideoReader:
                     settling: Callable[[], bool] | None = None, lapse: Lapse | None = None,
                     ) -> Iterator[tuple[av.VideoFrame, int]]:
         """The clip's decode from where ``container`` stands (``tools.video_feed.frames_fed``)."""
-        return frames_fed(container, stream, self._name, self._src, watch, failed=failed, settling=settling, lapse=lapse)
+        return frames_fed(container, stream, self._name, self._src, watch, failed=failed, settling=settling, lapse=lapse,
+                          annex_b=self._order[0].annex_b)
 
     def _decode(self, wanted: list[int], *, allow_seek: bool) -> Iterator[tuple[int, av.VideoFrame]]:
         """Yield ``(index, frame)`` for each sorted wanted index, seeking to keyframes when useful."""

@@ -36,6 +36,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
     clip_file,
     wrapped,
 )
+from tools.video_nal_check import framing, start_code_file
 from tools.video_open import av_open
 from tools.video_slices import (
     HEVC_LEADING,
@@ -114,6 +115,7 @@ class FrameIndex:
     shifted: tuple[int, str] | None = None
     """The first frame (presentation order) whose index a frame the demuxer lost may have shifted, and how it was lost
     (an MPEG-TS PES dropped or joined to another: `tools.mpegts_pes.untrusted_from`); the reader fails their reads."""
+    annex_b: bool = False  # H.264 samples framed by start codes behind the avcC record (the reads': `start_code_file`)
 
 
 def check_indices(indices: Sequence[int], meta: VideoMeta) -> list[int]:
@@ -260,18 +262,18 @@ def scan(container: av.container.InputContainer, name: str,
     # an edit list discards included: the decoder starts on it all the same, `FrameIndex.primed`)
     leading, radl, after_key = 0, 0, False  # HEVC / MPEG-1 / 2 pictures right after the first keyframe shown before it
     # (those of them it alone references: radl; MPEG's B pictures of a closed GOP); counting them
-    first_key_pts, primed = None, False  # of the first keyframe in decode order, one an edit list drops included
-    closed = False  # its GOP header says closed GOP (MPEG-1 / 2)
+    first_key_pts, primed, closed = None, False, False  # first keyframe (decode order, a cut one too); closed: MPEG GOP
     codec, extradata = stream.codec_context.name, stream.codec_context.extradata
     fields: list[int] = []  # second fields, and packets of no picture
-    pairs = FieldPairs(stream.codec_context.extradata) if codec == "h264" else None
     output = HevcOutput(extradata) if codec == "hevc" else None  # pictures not for output (and its PPS in band)
     types: list[int | None] | None = [] if stream.codec_context.name in MPEG_VIDEO else None  # MPEG-1 / 2 pictures
     # (byte offset, dts, pts) of each packet, for the MPEG-TS check of lost PES (`untrusted_from`); other files: None
     heads: list[tuple[int | None, int | None, int | None]] | None = (
         [] if src is not None and "mpegts" in container.format.name.split(",") else None)
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
-        packets_of = demux(container, stream)
+        packets_of, annex_b = start_code_file(demux(container, stream), codec, extradata)
+        pairs = FieldPairs(extradata, annex_b=annex_b) if codec == "h264" else None
+        extradata = framing(extradata, annex_b)  # (the packets' NAL units split by it, every reader's alike)
         for packet, no_frame in pairs.frames(packets_of) if pairs else ((p, False) for p in packets_of):
             if packet.size == 0:
                 continue  # PyAV's end-of-stream flush packet
@@ -305,7 +307,7 @@ def scan(container: av.container.InputContainer, name: str,
             if packet.is_keyframe and packet.pts is not None:
                 key_pts.append(packet.pts)
             if after_key and types is None:
-                nal_types = vcl_nal_types(bytes(packet), codec, stream.codec_context.extradata) or [-1]
+                nal_types = vcl_nal_types(bytes(packet), codec, extradata) or [-1]
                 after_key = all(t in HEVC_LEADING for t in nal_types)
                 leading, radl = leading + after_key, radl + (after_key and all(t in HEVC_RADL for t in nal_types))
             elif after_key:  # (MPEG-1 / 2: a B picture after an I one in decode order is shown before it)
@@ -335,7 +337,7 @@ def scan(container: av.container.InputContainer, name: str,
     # `VideoReader._convert`). An open GOP's MPEG-1 / 2 B pictures FFmpeg drops, as HEVC's RASL ones
     whole = radl if key_at == 0 and leading == radl else 0
     unordered = FrameIndex(None, (), slices=slices, lead=frames if key_at is None else key_at + leading - whole,
-                           primed=primed, fields=tuple(fields))
+                           primed=primed, fields=tuple(fields), annex_b=annex_b)
     index = unordered
     if usable:
         ordered = sorted(known)
@@ -346,7 +348,7 @@ def scan(container: av.container.InputContainer, name: str,
         lead = max(0, bisect.bisect_left(ordered, first_key_pts) - whole) if first_key_pts is not None else \
             keys[0] if keys else frames
         index = FrameIndex(tuple(ordered), tuple(keys), reorder_depth(known), slices, lead, tuple(fields),
-                           primed)
+                           primed, annex_b=annex_b)
         if index.reorder == 0 and (stream.codec_context.reorder_depth or 0) > 0 and not (
                 types is not None and without_b_pictures(types)):  # MPEG-1 / 2 without B pictures: never reordered
             # the codec reorders frames but the timestamps never do: decode-order timestamps (AVI with
