@@ -23,6 +23,7 @@ class H264Sps:
     frame_mbs_only: bool  # False: pictures may be fields (PAFF) or MBAFF frames
     separate_colour_plane: bool
     sps_id: int = 0
+    gaps: bool = False  # gaps_in_frame_num_value_allowed_flag: a picture's frame_num may skip values
 
 
 def _sps(unit: bytes) -> H264Sps:
@@ -52,8 +53,10 @@ def _sps(unit: bytes) -> H264Sps:
         b.u(1), b.se(), b.se()
         for _ in range(b.ue()):
             b.se()
-    b.ue(), b.u(1), b.ue(), b.ue()  # max_num_ref_frames, gaps, width and height in macroblocks
-    return H264Sps(log2_max_frame_num, bool(b.u(1)), separate, sps_id)
+    b.ue()  # max_num_ref_frames
+    gaps = bool(b.u(1))
+    b.ue(), b.ue()  # width and height in macroblocks
+    return H264Sps(log2_max_frame_num, bool(b.u(1)), separate, sps_id, gaps)
 
 
 def h264_parameter_sets(data: bytes | memoryview, extradata: bytes | None) -> tuple[list[H264Sps], dict[int, int]]:

@@ -12,6 +12,7 @@ from av.video.codeccontext import VideoCodecContext
 
 from tools.video_damage import DROP_HORIZON, DamageWatch
 from tools.video_nal_check import broken_headers, framing, unreferenced, zero_run_damage
+from tools.video_nonref import demoted_damage
 from tools.video_scan import Source, demux, wrapped
 from tools.video_slices import fed_with_pictures, joined
 from tools.video_tags import DISCARDED, earlier_decode, frame_tag, tag_discarded, tag_packet
@@ -224,8 +225,11 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             if hands_over:
                 unseen.add(at)
         data = bytes(packet) if packet.size else b""
-        if data and not discard and watch.references is not None:  # (H.264: which pictures no other references)
-            watch.references.fed(at, data, extradata, annex_b=annex_b)
+        if data and watch.references is not None:  # (H.264: which pictures no other references, and header damage)
+            if discard:
+                watch.references.skipped(at)
+            for demoted in [] if discard else watch.references.fed(at, data, extradata, annex_b=annex_b):
+                watch.broken(demoted, demoted_damage(demoted))
         if data and (broken := broken_headers(data, ctx.name, extradata, annex_b=annex_b)):  # (decoded unseen)
             alone = unreferenced(broken, ctx.name)
             watch.broken(at, zero_run_damage(at, alone), discarded=discard, alone=alone)

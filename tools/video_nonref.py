@@ -7,7 +7,9 @@ it that referenced it come out wrong and unflagged. The slice headers of the pic
 (7.4.3, frame_num): a picture no other references takes the frame_num of the reference picture before it plus one,
 which the next reference picture takes too, while a reference picture's successor takes the one after
 (``confirmed``; no gaps allowed: a picture past a gap is not confirmed). Damage that broke the frame_num as well as
-nal_ref_idc shows against one of the two. Only frame pictures are told apart (a stream whose
+nal_ref_idc shows against one of the two. Where nal_ref_idc alone broke, the decoder may flag nothing at all (with
+frame threads, in some runs, none of the frames that come out wrong): the same rule shows it as the next reference picture is fed
+(``demoted``), and the frames decoded from it fail as damaged. Only frame pictures are told apart (a stream whose
 SPS allows fields: the second field of a reference pair shares its frame_num, and nothing is narrowed)."""
 
 from __future__ import annotations
@@ -48,14 +50,14 @@ class _Picture:
     head: bytes  # the first slice's first SLICE_HEAD bytes
     sets: _Sets
 
-    def frame_num(self) -> tuple[int, int] | None:
+    def frame_num(self, *, gapless: bool = False) -> tuple[int, int] | None:
         """Its first slice's frame_num and MaxFrameNum; None where the header does not parse or its SPS allows
-        fields."""
+        fields (``gapless``: or gaps in frame_num)."""
         try:
             _, sps, frame_num, _ = slice_head(self.head, self.sets.sps_of)
         except IndexError:
             return None
-        return (frame_num, 1 << sps.log2_max_frame_num) if sps.frame_mbs_only else None
+        return (frame_num, 1 << sps.log2_max_frame_num) if sps.frame_mbs_only and not (gapless and sps.gaps) else None
 
 
 class H264References:
@@ -67,17 +69,19 @@ class H264References:
         if extradata:
             self._learn(extradata, None)
         self._pictures: dict[int, _Picture] = {}
+        self._skipped: set[int] = set()  # tags a discarded picture was fed under (`skipped`; the next one's tag)
 
     def _learn(self, data: bytes, extradata: bytes | None) -> None:
         sps, pps = h264_parameter_sets(data, extradata)
         if sps or pps:
             self._sets = _Sets({**self._sets.sps, **{s.sps_id: s for s in sps}}, {**self._sets.pps, **pps})
 
-    def fed(self, tag: int, data: bytes, extradata: bytes | None, *, annex_b: bool = False) -> None:
+    def fed(self, tag: int, data: bytes, extradata: bytes | None, *, annex_b: bool = False) -> list[int]:
         """The packet ``data`` went to the decoder under ``tag``, its parameter sets learnt (any packet's, in decode
         order: a PPS under a new id may come ahead of a P-frame's slice, which names it; learnt from keyframes alone, the
         slices after it did not parse, and a flagged picture no other references failed the frames after it);
-        ``annex_b``: framed by start codes behind an avcC record (``tools.video_nal_check.start_code_framed``)."""
+        ``annex_b``: framed by start codes behind an avcC record (``tools.video_nal_check.start_code_framed``).
+        The tags of the pictures it shows reference pictures broken to nal_ref_idc 0 (``demoted``)."""
         framing = None if annex_b else extradata
         if not opens_with_slice(memoryview(data), nal_length_size("h264", framing)):  # (most: nothing ahead of it)
             self._learn(data, framing)
@@ -87,6 +91,36 @@ class H264References:
                                            self._sets)
         for old in [t for t in self._pictures if t <= tag - KEPT]:  # (tags skip: `fed_with_pictures`)
             del self._pictures[old]
+        self._skipped = {t for t in self._skipped if t > tag - KEPT}
+        return self.demoted(tag) if heads else []
+
+    def skipped(self, tag: int) -> None:
+        """A picture marked discard (an edit list's cut) went to the decoder under ``tag`` (the next one's): not kept,
+        its frame_num unknown, so none of the pictures around it is shown ``demoted``."""
+        self._skipped.add(tag)
+
+    def demoted(self, tag: int) -> list[int]:
+        """The tags of the pictures fed since the reference picture before the reference picture of ``tag`` (no IDR),
+        each of which says no picture references it, that are reference pictures by their frame_num (7.4.3, no gaps
+        allowed): the one after the reference picture's before it, as the picture of ``tag`` takes the one after
+        theirs (one no other references leaves it to the next). Its nal_ref_idc is the damage, the rest intact: the
+        decoder drops it from its references, flags nothing (with frame threads, nothing at all), and the frames that
+        reference it come out wrong. None where a discarded picture was fed between them (``skipped``), or a header
+        does not parse."""
+        later = self._pictures.get(tag)
+        theirs = later.frame_num(gapless=True) if later is not None and not later.unreferenced and not later.idr else None
+        tags = sorted(t for t in self._pictures if t < tag)
+        first = next((t for t in reversed(tags) if not self._pictures[t].unreferenced), None)
+        if theirs is None or first is None or any(first < t <= tag for t in self._skipped):
+            return []
+        previous = self._pictures[first].frame_num(gapless=True)
+        demoted = []
+        for t in (t for t in tags if t > first):
+            mine = self._pictures[t].frame_num(gapless=True)
+            if previous is not None and mine is not None and mine[0] == (previous[0] + 1) % mine[1] and \
+                    theirs[0] == (mine[0] + 1) % mine[1]:
+                demoted.append(t)
+        return demoted
 
     def says_unreferenced(self, tag: int) -> bool:
         """Whether the picture of ``tag`` says no picture references it (every slice: nal_ref_idc 0)."""
@@ -114,3 +148,11 @@ class H264References:
         if mine is None or previous is None or theirs is None:
             return False
         return mine == theirs and mine[0] == (previous[0] + 1) % mine[1]
+
+
+def demoted_damage(tag: int) -> str:
+    """What the watch names for the picture of packet ``tag`` that the stream shows a reference picture whose
+    nal_ref_idc broke to 0 (``H264References.demoted``)."""
+    return (f"in packet {tag} of the decode (decode order), a reference picture whose slices say no frame references "
+            "it (nal_ref_idc 0, against the frame_nums around it): the decoder dropped it from its references, no "
+            "error, and the frames decoded after it up to the next keyframe may reference it")
