@@ -9,6 +9,7 @@ import av
 import numpy as np
 import pytest
 
+from tests.h264_fields import field_coded
 from tests.h264_rewrite import remuxed
 from tests.test_video import write_raw
 from tests.test_video_concealed import (
@@ -21,6 +22,7 @@ from tests.test_video_concealed import (
     failed_reads,
     gop12_clip,
 )
+from tools.h264_field_pairs import FieldPairs
 from tools.video import VideoReader
 from tools.video_nal_check import broken_headers, start_code_file, start_code_framed
 
@@ -104,3 +106,16 @@ def test_a_files_framing_is_decided_once_by_its_first_packet_with_data():
         out, annex_b = start_code_file(packets, "h264", AVCC)
         assert annex_b is want and [bytes(p) for p in out] == [bytes(p) for p in packets]
     assert start_code_file([av.Packet(framed)], "hevc", None)[1] is False
+
+
+def test_second_fields_of_annex_b_packets_behind_an_avcc_record():
+    """Field pictures (PAFF) framed by start codes behind an avcC record without parameter sets (an 'avc3' sample
+    entry: the SPS comes in the first sample): the pairing reads them as the file's framing says (``annex_b``), the SPS
+    found; read as length-prefixed, none was, and every field counted as a frame."""
+    sps, pps, *fields = field_coded(3).split(b"\x00\x00\x00\x01")[1:]
+    record = bytes([1, 77, 0, 30, 0xFF, 0xE0, 0])  # (4-byte lengths; no SPS, no PPS)
+    units = [[sps, pps, fields[0]], *([f] for f in fields[1:])]
+    packets = [av.Packet(b"".join(b"\x00\x00\x00\x01" + u for u in us)) for us in units]
+    packets_of, annex_b = start_code_file(packets, "h264", record)
+    assert annex_b
+    assert [no_frame for _, no_frame in FieldPairs(record, annex_b=annex_b).frames(packets_of)] == [False, True] * 3
