@@ -15,6 +15,7 @@ SPS allows fields: the second field of a reference pair shares its frame_num, an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from tools.h264_field_pairs import (
     SLICE_HEAD,
@@ -53,11 +54,17 @@ class _Picture:
     def frame_num(self, *, gapless: bool = False) -> tuple[int, int] | None:
         """Its first slice's frame_num and MaxFrameNum; None where the header does not parse or its SPS allows
         fields (``gapless``: or gaps in frame_num)."""
+        parsed = self._parsed
+        return None if parsed is None or (gapless and parsed[1].gaps) else parsed[0]
+
+    @cached_property
+    def _parsed(self) -> tuple[tuple[int, int], H264Sps] | None:
+        """Its header parsed once (``demoted`` asks again with each reference picture fed)."""
         try:
             _, sps, frame_num, _ = slice_head(self.head, self.sets.sps_of)
         except IndexError:
             return None
-        return (frame_num, 1 << sps.log2_max_frame_num) if sps.frame_mbs_only and not (gapless and sps.gaps) else None
+        return ((frame_num, 1 << sps.log2_max_frame_num), sps) if sps.frame_mbs_only else None
 
 
 class H264References:
@@ -109,9 +116,11 @@ class H264References:
         does not parse."""
         later = self._pictures.get(tag)
         theirs = later.frame_num(gapless=True) if later is not None and not later.unreferenced and not later.idr else None
+        if theirs is None:
+            return []
         tags = sorted(t for t in self._pictures if t < tag)
         first = next((t for t in reversed(tags) if not self._pictures[t].unreferenced), None)
-        if theirs is None or first is None or any(first < t <= tag for t in self._skipped):
+        if first is None or any(first < t <= tag for t in self._skipped):
             return []
         previous = self._pictures[first].frame_num(gapless=True)
         demoted = []
