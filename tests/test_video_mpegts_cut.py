@@ -116,3 +116,49 @@ def test_a_recorders_m2ts_clock_tells_a_cut_timestamp_from_padding(tmp_path: Pat
         assert not ends_inside_packet(data + extra)
     for kept in range(1, 5):
         assert ends_inside_packet(data + stamps[-1].to_bytes(4, "big")[:kept])
+
+
+def _write_ts_with_audio(path: Path) -> Path:
+    """`_write_ts`'s 40 frames with an MP2 audio track (its own PID) muxed alongside."""
+    with av.open(str(path), "w", format="mpegts") as c:
+        s = c.add_stream("libx264", rate=16)
+        s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
+        a = c.add_stream("mp2", rate=48000)
+        a.layout = "mono"
+        samples = 0
+        for k, f in enumerate(_gradient_clip()):
+            c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+            while samples < (k + 1) * 3000:  # 1/16 s of a 440 Hz tone per frame
+                tone = np.sin(2 * np.pi * 440 * (samples + np.arange(1152)) / 48000).astype(np.float32)
+                frame = av.AudioFrame.from_ndarray((tone * 0.3 * 32767).astype(np.int16)[None], format="s16",
+                                                   layout="mono")
+                frame.sample_rate, frame.pts, samples = 48000, samples, samples + 1152
+                c.mux(a.encode(frame))
+        c.mux(s.encode())
+        c.mux(a.encode())
+    return path
+
+
+def _packet_of(data: bytes, pid: int) -> bytes:
+    """The first transport packet of `pid` in `data` (188-byte packets) that starts no PES."""
+    return next(data[at:at + 188] for at in range(0, len(data), 188)
+                if (data[at + 1] & 0x1F) << 8 | data[at + 2] == pid and not data[at + 1] & 0x40)
+
+
+@pytest.mark.parametrize("other", ["pat", "audio", "null"])
+def test_a_cut_packet_of_another_pid_is_no_truncated_video(tmp_path: Path, other: str) -> None:
+    """Was: a complete video followed by part of a transport packet of another PID (an audio PES's, a PAT's, a null
+    packet's) read as "truncated: it ends inside an MPEG-TS packet (the data of its last video frame ... is cut
+    short)". Only a cut packet of the video's PID (or one cut before its PID shows) cuts the video."""
+    data = _write_ts_with_audio(tmp_path / "a.ts").read_bytes()
+    with av.open(str(tmp_path / "a.ts")) as c:
+        video, audio = c.streams.video[0].id, c.streams.audio[0].id
+    piece = {"pat": data[:100], "audio": _packet_of(data, audio)[:100], "null": _null_packet()[:3]}[other]
+    assert piece[0] == 0x47 and ends_inside_packet(data + piece)  # a packet begun and cut
+    assert not ends_inside_packet(data + piece, video)
+    assert read_ids(read_all_frames(data + piece)) == read_ids(read_all_frames(data))
+    assert probe(data + piece).frames == 40
+    for cut in (_packet_of(data, video)[:100], piece[:2]):  # the video's own packet, or one whose PID is cut off
+        assert ends_inside_packet(data + cut, video)
+        with pytest.raises(VideoDecodeError, match="truncated"):
+            probe(data + cut)

@@ -31,12 +31,15 @@ def file_tail(src: str | Path | bytes | bytearray | memoryview, n: int) -> bytes
         return fh.read(n)
 
 
-def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool:
+def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview, pid: int | None = None) -> bool:
     """Whether the file ends inside a transport packet of a size in `PACKETS`: it does not end on a whole packet, and
     its last whole packets are followed by a packet begun (its sync byte there, or, in M2TS, the start of the 4-byte
     timestamp before it, `_begins_packet`). Other bytes after the last whole packet (a newline, zero padding) are no
     cut packet: a complete clip, which FFmpeg reads whole. Only the sizes `head_packets` finds are tried (every one
-    where it finds none: a file that starts mid-packet). False for a file shorter than two packets: nothing to tell."""
+    where it finds none: a file that starts mid-packet). False for a file shorter than two packets: nothing to tell.
+    With ``pid`` (the video's), only a packet cut on that PID counts, or one cut before its PID shows: a cut packet of
+    another PID (audio, a PAT, a null packet) holds none of the video's data: the video reads as from a file cut on
+    that packet's boundary (`_cut_pid`)."""
     tail = file_tail(src, 3 * max(size for size, _ in PACKETS))
     if len(tail) < 2 * PACKETS[0][0]:
         return False
@@ -44,7 +47,16 @@ def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview) -> bool
     if any(_packets_end(tail, size, sync, 0) for size, sync in sizes):
         return False
     return any(_packets_end(tail, size, sync, rest) and _begins_packet(tail, size, sync, rest)
+               and (pid is None or _cut_pid(tail, sync, rest) in (None, pid))
                for size, sync in sizes for rest in range(1, size))
+
+
+def _cut_pid(tail: bytes, sync: int, rest: int) -> int | None:
+    """The PID of the packet the last ``rest`` bytes of ``tail`` begin (sync byte at ``sync``); None where they end
+    before it (its sync byte and the 13 bits after it)."""
+    if rest < sync + 3:
+        return None
+    return (tail[-rest + sync + 1] & 0x1F) << 8 | tail[-rest + sync + 2]
 
 
 def _begins_packet(tail: bytes, size: int, sync: int, rest: int) -> bool:

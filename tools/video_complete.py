@@ -49,7 +49,8 @@ def check_complete(container: av.container.InputContainer, stream: av.video.stre
     if cut:  # its last frame's data was cut short (a fragmented MP4, FLV or AVI: no count, or its index cut off)
         raise VideoDecodeError(f"{name}: truncated file: the data of its last video packet (of {packets}) is "
                                "cut short")
-    if "mpegts" in formats and src is not None and ends_inside_packet(src):  # its last PES flagged nothing
+    if "mpegts" in formats and src is not None and ends_inside_packet(src, stream.id):  # its last PES flagged nothing
+        # (stream.id: the video's PID; a cut packet of another PID cut none of the video)
         raise VideoDecodeError(f"{name}: truncated file: it ends inside an MPEG-TS packet (the data of its last "
                                f"video frame, of {packets}, is cut short)")
     if "mpeg" in formats and src is not None and ends_inside_element(src):  # MPEG-PS: nor its last pack
