@@ -13,6 +13,9 @@ H.264 parser: it joins the PES's data to the access unit before, and its PES tim
 flip a quarter into a packet, two PES of 79 and 154 bytes read as one packet of 233 with the first one's pts). So a
 PES timestamp no demuxed packet carries is a frame lost too, and it places the loss: the frames shown before it keep
 their indices (`untrusted_from`).
+
+The scan checks the packets' timestamps first: timestamps that go back (files joined, a splice) are refused
+(`tools.mpegts_timeline`), so the PES timestamps compared here belong to one rising timeline.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from tools.hevc_output import HevcOutput
 from tools.matroska_tail import segment_shortfall
 from tools.mpeg_pictures import B_PICTURE, MPEG_VIDEO, closed_gop, picture_type, without_b_pictures
 from tools.mpegts_pes import untrusted_from
+from tools.mpegts_timeline import check_timeline
 from tools.video_complete import check_complete, declared_count
 from tools.video_duration import HEADER_DURATION, check_duration, header_duration
 from tools.video_edits import kept_frames, late_empty_edit
@@ -355,6 +356,7 @@ def scan(container: av.container.InputContainer, name: str,
             # B-frames), which would label frames by decode position. Count the decoder's output instead.
             index = unordered
     if heads is not None and src is not None:  # a PES the demuxer dropped or joined to another: a frame lost
+        check_timeline(name, heads)  # (first: timestamps that go back, a discontinuity, index no frame)
         index = replace(index, shifted=untrusted_from(src, stream.id, heads, index.pts))
     if index.pts is None and pairs is not None and pairs.unsure:  # (with timestamps each frame is found by its own)
         raise VideoDecodeError(f"{name}: H.264 fields without their pairs, two or more in a row: the decoder shows "
