@@ -108,3 +108,24 @@ def test_a_file_s_pes_starts_are_read_from_a_map_not_a_whole_copy(tmp_path: Path
 
     monkeypatch.setattr(Path, "read_bytes", whole)
     assert want and pes_starts(clip, pid) == want
+
+
+@pytest.mark.parametrize("m2ts", [False, True])
+def test_pes_starts_of_a_clip_with_audio_are_the_demuxed_video_packets(tmp_path: Path, m2ts: bool) -> None:
+    """Every transport packet of the file is looked at (arrays of their headers: `_on_pid`), only the video PID's taken:
+    in a clean clip with an audio PID, each PES start is a video packet FFmpeg demuxes (its position, its pts), whole,
+    in TS and in M2TS (192-byte packets: a timestamp before each, where FFmpeg's packet position points)."""
+    from tests.test_video_mpegts_cut import _write_ts_with_audio
+
+    clip = _write_ts_with_audio(tmp_path / "a.ts")
+    if m2ts:  # the same packets, each after a 4-byte arrival timestamp
+        data = clip.read_bytes()
+        clip = tmp_path / "a.m2ts"
+        clip.write_bytes(b"".join((k * 300).to_bytes(4, "big") + data[at:at + 188]
+                                  for k, at in enumerate(range(0, len(data), 188))))
+    with av.open(str(clip)) as c:
+        stream = c.streams.video[0]
+        want = [(p.pos + 4 * m2ts, p.pts, True) for p in c.demux(stream) if p.size]  # (M2TS: its timestamp's)
+        audio = c.streams.audio[0].id
+    assert len(want) == 40 and pes_starts(clip, av_pid(clip)) == want
+    assert len(pes_starts(clip, audio)) > 10 and not set(pes_starts(clip, audio)) & set(want)
