@@ -23,12 +23,13 @@ STEP = 5625
 """A frame's duration at 16 fps in MPEG-TS's 90 kHz clock."""
 
 
-def _part(path: Path, first: int, frames: int = 24) -> Path:
-    """`frames` id frames from id `first`, x264 with B-frames and a closed GOP every 8 frames, in MPEG-TS."""
+def _part(path: Path, first: int, frames: int = 24, bframes: str = "bframes=2") -> Path:
+    """`frames` id frames from id `first`, x264 with B-frames (`bframes`) and a closed GOP every 8 frames, in
+    MPEG-TS."""
     with av.open(str(path), "w", format="mpegts") as c:
         s = c.add_stream("libx264", rate=16)
         s.width, s.height, s.pix_fmt = 64, 64, "yuv420p"
-        s.options = {"x264-params": "keyint=8:min-keyint=8:bframes=2:b-adapt=0:scenecut=0:log-level=error"}
+        s.options = {"x264-params": f"keyint=8:min-keyint=8:{bframes}:b-adapt=0:scenecut=0:log-level=error"}
         for f in id_frames(first + frames)[first:]:
             c.mux(s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
         c.mux(s.encode())
@@ -44,6 +45,22 @@ def _shifted(src: Path, path: Path, offset: int) -> Path:
             if p.size:
                 p.stream, p.pts, p.dts = so, p.pts + offset, p.dts + offset
                 o.mux(p)
+    return path
+
+
+def _pts_only(src: Path, path: Path) -> Path:
+    """`src` with each video PES header's DTS turned into stuffing bytes (PTS only, as some muxers write every PES):
+    FFmpeg's demuxer then guesses the decode timestamps."""
+    data = bytearray(src.read_bytes())
+    with av.open(str(src)) as c:
+        pid = c.streams.video[0].id
+    for at in range(0, len(data), 188):
+        if (data[at + 1] & 0x1F) << 8 | data[at + 2] == pid and data[at + 1] & 0x40:
+            pes = at + (5 + data[at + 4] if (data[at + 3] >> 4) & 3 == 3 else 4)
+            if data[pes + 7] & 0xC0 == 0xC0:
+                data[pes + 7], data[pes + 9] = data[pes + 7] & 0x3F | 0x80, data[pes + 9] & 0x0F | 0x20
+                data[pes + 14:pes + 19] = b"\xff" * 5
+    path.write_bytes(bytes(data))
     return path
 
 
@@ -107,3 +124,20 @@ def test_timestamps_that_wrap_at_2_to_the_33_are_no_discontinuity(tmp_path: Path
     wrapped = _shifted(a, tmp_path / "w.ts", 2**33 - 10 * STEP)
     assert read_ids(read_all_frames(wrapped)) == list(range(24))
     assert np.array_equal(read_all_frames(wrapped), read_all_frames(a))
+
+
+def test_a_restart_into_a_part_without_b_frames_is_refused(tmp_path: Path) -> None:
+    """Without B-frames each packet's decode timestamp is its presentation one: the second part's first frame shown
+    before 24 frames decoded earlier, deeper than any decoder reorders, is the discontinuity."""
+    second = _part(tmp_path / "p.ts", 24, bframes="bframes=0")
+    with pytest.raises(VideoDecodeError, match="discontinuity"):
+        probe(_joined(tmp_path, 0, second)[2])
+
+
+def test_guessed_decode_timestamps_that_step_back_are_no_discontinuity(tmp_path: Path) -> None:
+    """A stream whose PES carry only a PTS, with a B-pyramid: FFmpeg's guessed decode timestamps step back (a
+    B-frame's own pts) within the stream's reorder. Was refused as a discontinuity; the reader had read it whole."""
+    clip = _pts_only(_part(tmp_path / "a.ts", 0, 48, "bframes=3:b-pyramid=normal"), tmp_path / "pts_only.ts")
+    assert read_ids(read_all_frames(clip)) == list(range(48))
+    with VideoReader(clip) as r:
+        assert [read_ids(r.read([i]))[0] for i in (40, 5, 17)] == [40, 5, 17]

@@ -13,35 +13,53 @@ first part's timestamps exactly they are unusable and the reader counts the deco
 join as one stream: a second part that starts on an open GOP (a non-IDR I picture with leading B-frames) had its first
 frames decoded against the first part's pictures and handed out as good (measured: a 40-frame x264 open-GOP clip, then
 itself cut to its second keyframe, from pts 0 again: frames 40 and 42 of 73 showed ids 11 and 39; the cut clip alone
-fails its first frame and shows 9). Reading across a restart would need an index, seeks and
-a decoder reset per part; so the reader refuses it.
+fails its first frame and shows 9). Reading across a restart would need an index, seeks and a decoder reset per part;
+so the reader refuses it.
+
+Back (`restart`): a PES's own decode timestamp below an earlier one, or a frame shown before more frames decoded
+earlier than any decoder holds back. Not FFmpeg's guessed decode timestamps (a stream whose PES give only a PTS), which
+step back within the stream's reorder: the reader reads such a stream whole, and refused it at first.
 
 A jump forward keeps the frames' order by timestamp, and the file reads (each frame equal to decoding its part
 alone, measured for parts that start on an IDR picture). A wrap of the 33-bit clock is no discontinuity: FFmpeg's
 demuxer unwraps it. Not seen: a join whose timestamps run on, or jump forward, into a part that starts on an open GOP
 (its leading frames decode against the first part's pictures, as above): nothing in the timestamps tells it from one
-stream.
+stream; nor a restart into a part whose PES give no DTS of their own that goes back by `REORDER_LIMIT` frames or fewer
+(its first frames sorted among the first part's last ones).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from tools.video_errors import VideoDecodeError
 
+REORDER_LIMIT = 16
+"""The most frames a decoder shows after one decoded later (H.264 / HEVC's largest picture buffer; FFmpeg's
+``MAX_DELAYED_PIC_COUNT``, as `tools.video_scan.MAX_REORDER_DEPTH`)."""
 
-def restart(packets: Sequence[tuple[int | None, int | None, int | None]]) -> tuple[int | None, int, int] | None:
-    """(byte offset, dts, the largest dts before it) of the first video packet (decode order) whose decode timestamp is
-    smaller than one before it; None when they never go back. ``packets``: (byte offset, dts, pts) of each demuxed
-    video packet, decode order (those without a dts are skipped). One stream's decode timestamps rise packet by
-    packet."""
+
+def restart(packets: Sequence[tuple[int | None, int | None, int | None]]) -> tuple[int | None, str] | None:
+    """(byte offset, what went back) of the first video packet (decode order) where the timestamps go back; None
+    when they never do. ``packets``: (byte offset, dts, pts) of each demuxed video packet, decode order.
+
+    Back: a decode timestamp of the PES's own below an earlier one (they rise through one stream, ISO 13818-1): a dts
+    that is not its pts. One equal to its pts may be FFmpeg's copy of the pts of a PES that gives only a PTS, and the
+    demuxer's guesses then step back by a B-frame within the stream's reorder (measured: x264 B-pyramid, PES with PTS
+    only, in the scan's demux); so, also back: a frame shown before more than `REORDER_LIMIT` frames decoded before
+    it, which no decoder's order does (the sign of a restart where no frame is reordered)."""
     last: int | None = None
-    for at, dts, _ in packets:
-        if dts is None:
-            continue
-        if last is not None and dts < last:
-            return at, dts, last
-        last = dts
+    largest: list[int] = []  # the REORDER_LIMIT + 1 largest pts so far (a heap: its first, the smallest of them)
+    for at, dts, pts in packets:
+        if dts is not None and last is not None and dts < last and dts != pts:
+            return at, f"decode timestamps go back (dts {dts} after {last})"
+        if pts is not None and len(largest) > REORDER_LIMIT and pts < largest[0]:
+            return at, (f"presentation timestamps go back (pts {pts} before that of {len(largest)} frames decoded "
+                        f"before it, up to {max(largest)})")
+        if pts is not None:
+            (heapq.heappushpop if len(largest) > REORDER_LIMIT else heapq.heappush)(largest, pts)
+        last = dts if last is None or (dts is not None and dts > last) else last
     return None
 
 
@@ -50,9 +68,9 @@ def check_timeline(name: str, packets: Sequence[tuple[int | None, int | None, in
     found = restart(packets)
     if found is None:
         return
-    at, dts, last = found
+    at, what = found
     where = f"at byte {at}" if at is not None and at >= 0 else "at a packet of unknown position"
     raise VideoDecodeError(
-        f"{name}: unsupported MPEG-TS timestamp discontinuity: the video's decode timestamps go back {where} (dts "
-        f"{dts} after {last}): transport streams joined or spliced (or a damaged PES header); the reader places "
-        "frames by timestamps that rise through the file and cannot index the frames across it")
+        f"{name}: unsupported MPEG-TS timestamp discontinuity: the video's {what} {where}: transport streams joined "
+        "or spliced (or a damaged PES header); the reader places frames by timestamps that rise through the file and "
+        "cannot index the frames across it")
