@@ -9,7 +9,9 @@ packet (its sync byte; in M2TS, before it, a timestamp that continues the packet
 on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes after the last packet that begin none, a
 newline or padding, are no cut: they made a complete clip "truncated".) The packets at the end are read in the size
 the file's first three packets show (`head_packets`): in any size, 1 to 4 bytes after a 188-byte stream read as an
-M2TS timestamp begun wherever one payload byte happened to be 0x47 (1 in 256 such clips).
+M2TS timestamp begun wherever one payload byte happened to be 0x47 (1 in 256 such clips). The reader's check counts
+only a cut packet of the video's PID (or one cut before its PID shows): part of an audio, PAT or null packet after the
+last whole one holds none of the video (a complete clip refused as "truncated" before).
 """
 
 from __future__ import annotations
