@@ -34,7 +34,7 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   such a failure stops the reader seeking (each failure had made a cached reader of a long clip decode from the start
   for every later read). Timestamps that are missing or duplicated, or that go backwards even when decoding
   from the start, make it count frames in the decoder's output order instead, so no frame is returned under
-  another frame's index (but an MPEG-TS file whose video decode timestamps go back, streams joined or spliced, is
+  another frame's index (but an MPEG-TS file whose video timestamps go back, streams joined or spliced, is
   refused: ``tools.mpegts_timeline``); so does a codec that reorders frames whose timestamps never do (AVI with B-frames
   stores decode-order timestamps; not MPEG-1 / 2 without B pictures, ``tools.mpeg_pictures``), found by
   the scan. A gap from the start is a frame the decoder dropped:
