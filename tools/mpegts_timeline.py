@@ -24,8 +24,8 @@ A jump forward keeps the frames' order by timestamp, and the file reads (each fr
 alone, measured for parts that start on an IDR picture). A wrap of the 33-bit clock is no discontinuity: FFmpeg's
 demuxer unwraps it. Not seen: a join whose timestamps run on, or jump forward, into a part that starts on an open GOP
 (its leading frames decode against the first part's pictures, as above): nothing in the timestamps tells it from one
-stream; nor a restart into a part whose PES give no DTS of their own that goes back by `REORDER_LIMIT` frames or fewer
-(its first frames sorted among the first part's last ones).
+stream; nor a restart into a part whose PES give no DTS of their own that goes back by `MAX_REORDER_DEPTH` frames or
+fewer (its first frames sorted among the first part's last ones).
 """
 
 from __future__ import annotations
@@ -34,10 +34,7 @@ import heapq
 from collections.abc import Sequence
 
 from tools.video_errors import VideoDecodeError
-
-REORDER_LIMIT = 16
-"""The most frames a decoder shows after one decoded later (H.264 / HEVC's largest picture buffer; FFmpeg's
-``MAX_DELAYED_PIC_COUNT``, as `tools.video_scan.MAX_REORDER_DEPTH`)."""
+from tools.video_reorder import MAX_REORDER_DEPTH
 
 
 def restart(packets: Sequence[tuple[int | None, int | None, int | None]]) -> tuple[int | None, str] | None:
@@ -47,18 +44,18 @@ def restart(packets: Sequence[tuple[int | None, int | None, int | None]]) -> tup
     Back: a decode timestamp of the PES's own below an earlier one (they rise through one stream, ISO 13818-1): a dts
     that is not its pts. One equal to its pts may be FFmpeg's copy of the pts of a PES that gives only a PTS, and the
     demuxer's guesses then step back by a B-frame within the stream's reorder (measured: x264 B-pyramid, PES with PTS
-    only, in the scan's demux); so, also back: a frame shown before more than `REORDER_LIMIT` frames decoded before
+    only, in the scan's demux); so, also back: a frame shown before more than `MAX_REORDER_DEPTH` frames decoded before
     it, which no decoder's order does (the sign of a restart where no frame is reordered)."""
     last: int | None = None
-    largest: list[int] = []  # the REORDER_LIMIT + 1 largest pts so far (a heap: its first, the smallest of them)
+    largest: list[int] = []  # the MAX_REORDER_DEPTH + 1 largest pts so far (a heap: its first, the smallest of them)
     for at, dts, pts in packets:
         if dts is not None and last is not None and dts < last and dts != pts:
             return at, f"decode timestamps go back (dts {dts} after {last})"
-        if pts is not None and len(largest) > REORDER_LIMIT and pts < largest[0]:
+        if pts is not None and len(largest) > MAX_REORDER_DEPTH and pts < largest[0]:
             return at, (f"presentation timestamps go back (pts {pts} before that of {len(largest)} frames decoded "
                         f"before it, up to {max(largest)})")
         if pts is not None:
-            (heapq.heappushpop if len(largest) > REORDER_LIMIT else heapq.heappush)(largest, pts)
+            (heapq.heappushpop if len(largest) > MAX_REORDER_DEPTH else heapq.heappush)(largest, pts)
         last = dts if last is None or (dts is not None and dts > last) else last
     return None
 

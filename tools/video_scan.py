@@ -39,6 +39,7 @@ from tools.video_errors import (  # noqa: F401  (re-exported by tools.video)
 )
 from tools.video_nal_check import framing, start_code_file
 from tools.video_open import av_open
+from tools.video_reorder import MAX_REORDER_DEPTH, reorder_decoder, reorder_depth  # noqa: F401  (re-exported)
 from tools.video_slices import (
     HEVC_LEADING,
     HEVC_RADL,
@@ -215,38 +216,6 @@ def demux(container: av.container.InputContainer, stream: av.video.stream.VideoS
         except (StopIteration, IndexError):
             return
         yield packet
-
-
-def reorder_depth(decode_order_pts: list[int]) -> int:
-    """Frames a decoder must hold back to output in presentation order: the most packets decoded
-    before a frame whose pts is larger than the frame's (0 for streams without B-frames)."""
-    seen: list[int] = []
-    depth = 0
-    for p in decode_order_pts:
-        depth = max(depth, len(seen) - bisect.bisect_right(seen, p))
-        bisect.insort(seen, p)
-    return depth
-
-
-MAX_REORDER_DEPTH = 16
-"""The deepest reorder a decoder is given (FFmpeg's ``MAX_DELAYED_PIC_COUNT``, the most frames H.264 / HEVC may hold
-back): the H.264 decoder given more aborts the process (``Assertion pics <= H264_MAX_DPB_FRAMES failed``)."""
-
-
-def reorder_decoder(stream: av.video.stream.VideoStream, index: FrameIndex) -> None:
-    """Give the decoder the reorder depth the scan measured, when its own is smaller.
-
-    FFmpeg's H.264 decoder takes the depth from the stream headers (VUI) or, without them, from the
-    guess its stream probe makes by decoding; with a depth too small it drops frames that arrive out of
-    order. A container opened with ``probe="headers"`` has no guess, so the depth measured over every
-    packet replaces it (the probe's guess sees only the first few frames). The depth is capped at
-    `MAX_REORDER_DEPTH`: timestamps that reorder deeper (a corrupt or odd mux; no decoder outputs that order)
-    killed the whole process in an FFmpeg assertion; now the decoder's order fails the timestamp check, as any
-    order the timestamps do not keep (``tools.video``: the reader counts the decoder's output).
-    """
-    depth = min(index.reorder, MAX_REORDER_DEPTH) if index.reorder is not None else None
-    if depth is not None and stream.codec_context.reorder_depth < depth:
-        stream.codec_context.reorder_depth = depth
 
 
 def scan(container: av.container.InputContainer, name: str,
