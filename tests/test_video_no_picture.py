@@ -16,7 +16,7 @@ import tools.video_reader
 from tests.test_video import id_frames, read_ids, write_elementary, write_raw
 from tests.test_video_edits import _counting
 from tests.test_video_open_gop import _drop, _open_gop
-from tools.hevc_output import _record_units
+from tools.hevc_output import hvcc_units
 from tools.video import VideoDecodeError, VideoReader
 from tools.video_slices import codes_no_picture
 
@@ -163,7 +163,7 @@ def test_a_leading_sample_of_parameter_sets_is_not_the_first_keyframe(tmp_path, 
         si = i.streams.video[0]
         so = o.add_stream_from_template(si)
         packets = [p for p in i.demux(si) if p.size]
-        sets = av.Packet(b"".join(len(u).to_bytes(4, "big") + u for u in _record_units(si.codec_context.extradata)))
+        sets = av.Packet(b"".join(len(u).to_bytes(4, "big") + u for u in hvcc_units(si.codec_context.extradata)))
         sets.pts, sets.time_base, sets.is_keyframe = min(p.pts for p in packets), packets[0].time_base, True
         for p in [sets, *packets]:
             p.stream = so

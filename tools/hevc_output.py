@@ -36,7 +36,7 @@ class HevcOutput:
         extra = extradata or b""
         self._pps: dict[int, _Pps] = {}
         self._length = nal_length_size("hevc", extradata)  # (None: Annex B)
-        for unit in _record_units(extra) if self._length else _units(memoryview(extra), None) if extra else ():
+        for unit in hvcc_units(extra) if self._length else _units(memoryview(extra), None) if extra else ():
             if (unit[0] >> 1) & 0x3F == PPS:
                 self._see_pps(unit)
 
@@ -104,7 +104,7 @@ def _units(data: memoryview, length_size: int | None) -> Iterator[bytes]:
             return
 
 
-def _record_units(record: bytes) -> Iterable[bytes]:
+def hvcc_units(record: bytes) -> Iterable[bytes]:
     """The parameter sets and SEI of an hvcC record (after its 22 fixed bytes: arrays of NAL units by type)."""
     units: list[bytes] = []
     at = 23

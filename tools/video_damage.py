@@ -4,9 +4,11 @@ A decoder that meets corrupt data in a picture conceals it (FFmpeg's error resil
 copied from a reference) and flags that one frame corrupt (``frame.is_corrupt``); or it fails the packet
 (``InvalidDataError``) and gives no frame for it. Either way every frame decoded after it up to the next keyframe
 may reference the damage (not a flagged B-frame's where no frame references one, ``UNREFERENCED_B``, once its
-timestamps show it one; nor an H.264 picture's that no other references, once the stream shows it one:
-``tools.video_nonref``), and the decoder flags none of them: a reader that handed them out gave a wrong picture under
-the frame's index, with no error. The watch tags each packet with its place in decode order
+timestamps show it one; nor an H.264 or HEVC picture's that no other references, once the stream shows it one:
+``tools.video_nonref``, ``tools.hevc_nonref``), and the decoder flags none of them: a reader that handed them out gave
+a wrong picture under the frame's index, with no error. (Not a failed HEVC packet's, though: the decoder may put the
+next packet's error out behind a frame, which PyAV then drops (``CodecContext.decode`` keeps the frames it has), so
+that the frames after it are not checked.) The watch tags each packet with its place in decode order
 (``tag_packet``) and calls a frame damaged when a flagged frame or a failed packet lies between the
 last keyframe that came out before it and its own packet: its references (a frame shown before a keyframe but decoded
 after it, an open GOP's leading picture, may reference the GOP before: it counts from the keyframe before).
@@ -24,6 +26,8 @@ import bisect
 import av
 from av.video.frame import PictureType
 
+from tools.hevc_nonref import HevcReferences
+from tools.video_nal_check import UNREFERENCED_NOTE
 from tools.video_nonref import H264References
 from tools.video_scan import MAX_REORDER_DEPTH, VideoDecodeError
 from tools.video_tags import carried, frame_tag
@@ -66,11 +70,11 @@ class DamageWatch:
     (``waiting`` while some frame decoded before it has yet to come out)."""
 
     def __init__(self, name: str, total: int, *, b_referenced: bool = True, lead: int = 0, late: bool = True,
-                 references: H264References | None = None) -> None:
+                 references: H264References | HevcReferences | None = None) -> None:
         self._name, self._total = name, total
-        # the H.264 pictures fed (``tools.video_feed``): a flagged one no other references damaged itself alone
+        # the H.264 / HEVC pictures fed (``tools.video_feed``): a damaged one no other references damaged itself alone
         self.references = references
-        self._unreferenced_h264: set[int] = set()  # tags of such flagged pictures (`_unreferenced`)
+        self._says_unreferenced: set[int] = set()  # tags of such flagged pictures (`_unreferenced`)
         self._late = late  # the decoder may tell a packet's error packets late (frame threads: `_damaged`)
         self._lead = lead  # packets from the start whose failure damages nothing handed out (`failed`)
         self._b_referenced = b_referenced  # False: a flagged B-frame damaged itself alone (UNREFERENCED_B)
@@ -96,9 +100,10 @@ class DamageWatch:
         its first ``lead`` frames shown before its first keyframe (``FrameIndex.lead``; `failed`)."""
         ctx = stream.codec_context
         parsed = not PARSED_TIMESTAMPS.isdisjoint(stream.container.format.name.split(","))
+        references = H264References(ctx.extradata) if ctx.name == "h264" else \
+            HevcReferences(ctx.extradata) if ctx.name == "hevc" else None
         return cls(name, total, b_referenced=ctx.name not in UNREFERENCED_B or parsed, lead=lead,
-                   late=frame_threaded(ctx) and ctx.thread_count != 1,
-                   references=H264References(ctx.extradata) if ctx.name == "h264" else None)
+                   late=frame_threaded(ctx) and ctx.thread_count != 1, references=references)
 
     def came_out(self, frame: av.VideoFrame, index: int | None = None, *, lost: bool = False,
                  keyed: bool = True) -> Place:
@@ -127,13 +132,13 @@ class DamageWatch:
         at = bisect.bisect_right(self._keys, tag)
         self._last = (tag, self._keys[at - 1] if at else -1)
         if frame.is_corrupt and not lost:
-            b, h264 = False, False
+            b, note = False, None
             if not self._b_referenced and frame.pict_type == PictureType.B and frame.pts is not None:
                 self._unshown[tag], b = (self._last[1], frame.pts), True
             elif self.references is not None and self.references.says_unreferenced(tag):
-                self._unreferenced_h264.add(tag)
-                b = h264 = True
-            self._bad.append((tag, tag, self._what(index, b, h264=h264), b))
+                self._says_unreferenced.add(tag)
+                b, note = True, UNREFERENCED_NOTE[self.references.codec]
+            self._bad.append((tag, tag, self._what(index, b, note=note), b))
         return self._last
 
     def failed(self, tag: int, error: str, first: int | None = None) -> None:
@@ -232,15 +237,16 @@ class DamageWatch:
                      if (lo == tag if alone and self._confirmed(lo) else lo <= tag and hi >= floor)), None)
 
     def _confirmed(self, tag: int) -> bool:
-        """Whether the H.264 picture of ``tag``, damaged with no flag (``broken``), whose slices say no picture
-        references it, is one as the stream shows it (``H264References.confirmed``): nal_ref_idc may be the damage."""
+        """Whether the H.264 / HEVC picture of ``tag``, damaged with no flag (``broken``), whose slices say no picture
+        references it, is one as the stream shows it (``H264References.confirmed``, ``HevcReferences.confirmed``): its
+        header (nal_ref_idc, the NAL unit type) may be the damage."""
         return self.references is None or self.references.confirmed(tag) is True
 
     def _unreferenced(self, tag: int) -> bool | None:
         """Whether the flagged B-frame of ``tag`` is one: a frame decoded before it (from the last keyframe out then)
-        came out shown after it; None while one of them has yet to come out (or was forgotten: `_out`). An H.264
+        came out shown after it; None while one of them has yet to come out (or was forgotten: `_out`). An H.264 / HEVC
         picture whose slices say no picture references it: whether the stream shows it one (``confirmed``)."""
-        if tag in self._unreferenced_h264 and self.references is not None:
+        if tag in self._says_unreferenced and self.references is not None:
             return self.references.confirmed(tag)
         if tag not in self._unshown:
             return True
@@ -308,10 +314,9 @@ class DamageWatch:
                                 f"corrupt data {what}")
 
     @staticmethod
-    def _what(index: int | None, alone: bool = False, *, h264: bool = False) -> str:
+    def _what(index: int | None, alone: bool = False, *, note: str | None = None) -> str:
+        """``note``: the picture's slices say no frame references it (``UNREFERENCED_NOTE``)."""
         return (f"in {f'frame {index}' if index is not None else 'a frame'}, which it concealed and flagged"
-                + (" (its slices say no frame references it, nal_ref_idc 0: the frames decoded after it up to the next "
-                   "keyframe fail too unless the frame_nums of the reference pictures around it bear that out)"
-                   if h264 else
+                + (note if note is not None else
                    " (a B-frame, which no frame references, unless its header's picture type is the damage)" if alone
                    else ": the frames decoded after it up to the next keyframe reference it, not flagged"))

@@ -225,14 +225,15 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             if hands_over:
                 unseen.add(at)
         data = bytes(packet) if packet.size else b""
-        if data and watch.references is not None:  # (H.264: which pictures no other references, and header damage)
-            if discard:
-                watch.references.skipped(at)
-            for demoted in [] if discard else watch.references.fed(at, data, extradata, annex_b=annex_b):
+        if data and watch.references is not None:  # (H.264 / HEVC: which pictures no other references, and header
+            # damage; a discarded one: H.264's not kept, `H264References.skipped`; HEVC's kept, its set counting)
+            for demoted in watch.references.fed(at, data, extradata, annex_b=annex_b, discarded=discard):
                 watch.broken(demoted, demoted_damage(demoted))
         if data and (broken := broken_headers(data, ctx.name, extradata, annex_b=annex_b)):  # (decoded unseen)
             alone = unreferenced(broken, ctx.name)
-            watch.broken(at, zero_run_damage(at, alone), discarded=discard, alone=alone)
+            if alone and ctx.name == "hevc" and watch.references is not None:  # (its TemporalId the highest; not a
+                alone = not discard and watch.references.says_unreferenced(at)  # discarded one's, told unconfirmed)
+            watch.broken(at, zero_run_damage(at, alone, ctx.name), discarded=discard, alone=alone)
         frames = decoded(packet, before=None if handover is None else handover.key)
         if handover is None:  # (the fresh decoder's: the old one's leading pictures it skipped go out before them)
             frames = leading.merged(frames)

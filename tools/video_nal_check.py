@@ -19,6 +19,7 @@ from itertools import chain
 
 import av
 
+from tools.hevc_headers import SUB_LAYER_NON_REFERENCE
 from tools.video_slices import SLICE_THREADED_CODECS, nal_length_size, nal_units
 
 FORBIDDEN = (b"\x00\x00\x00", b"\x00\x00\x01", b"\x00\x00\x02")
@@ -102,9 +103,22 @@ def framing(extradata: bytes | None, annex_b: bool) -> bytes | None:
     return None if annex_b else extradata
 
 
+UNREFERENCED_NOTE = {
+    "h264": " (its slices say no frame references it, nal_ref_idc 0: the frames decoded after it up to the next "
+            "keyframe fail too unless the frame_nums of the reference pictures around it bear that out)",
+    "hevc": " (its slices say no frame references it, sub-layer non-reference pictures of the highest sub-layer: the "
+            "frames decoded after it up to the next keyframe fail too unless the next picture's reference picture set "
+            "bears that out)"}
+"""What a damaged picture whose slices say no picture references it is told with, by codec (``unreferenced``)."""
+
+
 def unreferenced(headers: list[int], codec: str) -> bool:
-    """Whether the NAL units of ``headers`` (``broken_headers``) are all H.264 slices of a picture no other references
-    (nal_ref_idc 0: x264's B-frames but the pyramid's): its damage is its own frame's alone. (HEVC: not told apart.)"""
+    """Whether the NAL units of ``headers`` (``broken_headers``) are all slices of a picture that says no other
+    references it: its damage is its own frame's alone where the stream bears that out (``tools.video_nonref``,
+    ``tools.hevc_nonref``). H.264: nal_ref_idc 0 (x264's B-frames but the pyramid's); HEVC: a sub-layer non-reference
+    type (the TemporalId, in the header's second byte, is the references' to check)."""
+    if codec == "hevc":
+        return bool(headers) and all((h >> 1) & 0x3F in SUB_LAYER_NON_REFERENCE for h in headers)
     return codec == "h264" and bool(headers) and all(1 <= h & 0x1F <= 5 and not h & 0x60 for h in headers)
 
 
@@ -119,12 +133,10 @@ def _forbidden(data: bytes, start: int, end: int) -> bool:
     return False
 
 
-def zero_run_damage(tag: int, alone: bool = False) -> str:
+def zero_run_damage(tag: int, alone: bool = False, codec: str = "h264") -> str:
     """What the watch names for the packet tagged ``tag`` that ``broken_nal_unit`` found broken (``alone``: a picture
-    no other references, ``unreferenced``)."""
+    of ``codec`` that says no other references it, ``unreferenced``)."""
     return (f"in packet {tag} of the decode (decode order), a run of zero bytes inside a picture's data, which no "
             "encoder writes (the decoder takes it as data, no error)" + (
-                " (its slices say no frame references it, nal_ref_idc 0: the frames decoded after it up to the next "
-                "keyframe fail too unless the frame_nums of the reference pictures around it bear that out)"
-                if alone else
+                UNREFERENCED_NOTE[codec] if alone else
                 ": the frames decoded after it up to the next keyframe may reference its frame"))

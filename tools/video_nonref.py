@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 from tools.h264_field_pairs import (
     SLICE_HEAD,
@@ -71,6 +72,8 @@ class H264References:
     """The pictures fed to one decode of an H.264 stream (``fed``, by tag), to tell whether one that came out damaged
     is one no other references (``confirmed``)."""
 
+    codec: ClassVar[str] = "h264"
+
     def __init__(self, extradata: bytes | None) -> None:
         self._sets = _Sets({}, {})
         if extradata:
@@ -83,12 +86,17 @@ class H264References:
         if sps or pps:
             self._sets = _Sets({**self._sets.sps, **{s.sps_id: s for s in sps}}, {**self._sets.pps, **pps})
 
-    def fed(self, tag: int, data: bytes, extradata: bytes | None, *, annex_b: bool = False) -> list[int]:
+    def fed(self, tag: int, data: bytes, extradata: bytes | None, *, annex_b: bool = False,
+            discarded: bool = False) -> list[int]:
         """The packet ``data`` went to the decoder under ``tag``, its parameter sets learnt (any packet's, in decode
         order: a PPS under a new id may come ahead of a P-frame's slice, which names it; learnt from keyframes alone, the
         slices after it did not parse, and a flagged picture no other references failed the frames after it);
         ``annex_b``: framed by start codes behind an avcC record (``tools.video_nal_check.start_code_framed``).
-        The tags of the pictures it shows reference pictures broken to nal_ref_idc 0 (``demoted``)."""
+        The tags of the pictures it shows reference pictures broken to nal_ref_idc 0 (``demoted``). A ``discarded``
+        one (its frame dropped, under the next one's tag) is not kept, nor read: ``skipped``."""
+        if discarded:
+            self.skipped(tag)
+            return []
         framing = None if annex_b else extradata
         if not opens_with_slice(memoryview(data), nal_length_size("h264", framing)):  # (most: nothing ahead of it)
             self._learn(data, framing)
