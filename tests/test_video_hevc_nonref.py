@@ -1,6 +1,6 @@
 """A damaged HEVC picture that no other picture references (every slice a sub-layer non-reference type, TRAIL_N,
 TSA_N, RASL_N..., at the stream's highest TemporalId: x265's B-frames but the pyramid's): a run of zero bytes in it
-(``tools.video_nal_check``) damages its own frame alone (``tools.hevc_references``). One whose header's NAL unit
+(``tools.video_nal_check``) damages its own frame alone (``tools.hevc_nonref``). One whose header's NAL unit
 type is itself the damage (a reference picture read as one no other references) still fails the frames after it."""
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def _nal_header(path: Path, packet: int) -> tuple[int, int]:
 
 
 def _wrong(path: Path, clean: Path) -> list[int]:
-    """The frames of ``clean`` that ``path`` gives otherwise, or not at all (FFmpeg flags and fails none: ``_plain``)."""
+    """The frames of ``clean`` that ``path`` gives otherwise, or not at all (FFmpeg flags and fails none:
+    ``_plain``)."""
     got, want = _plain(path), _plain(clean)
     return [i for i, p in enumerate(sorted(want)) if p not in got or not np.array_equal(got[p], want[p])]
 
@@ -61,10 +62,10 @@ def _wrong(path: Path, clean: Path) -> list[int]:
 ])
 def test_a_zero_run_in_a_picture_no_frame_references_fails_its_own_frame_alone(monkeypatch, clips, threads, clip,
                                                                              packet, frame, header):
-    """The packet of a B-frame no frame references has its slice's second half zeroed: FFmpeg gives its frame wrong
-    and every other frame as in the clean clip (no flag, no error). The zero-run check failed the frames decoded
-    after it up to the next keyframe too; now only its own frame's read fails, and the others read as in the clean
-    clip."""
+    """The packet of a B-frame no frame references has its slice data zeroed (``_zero_the_middle``): FFmpeg gives its
+    frame wrong and every other frame as in the clean clip (no flag, no error). The zero-run check failed the frames
+    decoded after it up to the next keyframe too; now only its own frame's read fails, and the others read as in the
+    clean clip."""
     path, want = clips[clip]
     assert _nal_header(path, packet) == header  # the premise: a sub-layer non-reference picture
     bad = _damaged(path, packet, _zero_the_middle)
@@ -82,8 +83,9 @@ def test_a_zero_run_in_a_picture_no_frame_references_fails_its_own_frame_alone(m
 
 @pytest.mark.parametrize(("clip", "packet"), [("plain", 2), ("plain", 4), ("layered", 2)])
 def test_a_zero_run_in_a_reference_picture_still_fails_the_frames_after_it(clips, clip, packet):
-    """A reference picture (TRAIL_R; TSA_R at TemporalId 1 in the layered clip) with its slice's second half zeroed:
-    the frames decoded after it that reference it come out wrong, and each such read fails as before."""
+    """A reference picture (TRAIL_R; TSA_R at TemporalId 1 in the layered clip) with its slice data zeroed
+    (``_zero_the_middle``): the frames decoded after it that reference it come out wrong, and each such read fails as
+    before."""
     path, want = clips[clip]
     assert _nal_header(path, packet)[0] in (1, 3)  # the premise: a reference picture
     bad = _damaged(path, packet, _zero_the_middle)
@@ -95,7 +97,7 @@ def test_a_zero_run_in_a_reference_picture_still_fails_the_frames_after_it(clips
 
 
 def _type_broken(kind: int):  # noqa: ANN202
-    """An edit: the packet's first NAL unit type set to ``kind`` (its TemporalId kept), its second half zeroed."""
+    """An edit: the packet's first NAL unit type set to ``kind`` (its TemporalId kept), its slice data zeroed."""
     def edit(data: bytearray, start: int, size: int) -> None:
         data[start + 4] = (data[start + 4] & 0x81) | kind << 1
         _zero_the_middle(data, start, size)
@@ -107,7 +109,7 @@ def _type_broken(kind: int):  # noqa: ANN202
 def test_a_reference_picture_whose_type_broke_to_non_reference_still_fails_the_frames_after_it(
         monkeypatch, clips, threads, clip, packet, kind):
     """A reference picture whose NAL unit type broke to a sub-layer non-reference one (TRAIL_R to TRAIL_N, a bit;
-    TSA_R to TSA_N), its second half zeroed: FFmpeg decodes it and keeps it for the pictures whose reference
+    TSA_R to TSA_N), its slice data zeroed: FFmpeg decodes it and keeps it for the pictures whose reference
     picture sets name it, and the frames after it come out wrong. The next picture's reference picture set names it:
     each frame that comes out wrong fails its read. Trusting the NAL unit type alone would hand them out."""
     path, want = clips[clip]
@@ -137,7 +139,7 @@ def test_a_zero_run_in_a_non_reference_picture_of_a_hashed_clip_still_fails_its_
 
 def _poc_broken(data: bytearray, start: int, size: int) -> None:
     """A reference picture's NAL unit type broken to TRAIL_N and its POC LSB (8 bits, the test clip's) to another
-    (+64), its second half zeroed: damage at a packet's head can reach both."""
+    (+64), its slice data zeroed: damage at a packet's head can reach both."""
     data[start + 4] &= 0x81
     bits = "".join(f"{b:08b}" for b in data[start + 6:start + 14])
     at = 2  # first_slice_segment_in_pic_flag, slice_pic_parameter_set_id 0
