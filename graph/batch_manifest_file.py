@@ -125,8 +125,11 @@ class RowManifests:
     rule of the module docstring; the one rule of `graph.batch_resume.stale_rows` (a bad line's row) and
     `graph.batch_repeat_rows.recorded_manifest` (a repeat row), which wrote it out each on its own and disagreed (a
     manifest moved with a link left, saved by a rename and run by its new name: its repeat rows were its own, its
-    bad lines' rows were not and stayed beside the new ones). What a recorded name leads to is looked up once per
-    name and run (a file made at it meanwhile does not change a row's answer between the run's questions).
+    bad lines' rows were not and stayed beside the new ones). What a recorded name leads to, and the folder it leads
+    into, are looked up once per name and run (a file made at it, or a link re-pointed, meanwhile does not change a
+    row's answer between the run's questions: the folder looked up at each, a link re-pointed while the tools
+    loaded made a bad line's row go at `graph.batch.done_keys` and stay at `drop_rows`, beside the row written
+    again; and it cost a realpath and a stat per row).
     `held`: whether a row holds one of this manifest's lines as it is now (`graph.batch_repeat_rows.repeat_lines`),
     which makes a row recording another file under a name leading here this manifest's."""
 
@@ -135,6 +138,7 @@ class RowManifests:
         self._held = held
         self._leads: dict[str, Whose] = {read.name: "this"}
         self._others: dict[str, bool] = {}
+        self._folders: dict[str, dict[str, int] | None] = {}
 
     def leads(self, name: str) -> Whose:
         """Where `name` leads now: "this" (this manifest's file), "other" (another file), None (no file: gone, or a
@@ -150,6 +154,12 @@ class RowManifests:
         if name not in self._others:
             self._others[name] = own_name(name) and self.leads(name) != "this"
         return self._others[name]
+
+    def folder(self, name: str) -> dict[str, int] | None:
+        """`manifest_folder_id` of `name`: the folder it leads into, looked up once per name."""
+        if name not in self._folders:
+            self._folders[name] = manifest_folder_id(name)
+        return self._folders[name]
 
     def whose(self, row: dict[str, Any], unnamed: Whose = None) -> Whose:
         """Whose `row` is, by the manifest name it records ("manifest_file") and the file and folder it records
@@ -167,7 +177,7 @@ class RowManifests:
         leads = self.leads(name) if name is not None else unnamed
         if same is None or leads != "this":
             return leads
-        folder = manifest_folder_id(name) if name is not None else self.read.folder  # saved by a rename since: this
+        folder = self.folder(name) if name is not None else self.read.folder  # saved by a rename since: this
         if same_manifest_file(row, folder, "manifest_folder_id") or self._held(row):  # manifest's in its folder
             return "this"
         return "other"

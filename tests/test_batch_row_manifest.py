@@ -161,3 +161,23 @@ def test_an_old_bad_lines_row_recording_no_manifest_is_known_by_its_key(tmp_path
         for k in ("manifest_file", "manifest_file_id", "manifest_folder_id"):
             del row[k]
     assert _judged(tmp_path / "day" / "m.jsonl", bad, repeat) == (own, False)
+
+
+def test_a_rows_answer_does_not_change_when_the_folder_its_name_leads_into_changes_during_the_run(tmp_path):
+    """The folder a recorded name leads into is looked up once per name and run, as where the name leads is: the
+    manifest moved with a link left and saved by a rename, run by its new name; the link re-pointed at another
+    folder while the tools load (between `graph.batch.done_keys` and `drop_rows`, which ask the same row). Looked up
+    at each question, the bad line's row went at the first and stayed at the second, beside the row written again
+    (the line twice), and the repeat row was this manifest's, then another's."""
+    (tmp_path / "day").mkdir()
+    _write(tmp_path / "day" / "m.jsonl")
+    (bad, repeat), run = _moved_saved_run_by_new_name(tmp_path)
+    items, _, read = read_items(run, "full")
+    goes = stale_rows(run, items, "full", 0, read=read, retry_ineligible=False)
+    whose = recorded_manifest(read)
+    first = (goes(bad), whose(repeat))
+    assert first == ("bad line", "this")
+    (tmp_path / "day2").mkdir()
+    (tmp_path / "day").unlink()
+    (tmp_path / "day").symlink_to(tmp_path / "day2", target_is_directory=True)
+    assert (goes(bad), whose(repeat)) == first
