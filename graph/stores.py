@@ -197,9 +197,11 @@ def connect_wal(path: str | Path, what: str, own: frozenset[str], *,
     property of a file (its header), and the open connection left -wal / -shm files beside it, so another
     program's file was changed by being refused. `isolation_level`: as `sqlite3.connect` ("" = its default;
     None = autocommit); `timeout`: its busy timeout in seconds. Without `create`, a file not there is not made
-    (SQLite's ``mode=rw``): sqlite3.OperationalError, in the one open (no look before it that the file could
-    be removed after)."""
-    target, uri = (str(path), False) if create else (f"{Path(path).resolve().as_uri()}?mode=rw", True)
+    (SQLite's ``mode=rw``, through a file: URI of the resolved path, quoted: "?", "#", "%" in a name are the
+    file's): sqlite3.OperationalError, in the one open (no look before it that the file could be removed
+    after)."""
+    memory = str(path) == ":memory:"  # a name to SQLite, not a file: as a URI it was ./:memory: (none: an error)
+    target, uri = (str(path), False) if create or memory else (f"{Path(path).resolve().as_uri()}?mode=rw", True)
     # typeshed's isolation_level omits "", sqlite3's own default (implicit deferred transactions)
     conn = sqlite3.connect(target, uri=uri, check_same_thread=False,
                            isolation_level=isolation_level, timeout=timeout)  # type: ignore[arg-type]
