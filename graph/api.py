@@ -65,8 +65,8 @@ Decisions where the issue was silent:
   `graph.stores.TRACE_WAIT_S`, a full disk, a read-only file: LangGraph writes the checkpoint, and hands the
   final state back, only after the last node) does not discard that result: a store fault is neither the
   clip's, the model's nor a tool's, and a trainer would lose a valid sample. The gate's own RewardResult
-  (kept as its node returns it, `GateResult`) is returned with `trace_saved=False` (a field, so callers need
-  not parse text) and a last reason and note that begin with `UNSAVED_TRACE` and name the error and the
+  (kept as its node returns it, `graph.gate_sink.GateResult`) is returned with `trace_saved=False` (a field, so
+  callers need not parse text) and a last reason and note that begin with `UNSAVED_TRACE` and name the error and the
   database (kept for readers of the text, and older tools), so that `raa trace RUN_ID` not finding the run is
   explained; its run-id claim is released without holding the result back (`graph.thread_claims`)
   (with `durability="async"` a failed step checkpoint also surfaces only at the end, after the
@@ -89,11 +89,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables.config import RunnableConfig, merge_configs
 
 from graph import frame_fork
 from graph.config import AgentConfig
+from graph.gate_sink import GATE_SINK_KEY, GateResult
 from graph.job_owners import abandon
 from graph.run_results import (
     ineligible_result,
@@ -229,7 +229,7 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
                 holder = await live_holder(agent.checkpointer, run_id, merge_configs(agent.config, config))
                 return _has_trace(preset, run_id) if holder is None else refused_running(preset, run_id, holder)
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
-        run_config: RunnableConfig = {**config, "callbacks": [gate]}
+        run_config: RunnableConfig = {**config, "configurable": {**config["configurable"], GATE_SINK_KEY: gate}}
         mode = durability if agent.checkpointer else None
         if on_update is None:
             out = await agent.ainvoke(inputs, run_config, durability=mode)
@@ -280,22 +280,6 @@ async def _streamed(agent: Any, inputs: dict, config: RunnableConfig, durability
                 for node, update in chunk.items():
                     on_update(node, update)
     return out
-
-
-class GateResult(BaseCallbackHandler):
-    """Keeps the RewardResult a node (the gate) returned, as it returns it: LangGraph hands the run's final state
-    back only after its checkpoint is written, so a failed write would lose it (see module docstring)."""
-
-    run_inline = True  # called on the event loop, before the node's task completes
-    # only chain ends are wanted: a chat-model start would otherwise be converted to text for `on_llm_start`
-    ignore_llm = ignore_chat_model = ignore_retry = ignore_agent = ignore_retriever = ignore_custom_event = True
-
-    def __init__(self) -> None:
-        self.result: RewardResult | None = None
-
-    def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
-        if isinstance(outputs, Mapping) and isinstance(found := outputs.get("result"), RewardResult):
-            self.result = found
 
 
 def _agent_and_trace(config: AgentConfig, agent: Any, *, model: Any, tools: Any, checkpointer: Any, backbone: Any,

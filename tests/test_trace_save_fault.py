@@ -243,3 +243,25 @@ def test_the_run_claim_is_released_without_waiting_on_the_lock_that_failed_the_t
         assert conn.execute("SELECT thread_id FROM raa_run_claims").fetchall() == []
     finally:
         conn.close()
+
+
+def test_the_kept_result_costs_no_callback_handler(clip):
+    """The gate's result is kept through the run's config (`graph.gate_sink`), not a callback handler: with one,
+    langchain dispatches a start and an end event to it for every node, model call and chain of the run (~4% of the
+    event loop's instructions in `benchmarks/agent_instructions.py`). A caller that passes no callbacks gets none."""
+    from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
+
+    seen: list[int] = []
+
+    class Counting(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager: AsyncCallbackManagerForLLMRun | None = None,
+                             **kwargs):  # noqa: ANN001, ANN201
+            seen.append(len(run_manager.handlers) if run_manager is not None else 0)
+            return await super()._agenerate(messages, stop, run_manager, **kwargs)
+
+    backbone = Backbone(Counting(full_script()), schema_retries=1, max_retries=1, timeout_s=10, retry_wait=(0.0, 0.0))
+    agent = build_reward_agent(AgentConfig(preset="decomposed"), backbone=backbone,
+                               checkpointer=InMemorySaver(serde=traces_serde()),
+                               tools=AgentTools(tracker=LKTracker(), surprise=FakeSurprise()))
+    result = asyncio.run(arun_agent(agent, str(clip), INSTRUCTION, "run-plain", "decomposed"))
+    assert result.status == "scored" and seen and set(seen) == {0}

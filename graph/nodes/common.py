@@ -53,6 +53,7 @@ from graph.backbone import Usage
 from graph.bridge import run_sync
 from graph.clip_stamp import clip_moved
 from graph.context import RunContext, config_mismatch, tools_mismatch, with_config_draw
+from graph.gate_sink import keep_result
 from graph.job_owners import abandon
 from graph.no_endpoint import missing_endpoint
 from graph.nodes.faults import (  # noqa: F401  (re-exported: the stages' exceptions and their faults)
@@ -160,6 +161,7 @@ def make_node(name: str, fn: StageFn, default_ctx: RunContext, *, guard: bool = 
                             gate_inputs=step.gate_inputs)
         update["steps"] = [record]
         update["usage"] = step.usage.as_dict()
+        keep_result(config, update)  # the gate's result, kept in case the final checkpoint fails (graph.gate_sink)
         return update
 
     return StageNode(name, run)
