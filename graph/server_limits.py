@@ -12,15 +12,21 @@ from typing import TYPE_CHECKING, Literal
 import openai
 from langchain_core.exceptions import ContextOverflowError
 
+from graph.deepseek_words import WHOLE_CLOSE, WHOLE_OPEN
 from graph.server_words import server_answered, server_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from graph.transport import EndpointNames
 
-_IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided|too many images")
+_IMAGE_LIMIT = re.compile(r"limit[-_]mm[-_]per[-_]prompt|at most \d+ \w+\(s\) may be provided|too many images|"
+                          + WHOLE_OPEN + r"model '[^'\n]{1,120}' supports at most \d+ images? per prompt" + WHOLE_CLOSE)
 """How vLLM says a request holds more images (or videos) than `--limit-mm-per-prompt` lets one prompt have:
 "At most N image(s) may be provided in one prompt/request." (older), or naming the flag (newer); how hosted APIs
-say theirs ("Too many images in request: 54 > 30", "... Max is 50.")."""
+say theirs ("Too many images in request: 54 > 30", "... Max is 50."); how a provider behind OpenRouter says its
+model's ("Model 'moonshotai/kimi-k2.6' supports at most 1 image per prompt.", relayed in `error.metadata.raw`:
+diegosouzapw/OmniRoute#3044), read as the whole of a message (graph.deepseek_words `WHOLE_OPEN`, `WHOLE_CLOSE`) so a
+500 echoing the model's output that quotes them is no limit. It was "refused" for every clip. The number is the limit
+in each, a limit of 0 a model that takes no image (`NO_IMAGES`)."""
 NO_IMAGES = re.compile(r"at most 0 image|[\"']image[\"']: 0\b")
 """vLLM's limit of no image at all (a text-only model, or a limit of 0): a model that takes none, not a limit."""
 _BODY_LIMIT = ("request entity too large", "payload too large", "content too large")

@@ -6,14 +6,18 @@ graph/deepseek_words.py `WHOLE_OPEN`):
 - OpenRouter's "Provider returned error", whose `error.metadata.raw` holds the provider's reply as a JSON string
   ("{\"error\":{...,\"message\":\"...\"}}": diegosouzapw/OmniRoute#3044, reVrost/go-openrouter#21) or as plain text
   (open-webui/computer#293), with `provider_name`.
-Each was "refused" for every clip: the wrapper's words opened no whole message, and the raw reply was never read."""
+Each was "refused" for every clip: the wrapper's words opened no whole message, and the raw reply was never read.
+A provider's image limit per prompt ("Model '<id>' supports at most N image per prompt.", relayed so or its own) was
+"refused" too: the image-limit rule (graph/server_limits.py `_IMAGE_LIMIT`) did not read its words."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from langchain_core.exceptions import ModelError
 
+from graph.server_limits import limit_kind
 from graph.server_words import server_words
 from graph.setup_rejections import unsupported_part
 from tests.test_backbone_temperature_rejection import _fault
@@ -76,3 +80,39 @@ def test_relayed_words_that_are_not_moonshot_s_refusal_are_no_setup(body: dict) 
 def test_error_from_provider_quoted_in_a_500_s_echo_is_no_setup() -> None:
     echo = f"Failed to parse input at pos 0: the robot says Error from provider (Moonshot AI): {MOONSHOT}"
     assert unsupported_part(_status(500, {"error": {"message": echo}}), {"messages": [], "temperature": 0.0}) is None
+
+
+KIMI_IMAGES = "Model 'moonshotai/kimi-k2.6' supports at most 1 image per prompt."
+"""The provider's words OpenRouter relays for more images than the model takes in one prompt (the wording of
+diegosouzapw/OmniRoute#3044, as a public client's test quotes it); the number is the limit."""
+
+
+@pytest.mark.parametrize("body", [
+    {"error": {"message": KIMI_IMAGES, "type": "invalid_request_error"}},
+    openrouter(json.dumps({"error": {"message": KIMI_IMAGES, "type": "invalid_request_error"}}), "Moonshot AI"),
+    openrouter(KIMI_IMAGES)], ids=["own_words", "openrouter_raw_json", "openrouter_raw_text"])
+def test_a_model_s_image_limit_per_prompt_is_the_server_s_image_limit(body: dict) -> None:
+    """It was "refused" for every clip (the image-limit rule read vLLM's and other hosted APIs' words only)."""
+    fault, sent = _fault(body=body)
+    assert fault.kind == "settings" and sent == 1, fault
+    assert "fewer images per request" in fault.message and "max_images_per_call" in fault.message, fault.message
+    assert limit_kind(_status(400, body)) == "images"
+
+
+def test_a_model_s_limit_of_no_image_per_prompt_is_no_limit_to_raise() -> None:
+    """The number is read as the limit, as vLLM's "At most 0 image(s)" is: 0 is a model that takes no image."""
+    words = KIMI_IMAGES.replace("at most 1 image", "at most 0 images")
+    assert limit_kind(_status(400, openrouter(json.dumps({"error": {"message": words}})))) is None
+    assert limit_kind(_status(400, {"error": {"message": KIMI_IMAGES.replace(" 1 ", " 12 ")}})) == "images"
+
+
+@pytest.mark.parametrize("exc", [
+    _status(400, {"error": {"message": "Please send at most 1 image per prompt for the best results"}}),
+    _status(400, openrouter(json.dumps({"error": {"message": f"the robot said: {KIMI_IMAGES} twice"}}))),
+    _status(400, openrouter(json.dumps({"detail": [{"msg": "bad", "input": KIMI_IMAGES}]}))),
+    _status(500, {"error": {"message": f"Failed to parse input at pos 0: {KIMI_IMAGES}"}}),
+    ModelError(f"Error code: 500 - Failed to parse input at pos 0: the robot says {KIMI_IMAGES}"),
+], ids=["other_words_at_most_1_image", "raw_quotes_them_in_other_words", "raw_echoes_the_request", "500_echo",
+        "model_error_500_echo"])
+def test_words_that_are_not_a_model_s_image_limit_are_no_limit(exc: BaseException) -> None:
+    assert limit_kind(exc) is None
