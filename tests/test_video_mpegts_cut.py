@@ -162,3 +162,25 @@ def test_a_cut_packet_of_another_pid_is_no_truncated_video(tmp_path: Path, other
         assert ends_inside_packet(data + cut, video)
         with pytest.raises(VideoDecodeError, match="truncated"):
             probe(data + cut)
+
+
+def test_a_cut_packet_of_another_pid_inside_the_last_video_pes_is_a_truncated_video(tmp_path: Path) -> None:
+    """A muxer may put a packet of another PID between two of a video PES's packets (FFmpeg with a mux rate puts a PAT
+    / PMT there; broadcast muxers interleave audio so). A file cut inside such a packet ends the video inside its PES:
+    the last frame's data is cut short, as a cut on the video's own packet. Was: read as complete since the cut packet
+    was another PID's (measured on the 40-frame clip: cut on the boundary of packet 37, inside a PES, then 100 bytes
+    of its PAT: read with no error, frame 14 decoded from part of its data)."""
+    data = _write_ts(tmp_path / "c.ts").read_bytes()
+    with av.open(str(tmp_path / "c.ts")) as c:
+        video = c.streams.video[0].id
+    packets = [data[at:at + 188] for at in range(0, len(data), 188)]
+    pat = next(p for p in packets if (p[1] & 0x1F) << 8 | p[2] == 0)[:100]
+    inside = [k for k, p in enumerate(packets)  # the video's packets that continue a PES: the cut lands inside it
+              if k >= 20 and (p[1] & 0x1F) << 8 | p[2] == video and not p[1] & 0x40 and p[3] & 0x10]
+    assert inside  # (packet 37: cut on its boundary, frame 14 came out decoded from part of its data, no error)
+    for k in inside:
+        cut = b"".join(packets[:k]) + pat
+        assert ends_inside_packet(cut, video)
+        for read in (probe, read_all_frames):
+            with pytest.raises(VideoDecodeError, match="truncated"):
+                read(cut)

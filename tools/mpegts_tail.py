@@ -10,12 +10,17 @@ on a packet boundary leaves no trace: the clip reads as a shorter one. Bytes aft
 newline or padding, are no cut: they made a complete clip "truncated".) The packets at the end are read in the size
 the file's first three packets show (`head_packets`): in any size, 1 to 4 bytes after a 188-byte stream read as an
 M2TS timestamp begun wherever one payload byte happened to be 0x47 (1 in 256 such clips). The reader's check counts
-only a cut packet of the video's PID (or one cut before its PID shows): part of an audio, PAT or null packet after the
-last whole one holds none of the video (a complete clip refused as "truncated" before).
+only a cut packet of the video's PID (or one cut before its PID shows), or one of another PID cut while the video's
+PES runs on: part of an audio, PAT or null packet after a whole video PES holds none of the video (a complete clip
+refused as "truncated" before), but a muxer may put such a packet between two of a video PES's (FFmpeg's PAT / PMT with a
+mux rate, a broadcast's audio), and a cut there cuts the video's last frame (`_video_pes_ended`).
 """
 
 from __future__ import annotations
 
+import mmap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SYNC = 0x47
@@ -39,9 +44,10 @@ def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview, pid: in
     timestamp before it, `_begins_packet`). Other bytes after the last whole packet (a newline, zero padding) are no
     cut packet: a complete clip, which FFmpeg reads whole. Only the sizes `head_packets` finds are tried (every one
     where it finds none: a file that starts mid-packet). False for a file shorter than two packets: nothing to tell.
-    With ``pid`` (the video's), only a packet cut on that PID counts, or one cut before its PID shows: a cut packet of
-    another PID (audio, a PAT, a null packet) holds none of the video's data: the video reads as from a file cut on
-    that packet's boundary (`_cut_pid`)."""
+    With ``pid`` (the video's), only a packet cut on that PID counts, or one cut before its PID shows (`_cut_pid`), or
+    one of another PID (audio, a PAT, a null packet) after a video packet that does not visibly end its PES
+    (`_video_pes_ended`): the cut then lands inside the video's last PES. After one that ends it, the cut packet holds
+    none of the video's data."""
     tail = file_tail(src, 3 * max(size for size, _ in PACKETS))
     if len(tail) < 2 * PACKETS[0][0]:
         return False
@@ -49,8 +55,39 @@ def ends_inside_packet(src: str | Path | bytes | bytearray | memoryview, pid: in
     if any(_packets_end(tail, size, sync, 0) for size, sync in sizes):
         return False
     return any(_packets_end(tail, size, sync, rest) and _begins_packet(tail, size, sync, rest)
-               and (pid is None or _cut_pid(tail, sync, rest) in (None, pid))
+               and (pid is None or _cut_pid(tail, sync, rest) in (None, pid)
+                    or not _video_pes_ended(src, size, sync, rest, pid))
                for size, sync in sizes for rest in range(1, size))
+
+
+def _video_pes_ended(src: str | Path | bytes | bytearray | memoryview, size: int, sync: int, rest: int,
+                     pid: int) -> bool:
+    """Whether the last packet of ``pid`` with a payload before the file's last ``rest`` bytes (whole packets of
+    ``size``, sync byte at ``sync``) ends its PES visibly: its adaptation field holds stuffing. A muxer stuffs only a
+    PES's last packet, whose data does not fill it (ISO 13818-1 2.4.3.5); a full one may end its PES or not (the PES
+    length of a video PES is 0, unbounded): not ended, the cut counted as the video's (as before the PID was asked).
+    False where no packet of ``pid`` is found."""
+    with open_bytes(src) as data:
+        for at in range(len(data) - rest - size + sync, -1, -size):
+            head = data[at:at + 188]
+            if len(head) < 188 or head[0] != SYNC or (head[1] & 0x1F) << 8 | head[2] != pid or not head[3] & 0x10:
+                continue
+            return head[3] & 0x30 == 0x30 and _stuffed(head)
+    return False
+
+
+def _stuffed(packet: bytes) -> bool:
+    """Whether the adaptation field of ``packet`` (one with a payload after it) is longer than its flagged fields:
+    stuffing bytes (a length of 0 is one stuffing byte)."""
+    length = packet[4]
+    if length == 0:
+        return True
+    flags, used = packet[5], 1
+    used += 6 * bool(flags & 0x10) + 6 * bool(flags & 0x08) + bool(flags & 0x04)  # PCR, OPCR, splice countdown
+    for flag in (0x02, 0x01):  # private data, then the extension: each with a length byte
+        if flags & flag:
+            used += 1 + (packet[5 + used] if 5 + used < 188 else 0)
+    return length > used
 
 
 def _cut_pid(tail: bytes, sync: int, rest: int) -> int | None:
@@ -59,6 +96,16 @@ def _cut_pid(tail: bytes, sync: int, rest: int) -> int | None:
     if rest < sync + 3:
         return None
     return (tail[-rest + sync + 1] & 0x1F) << 8 | tail[-rest + sync + 2]
+
+
+@contextmanager
+def open_bytes(src: str | Path | bytes | bytearray | memoryview) -> Iterator[bytes | mmap.mmap]:
+    """The bytes of ``src``: a file is mapped, not read whole into memory (a long recording's TS may be gigabytes)."""
+    if isinstance(src, bytes | bytearray | memoryview):
+        yield bytes(src)
+        return
+    with open(src, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        yield data
 
 
 def _begins_packet(tail: bytes, size: int, sync: int, rest: int) -> bool:
