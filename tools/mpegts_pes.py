@@ -22,26 +22,14 @@ from __future__ import annotations
 
 import bisect
 import mmap
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from tools.mpegts_tail import SYNC, head_packets
+from tools.mpegts_tail import SYNC, head_packets, open_bytes
 
 PES_START = b"\x00\x00\x01"
-
-
-@contextmanager
-def _data(src: str | Path | bytes | bytearray | memoryview) -> Iterator[bytes | mmap.mmap]:
-    """The bytes of `src`: a file is mapped, not read whole into memory (a long recording's TS may be gigabytes)."""
-    if isinstance(src, bytes | bytearray | memoryview):
-        yield bytes(src)
-        return
-    with open(src, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        yield data
-
 
 PTS_WRAP = 2**33
 """PES timestamps count modulo 2^33 (FFmpeg's packets may carry them unwrapped)."""
@@ -58,7 +46,7 @@ def pes_starts(src: str | Path | bytes | bytearray | memoryview, pid: int) -> li
     if not sizes:
         return []
     size, sync = sizes[0]
-    with _data(src) as data:
+    with open_bytes(src) as data:
         found = _starts(data, size, sync, pid)
     ids = [sid for *_, sid in found if sid is not None]
     usual = max(set(ids), key=ids.count) if ids else None
