@@ -109,9 +109,9 @@ def frames_of(path: Path) -> np.ndarray:
         return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
 
 
-def remuxed(src: Path, dst: Path, *, annex_b: bool = False, tail: bytes = b"") -> Path:
+def remuxed(src: Path, dst: Path, *, annex_b: bool | set[int] = False, tail: bytes = b"") -> Path:
     """``src`` (4-byte lengths) remuxed into ``dst``: each NAL unit framed by a start code (00 00 00 01) in place of its
-    length where ``annex_b`` (the avcC record kept); ``tail``, NAL units (each unit's header first, length-prefixed or
+    length where ``annex_b`` (the avcC record kept; a set: those packets' alone, decode order); ``tail``, NAL units (each unit's header first, length-prefixed or
     start-code framed as the rest), a sample of its own after the last (one frame's duration later)."""
     with av.open(str(src)) as i, av.open(str(dst), "w") as o:
         stream = i.streams.video[0]
@@ -122,8 +122,9 @@ def remuxed(src: Path, dst: Path, *, annex_b: bool = False, tail: bytes = b"") -
         made = [(_units(bytes(p)), p.pts, p.dts, p.is_keyframe, p.time_base) for p in packets]
         if tail:
             made.append(([tail], last.pts + abs(step), max(p.dts for p in packets) + abs(step), False, last.time_base))
-        for units, pts, dts, key, base in made:
-            data = b"".join(b"\x00\x00\x00\x01" + u for u in units) if annex_b else _joined(units)
+        for k, (units, pts, dts, key, base) in enumerate(made):
+            framed = k in annex_b if isinstance(annex_b, set) else annex_b
+            data = b"".join(b"\x00\x00\x00\x01" + u for u in units) if framed else _joined(units)
             q = av.Packet(data)
             q.pts, q.dts, q.time_base, q.is_keyframe = pts, dts, base, key
             q.stream = out

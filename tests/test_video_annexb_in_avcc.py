@@ -23,7 +23,7 @@ from tests.test_video_concealed import (
     gop12_clip,
 )
 from tools.h264_field_pairs import FieldPairs
-from tools.video import VideoReader
+from tools.video import VideoDecodeError, VideoReader
 from tools.video_nal_check import broken_headers, start_code_file, start_code_framed
 
 AVCC = bytes([1, 100, 0, 30, 0xFF])  # (its 5th byte: 4-byte lengths)
@@ -119,3 +119,17 @@ def test_second_fields_of_annex_b_packets_behind_an_avcc_record():
     packets_of, annex_b = start_code_file(packets, "h264", record)
     assert annex_b
     assert [no_frame for _, no_frame in FieldPairs(record, annex_b=annex_b).frames(packets_of)] == [False, True] * 3
+
+
+@pytest.mark.parametrize("framed", [{0}, set(range(0, N, 2)), set(range(1, N))], ids=["first", "even", "all-but-first"])
+def test_a_file_whose_samples_change_framing_fails_clearly(tmp_path, framed):
+    """The 40-frame clip remuxed with some samples framed by start codes, the rest length-prefixed (FFmpeg takes each
+    as its first bytes say and decodes all 40 frames as the clean clip). Framed once for the file by its first packet,
+    a length-prefixed sample of 256-511 bytes read as a start code (00 00 01) and a unit of no picture: the scan
+    counted 39 frames, frames 11-38 came back as their successors, no error. Now the file fails, naming its framing."""
+    clip, want = gop12_clip(tmp_path)
+    mixed = remuxed(clip, tmp_path / "m.mp4", annex_b=framed)
+    got = _decode(mixed)
+    assert np.array_equal(np.stack([got[p][0] for p in sorted(got)]), want)  # the premise: FFmpeg decodes it whole
+    with pytest.raises(VideoDecodeError, match="framing"), VideoReader(mixed) as reader:
+        reader.read(range(N))

@@ -20,6 +20,7 @@ from itertools import chain
 import av
 
 from tools.hevc_headers import SUB_LAYER_NON_REFERENCE
+from tools.video_errors import VideoDecodeError
 from tools.video_slices import SLICE_THREADED_CODECS, nal_length_size, nal_units
 
 FORBIDDEN = (b"\x00\x00\x00", b"\x00\x00\x01", b"\x00\x00\x02")
@@ -75,26 +76,47 @@ def start_code_framed(data: bytes, codec: str, extradata: bytes | None, before: 
     decoder, nor with other lengths: always as the record says."""
     if codec != "h264" or nal_length_size(codec, extradata) != 4:
         return False
-    first = int.from_bytes(data[:4], "big")
-    if len(data) > 8 and first == 1 and int.from_bytes(data[5:9], "big") > len(data):
+    return _framed(data[:9], len(data), before)
+
+
+def _framed(head: bytes, size: int, before: bool) -> bool:
+    """``start_code_framed`` of a packet of ``size`` bytes that opens with ``head`` (its first 9)."""
+    first = int.from_bytes(head[:4], "big")
+    if size > 8 and first == 1 and int.from_bytes(head[5:9], "big") > size:
         return True
-    return False if len(data) > 3 and 1 < first <= len(data) else before
+    return False if size > 3 and 1 < first <= size else before
 
 
-def start_code_file(packets: Iterable[av.Packet], codec: str,
-                    extradata: bytes | None) -> tuple[Iterator[av.Packet], bool]:
+def start_code_file(packets: Iterable[av.Packet], codec: str, extradata: bytes | None,
+                    name: str = "") -> tuple[Iterator[av.Packet], bool]:
     """``packets`` (a file's, decode order from its start) as they come, and whether its H.264 samples are framed by
     start codes behind its avcC record: decided once for the file by its first packet with data (``start_code_framed``,
     as a decoder new to the stream takes it), and every reader of the file's packets (the scan, the reads' feed and
     checks) frames them so (``framing``): the scan read such samples as length-prefixed (an access unit delimiter's
-    sample counted as a frame), and the reads' feed decided anew at each call."""
+    sample counted as a frame), and the reads' feed decided anew at each call. A later packet the decoder takes framed
+    the other way fails the file (a ``VideoDecodeError`` naming ``name``): split as the first, a length-prefixed sample
+    of 256-511 bytes opened with a start code (00 00 01) and read as a unit of no picture, and every frame after it
+    came back as the next one's."""
     it = iter(packets)
     head = []
     for packet in it:
         head.append(packet)
         if packet.size:
-            return chain(head, it), start_code_framed(bytes(packet), codec, extradata, False)
+            annex_b = start_code_framed(bytes(packet), codec, extradata, False)
+            checked = codec == "h264" and nal_length_size(codec, extradata) == 4
+            return chain(head, _one_framing(it, annex_b, name, len(head)) if checked else it), annex_b
     return iter(head), False
+
+
+def _one_framing(packets: Iterator[av.Packet], annex_b: bool, name: str, at: int) -> Iterator[av.Packet]:
+    """``packets`` (the file's from its ``at``-th), each taken by the decoder framed as ``annex_b`` says, or an error."""
+    for k, packet in enumerate(packets, at):
+        if packet.size and _framed(bytes(memoryview(packet)[:9]), packet.size, annex_b) != annex_b:
+            ways = ("by start codes (Annex B)", "by lengths (as its avcC record says)")
+            raise VideoDecodeError(f"{name}: unsupported H.264 framing: its packet {k} (decode order, from 0) is framed "
+                                   f"{ways[annex_b]}, its first {ways[not annex_b]}: the file's samples change framing "
+                                   "(files joined?), which the reader's checks of the packets do not follow")
+        yield packet
 
 
 def framing(extradata: bytes | None, annex_b: bool) -> bytes | None:

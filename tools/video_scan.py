@@ -241,7 +241,7 @@ def scan(container: av.container.InputContainer, name: str,
     heads: list[tuple[int | None, int | None, int | None]] | None = (
         [] if src is not None and "mpegts" in container.format.name.split(",") else None)
     with wrapped(name, "demuxing failed (truncated or corrupt file)", src):
-        packets_of, annex_b = start_code_file(demux(container, stream), codec, extradata)
+        packets_of, annex_b = start_code_file(demux(container, stream), codec, extradata, name)
         pairs = FieldPairs(extradata, annex_b=annex_b) if codec == "h264" else None
         extradata = framing(extradata, annex_b)  # (the packets' NAL units split by it, every reader's alike)
         for packet, no_frame in pairs.frames(packets_of) if pairs else ((p, False) for p in packets_of):
