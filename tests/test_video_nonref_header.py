@@ -32,10 +32,11 @@ def _unreferenced(data: bytearray, start: int, size: int) -> None:
         at += 4 + length
 
 
-def test_a_reference_picture_broken_to_unreferenced_is_told_when_the_next_reference_picture_is_fed(clean):
+def test_a_reference_picture_broken_to_unreferenced_is_told_when_the_next_picture_is_fed(clean):
     """Packet 15 (a B-pyramid reference) broken to nal_ref_idc 0: its frame_num is the one after packet 14's, and
-    packet 17's (the next reference picture) the one after its own, as a reference picture's successor takes. Told
-    once packet 17 is fed; the clean clip's packets tell nothing."""
+    that of packet 16 (a B-frame no picture references) and of 17 (the next reference picture) the one after its
+    own, as a reference picture's successors take. Told once packet 16 is fed (17 tells it again); the clean clip's
+    packets tell nothing."""
     path, _ = clean
     with av.open(str(path)) as c:
         extradata = c.streams.video[0].codec_context.extradata
@@ -46,7 +47,7 @@ def test_a_reference_picture_broken_to_unreferenced_is_told_when_the_next_refere
     _unreferenced(broken, 0, len(broken))
     refs = H264References(extradata)
     told = [refs.fed(tag, bytes(broken) if tag == 15 else data, extradata) for tag, data in enumerate(packets[:20])]
-    assert told[17] == [15] and not any(told[:17] + told[18:])
+    assert told[16] == told[17] == [15] and not any(told[:16] + told[18:])
 
 
 @pytest.mark.parametrize("threads", [1, 4])

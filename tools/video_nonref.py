@@ -8,9 +8,10 @@ it that referenced it come out wrong and unflagged. The slice headers of the pic
 which the next reference picture takes too, while a reference picture's successor takes the one after
 (``confirmed``; no gaps allowed: a picture past a gap is not confirmed). Damage that broke the frame_num as well as
 nal_ref_idc shows against one of the two. Where nal_ref_idc alone broke, the decoder may flag nothing at all (with
-frame threads, in some runs, none of the frames that come out wrong): the same rule shows it as the next reference picture is fed
-(``demoted``), and the frames decoded from it fail as damaged. Only frame pictures are told apart (a stream whose
-SPS allows fields: the second field of a reference pair shares its frame_num, and nothing is narrowed)."""
+frame threads, in some runs, none of the frames that come out wrong): the same rule shows it as the next picture is
+fed (``demoted``: its frame_num two past the last reference picture's), and the frames decoded from it fail as
+damaged. Only frame pictures are told apart (a stream whose SPS allows fields: the second field of a reference
+pair shares its frame_num, and nothing is narrowed)."""
 
 from __future__ import annotations
 
@@ -115,15 +116,17 @@ class H264References:
         self._skipped.add(tag)
 
     def demoted(self, tag: int) -> list[int]:
-        """The tags of the pictures fed since the reference picture before the reference picture of ``tag`` (no IDR),
-        each of which says no picture references it, that are reference pictures by their frame_num (7.4.3, no gaps
-        allowed): the one after the reference picture's before it, as the picture of ``tag`` takes the one after
-        theirs (one no other references leaves it to the next). Its nal_ref_idc is the damage, the rest intact: the
-        decoder drops it from its references, flags nothing (with frame threads, nothing at all), and the frames that
-        reference it come out wrong. None where a discarded picture was fed between them (``skipped``), or a header
+        """The tags of the pictures fed since the reference picture before the picture of ``tag`` (no IDR), each of
+        which says no picture references it, that are reference pictures by their frame_num (7.4.3, no gaps allowed):
+        the one after the reference picture's before it, as the picture of ``tag`` takes the one after theirs. Any
+        picture after it tells it, one no other references too (it takes the last reference picture's frame_num plus
+        one): told at the next reference picture alone, a B-frame decoded between the two that references it was
+        handed out wrong (one thread, settled by a flush: the next reference picture never fed). Its nal_ref_idc is the
+        damage, the rest intact: the decoder drops it from its references, flags nothing (with frame threads, nothing
+        at all), and the frames that reference it come out wrong. None where a discarded picture was fed between them (``skipped``), or a header
         does not parse."""
         later = self._pictures.get(tag)
-        theirs = later.frame_num(gapless=True) if later is not None and not later.unreferenced and not later.idr else None
+        theirs = later.frame_num(gapless=True) if later is not None and not later.idr else None
         if theirs is None:
             return []
         tags = sorted(t for t in self._pictures if t < tag)
