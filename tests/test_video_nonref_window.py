@@ -59,6 +59,22 @@ def test_the_picture_after_a_broken_reference_picture_tells_it(clip):
     assert not any(refs.fed(tag, data, extradata) for tag, data in enumerate(packets))  # (the clean clip: none)
 
 
+def test_the_last_reference_picture_broken_to_unreferenced_is_told_by_the_b_frame_after_it(clip):
+    """Packet 38 (P-frame 39, the clip's last reference picture) broken so: no reference picture comes after it, and
+    only packet 39 (B-frame 38, which references it) can tell it; told at the next reference picture alone, it never
+    was (with 4 frame threads a read of frame 38 came back wrong, no error, on a B-pyramid clip broken so)."""
+    path, _ = clip
+    with av.open(str(path)) as c:
+        extradata = c.streams.video[0].codec_context.extradata
+    packets = [bytes(p) for p in _packets(path)]
+    assert len(packets) == 40 and _slice_first(packets[38]) and not packets[39][4] & 0x60  # the premise
+    broken = bytearray(packets[38])
+    _unreferenced(broken, 0, len(broken))
+    refs = H264References(extradata)
+    told = [refs.fed(tag, bytes(broken) if tag == 38 else data, extradata) for tag, data in enumerate(packets)]
+    assert told[39] == [38] and not any(told[:39])
+
+
 def test_no_read_differs_from_the_clean_clip_with_a_reference_picture_broken_to_unreferenced(clip):
     """Each reference P-frame in turn broken so (one thread): every read that does not fail gives the clean clip's
     frame, in order on one reader and each frame of its GOP on a fresh one (frame 25, packet 25 broken, came back
