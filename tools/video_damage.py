@@ -185,9 +185,11 @@ class DamageWatch:
         (``tools.video_nal_check``): the frames decoded from it (``discarded``: after it, as ``discarded``'s) up to the
         next keyframe, which reference its frame, are damaged (named where the decoder told nothing of them);
         ``alone``: a picture whose slices say no frame references it, its own frame only where the stream bears that
-        out (``_confirmed``)."""
+        out (``_confirmed``); never a discarded one, which the references do not keep (``H264References.skipped``): its
+        nal_ref_idc may be the damage, and the frames after it then come out wrong (frame threads: unflagged)."""
+        alone = alone and not discarded
         bad = (tag, tag if alone else tag - 1 if discarded else tag, what, alone)
-        if not (discarded and alone) and bad not in self._broken:  # (a handover feeds a packet again)
+        if bad not in self._broken:  # (a handover feeds a packet again)
             self._broken.append(bad)
 
     def discarded(self, frame: av.VideoFrame) -> None:

@@ -230,9 +230,9 @@ def frames_fed(container: av.container.InputContainer, stream: av.video.stream.V
             for demoted in watch.references.fed(at, data, extradata, annex_b=annex_b, discarded=discard):
                 watch.broken(demoted, demoted_damage(demoted))
         if data and (broken := broken_headers(data, ctx.name, extradata, annex_b=annex_b)):  # (decoded unseen)
-            alone = unreferenced(broken, ctx.name)
-            if alone and ctx.name == "hevc" and watch.references is not None:  # (its TemporalId the highest; not a
-                alone = not discard and watch.references.says_unreferenced(at)  # discarded one's, told unconfirmed)
+            alone = not discard and unreferenced(broken, ctx.name)  # (a discarded one's: told unconfirmed)
+            if alone and ctx.name == "hevc" and watch.references is not None:  # (its TemporalId the highest)
+                alone = watch.references.says_unreferenced(at)
             watch.broken(at, zero_run_damage(at, alone, ctx.name), discarded=discard, alone=alone)
         frames = decoded(packet, before=None if handover is None else handover.key)
         if handover is None:  # (the fresh decoder's: the old one's leading pictures it skipped go out before them)
