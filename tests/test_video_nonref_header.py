@@ -32,6 +32,22 @@ def _unreferenced(data: bytearray, start: int, size: int) -> None:
         at += 4 + length
 
 
+def no_wrong_reads(path: Path, want: np.ndarray, packet: int, keys: list[int]) -> None:
+    """`packet` of the clip at `path` broken to nal_ref_idc 0 (`_unreferenced`): every read that does not fail gives
+    the clean frame (`want`), in order on one reader and each frame of its GOP (`keys`: the keyframes' packets, then
+    the packet count) on a fresh one."""
+    bad = _damaged(path, packet, _unreferenced)
+    with VideoReader(bad) as reader:
+        failed_reads(reader, want)
+    key = max(k for k in keys if k <= packet)
+    for i in range(key, min(k for k in keys if k > packet)):
+        with VideoReader(bad) as reader:
+            try:
+                assert np.array_equal(reader.read([i])[0], want[i]), (packet, i)
+            except VideoDecodeError:
+                pass
+
+
 def test_a_reference_picture_broken_to_unreferenced_is_told_when_the_next_picture_is_fed(clean):
     """Packet 15 (a B-pyramid reference) broken to nal_ref_idc 0: its frame_num is the one after packet 14's, and
     that of packet 16 (a B-frame no picture references) and of 17 (the next reference picture) the one after its
@@ -65,13 +81,4 @@ def test_no_frame_read_differs_from_the_clean_clip_with_any_reference_pictures_n
     referenced = [i for i, p in enumerate(packets) if bytes(p)[4] & 0x60]
     assert len(referenced) > 20  # the premise
     for packet in referenced:
-        bad = _damaged(path, packet, _unreferenced)
-        with VideoReader(bad) as reader:
-            failed_reads(reader, want)
-        key = max(k for k in keys if k <= packet)
-        for i in range(key, min(k for k in keys if k > packet)):
-            with VideoReader(bad) as reader:
-                try:
-                    assert np.array_equal(reader.read([i])[0], want[i]), (packet, i)
-                except VideoDecodeError:
-                    pass
+        no_wrong_reads(path, want, packet, keys)
