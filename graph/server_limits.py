@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Literal
 
 import openai
-from langchain_core.exceptions import ContextOverflowError
+from langchain_core.exceptions import ContextOverflowError, ModelAPIError
 
 from graph.deepseek_words import WHOLE_CLOSE, WHOLE_OPEN
 from graph.server_words import server_answered, server_words
@@ -66,15 +66,18 @@ answer."""
 def rejected_request(exc: BaseException) -> bool:
     """Whether the server rejected the request itself: a 4xx status, or a LangChain `ModelError` another chat model
     raised that is the server's answer (`server_answered`: not a reply the model declined, nor one that never came,
-    which it counted, langchain-openai's `OpenAIConnectionError` and `OpenAITimeoutError` too)."""
+    which it counted, langchain-openai's `OpenAIConnectionError` and `OpenAITimeoutError` too) but a 5xx. A
+    `ModelError` says its status by its class: `ModelAPIError` is a 5xx, no rejection, as an openai 5xx is not (it was
+    read as one: a 500 echoing the model's own output that quotes an image limit's words was that limit); a base
+    `ModelError` carries none and is read as a rejection."""
     if isinstance(exc, openai.APIStatusError):
         return 400 <= exc.status_code < 500
-    return server_answered(exc)
+    return server_answered(exc) and not isinstance(exc, ModelAPIError)
 
 
 def limit_kind(exc: BaseException) -> Literal["body", "images", "context", "max_tokens"] | None:
-    """Which limit of the server's setup a rejected request exceeded (a 4xx status, or a LangChain `ModelError`
-    another chat model raised): "body", a body of more bytes than the server or a reverse proxy before it takes
+    """Which limit of the server's setup a rejected request exceeded (`rejected_request`: a 4xx status, or a LangChain
+    `ModelError` another chat model raised but a 5xx `ModelAPIError`): "body", a body of more bytes than the server or a reverse proxy before it takes
     (HTTP 413, nginx's `client_max_body_size`, or the words for it); "images", more than it takes in one request;
     "context", more tokens than the model's context (LangChain's `ContextOverflowError`, or the server's words
     for it); "max_tokens", a completion token cap above the one it takes (`_MAX_NEW_TOKENS`); None for any other

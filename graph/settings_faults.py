@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 import openai
 from langchain_core.exceptions import (
-    ModelAPIError,
     ModelAuthenticationError,
     ModelNotFoundError,
     ModelPermissionDeniedError,
@@ -98,24 +97,18 @@ def no_credit(exc: BaseException) -> bool:
             exc.status_code == 402 or _NO_QUOTA in (exc.code, exc.type) or exc.type == _SPENT_BUDGET):
         return True
     words = server_words(exc).lower()
-    quota = _NO_QUOTA in words and (_rejected_4xx(exc) or _QUOTA_SENTENCE.search(words) is not None)
-    balance = (_NO_BALANCE if _rejected_4xx(exc) else _BALANCE_SENTENCE).search(words) is not None
+    quota = _NO_QUOTA in words and (rejected_request(exc) or _QUOTA_SENTENCE.search(words) is not None)
+    balance = (_NO_BALANCE if rejected_request(exc) else _BALANCE_SENTENCE).search(words) is not None
     return server_answered(exc) and (quota or balance or _budget_words(exc, words) or
                          (rejected_request(exc) and _KEY_LIMIT.search(words) is not None))
 
 
-def _rejected_4xx(exc: BaseException) -> bool:
-    """Whether `exc` rejected the request (`rejected_request`) as a 4xx does: another chat model's `ModelError` too,
-    but not a 5xx `ModelAPIError`. A server's 500 may quote anything (a traceback, the model's own output)."""
-    return rejected_request(exc) and not isinstance(exc, ModelAPIError)
-
-
 def _budget_words(exc: BaseException, words: str) -> bool:
     """Whether `words` (the lowered `server_words` of `exc`) hold a LiteLLM budget's (`_BUDGET_WORDS`) in a rejected
-    request (`_rejected_4xx`): LiteLLM sends them as a 400, 401 or 429, while a server's 500 may quote the model's own
-    output (llama.cpp's "Failed to parse input at pos N: <output>"), whose words of a budget (a clip's screen read out)
-    made it "settings", not retried, the run ineligible at once."""
-    return _rejected_4xx(exc) and _BUDGET_WORDS.search(words) is not None
+    request (`rejected_request`: a 4xx, not a 5xx `ModelAPIError`): LiteLLM sends them as a 400, 401 or 429, while a
+    server's 500 may quote the model's own output (llama.cpp's "Failed to parse input at pos N: <output>"), whose words
+    of a budget (a clip's screen read out) made it "settings", not retried, the run ineligible at once."""
+    return rejected_request(exc) and _BUDGET_WORDS.search(words) is not None
 
 
 _ROUTER_BUDGET = re.compile(r"crossed budget(?: for (?:deployment|provider|tag))?: exceeded budget for "

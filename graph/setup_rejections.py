@@ -65,6 +65,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import openai
+from langchain_core.exceptions import ModelAPIError
 
 from graph.deepseek_words import (
     DEEPSEEK_NO_JSON,
@@ -265,13 +266,14 @@ def setup_rejection(exc: BaseException, names: EndpointNames, sent: Sent | None 
 def _rejected_part(exc: BaseException, given: Sent | None) -> tuple[Part, Sent] | None:
     """(the part, the request body sent) when `exc` is a 4xx or 500 saying a part the request carried is not taken:
     an openai SDK error, whose request is read (the request `given` where its body cannot be), or another chat
-    model's rejection (`rejected_request`) read against the request `given` (module docstring), if any."""
+    model's rejection (`rejected_request`) or 5xx (`ModelAPIError`) read against the request `given` (module
+    docstring), if any."""
     sent: Sent
     if isinstance(exc, openai.APIStatusError):
         if not (400 <= exc.status_code < 500 or exc.status_code == 500):
             return None
         sent = _sent_body(exc) or given or {}
-    elif rejected_request(exc):
+    elif rejected_request(exc) or isinstance(exc, ModelAPIError):
         sent = given or {}
     else:
         return None
