@@ -77,8 +77,9 @@ def rejected_request(exc: BaseException) -> bool:
 
 def limit_kind(exc: BaseException) -> Literal["body", "images", "context", "max_tokens"] | None:
     """Which limit of the server's setup a rejected request exceeded (`rejected_request`: a 4xx status, or a LangChain
-    `ModelError` another chat model raised but a 5xx `ModelAPIError`): "body", a body of more bytes than the server or a reverse proxy before it takes
-    (HTTP 413, nginx's `client_max_body_size`, or the words for it); "images", more than it takes in one request;
+    `ModelError` another chat model raised but a 5xx `ModelAPIError`): "body", a body of more bytes than the server
+    or a reverse proxy before it takes (HTTP 413, nginx's `client_max_body_size`, or the words for it); "images",
+    more than it takes in one request;
     "context", more tokens than the model's context (LangChain's `ContextOverflowError`, or the server's words
     for it); "max_tokens", a completion token cap above the one it takes (`_MAX_NEW_TOKENS`); None for any other
     error."""
