@@ -111,8 +111,9 @@ def frames_of(path: Path) -> np.ndarray:
 
 def remuxed(src: Path, dst: Path, *, annex_b: bool | set[int] = False, tail: bytes = b"") -> Path:
     """``src`` (4-byte lengths) remuxed into ``dst``: each NAL unit framed by a start code (00 00 00 01) in place of its
-    length where ``annex_b`` (the avcC record kept; a set: those packets' alone, decode order); ``tail``, NAL units (each unit's header first, length-prefixed or
-    start-code framed as the rest), a sample of its own after the last (one frame's duration later)."""
+    length where ``annex_b`` (the avcC record kept; a set: those packets' alone, decode order); ``tail``, NAL units
+    (each unit's header first, length-prefixed or start-code framed as the rest), a sample of its own after the last
+    (one frame's duration later)."""
     with av.open(str(src)) as i, av.open(str(dst), "w") as o:
         stream = i.streams.video[0]
         out = o.add_stream_from_template(stream)

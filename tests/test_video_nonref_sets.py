@@ -48,8 +48,9 @@ def test_a_pps_sent_in_a_non_key_packet_is_learnt(switched):
 @pytest.mark.parametrize("packet", [16, 20])
 def test_a_flagged_picture_no_frame_references_after_the_switch_fails_its_own_frame_alone(switched, packet):
     """Packet 16 (frame 15) or 20 (frame 19), B-frames no frame references, each naming PPS 1, have a fifth zeroed:
-    FFmpeg flags that frame (20; 16's a zero run shows: ``tools.video_nal_check``), the only one wrong. Its read alone fails; with PPS 1 unknown, its frame_num did not
-    parse and the frames decoded after it up to keyframe 24 failed too, read right."""
+    FFmpeg flags that frame (20; 16's a zero run shows: ``tools.video_nal_check``), the only one wrong. Its read alone
+    fails; with PPS 1 unknown, its frame_num did not parse and the frames decoded after it up to keyframe 24 failed too,
+    read right."""
     path, want = switched
     bad = _damaged(path, packet, _zero_a_fifth)
     frame = packet - 1

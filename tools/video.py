@@ -62,10 +62,10 @@ Frame ``i`` is the i-th frame in presentation order. Decisions taken where issue
   B-frame, the container's timestamps showing it one, fails alone: nothing references one; so does an H.264 picture
   concealed or, H.264 or HEVC, holding a run of zero bytes (``tools.video_nal_check``), whose slices say no picture
   references it, the pictures around it bearing that out: ``tools.video_nonref``, ``tools.hevc_nonref``): a read that
-  asks for one fails naming it, and the frames before it (with frame threads, which report a failed packet late,
-  those of the 15 packets before it may fail too) and past that keyframe still read (``tools.video_damage``; without
-  timestamps a failed packet fails every frame the count has after it). Such a failure met after a seek leaves the reader seeking
-  (``tools.video_seek.SeekDamaged``).
+  asks for one fails naming it, and the frames before it (with frame threads, which report a failed packet late, those
+  of the 15 packets before it may fail too) and past that keyframe still read (``tools.video_damage``; without
+  timestamps a failed packet fails every frame the count has after it). Such a failure met after a seek leaves the
+  reader seeking (``tools.video_seek.SeekDamaged``).
 - ``VideoReader`` lives in ``tools.video_reader``. Each ``read`` opens its own demuxer (one reader may serve several
   threads), except that the first one takes over the scan's demuxer, rewound (reopened when the clip has no keyframe
   to seek back to).

@@ -122,9 +122,9 @@ class H264References:
         picture after it tells it, one no other references too (it takes the last reference picture's frame_num plus
         one): told at the next reference picture alone, a B-frame decoded between the two that references it was
         handed out wrong (one thread, settled by a flush: the next reference picture never fed). Its nal_ref_idc is the
-        damage, the rest intact: the decoder drops it from its references, flags nothing (with frame threads, nothing
-        at all), and the frames that reference it come out wrong. None where a discarded picture was fed between them (``skipped``), or a header
-        does not parse."""
+        damage, the rest intact: the decoder drops it from its references, flags nothing (with frame threads, nothing at
+        all), and the frames that reference it come out wrong. None where a discarded picture was fed between them
+        (``skipped``), or a header does not parse."""
         later = self._pictures.get(tag)
         theirs = later.frame_num(gapless=True) if later is not None and not later.idr else None
         if theirs is None:
