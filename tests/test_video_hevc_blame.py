@@ -38,18 +38,18 @@ def test_frames_decoded_before_a_failed_packet_read_with_frame_threads(tmp_path,
     """Packet 4 (decode order; frames 0-3 decoded before it, intact) has its slice zeroed: its picture fails its hash,
     the error 7 packets late (8 frame threads), and with it the next 7 packets fail (each thread that waited on it).
     The blame ran 15 tags back from each error (the most frame threads FFmpeg picks): a read of frame 1 failed.
-    Now frames 0-2 read as in the clean clip; 3-11 fail (the decoder puts frame 10, damaged, out before frame 3:
-    frames out of order after a failed packet fail the read, where they made the reader count the decoder's output,
-    handing out a frame of the next GOP as frame 11); by a seek the next GOP (keyframe 12) reads, and no read gives a
-    frame unlike the clean clip's."""
+    Now frames 0-3 read as in the clean clip; 4-11 fail (the decoder puts frame 10, damaged, out before frame 3: such a
+    damaged frame out of its place is passed over, no place passed, and frame 3 reads; frames out of order after a
+    failed packet fail the read, where they made the reader count the decoder's output, handing out a frame of the next
+    GOP as frame 11); by a seek the next GOP (keyframe 12) reads, and no read gives a frame unlike the clean clip's."""
     eight_frame_threads(monkeypatch)
     bad, plain = _hashed_clip(tmp_path, [4])
     with VideoReader(bad) as reader:
         reader._seeks = seeks
-        for i in range(3):
+        for i in range(4):
             assert np.array_equal(reader.read([i])[0], plain[i]), i
-        assert np.array_equal(reader.read(range(3)), plain[:3])
-        for i in range(3, 12):
+        assert np.array_equal(reader.read(range(4)), plain[:4])
+        for i in range(4, 12):
             with pytest.raises(VideoDecodeError, match=f"frame {i} of {N} could not be decoded.*corrupt data"):
                 reader.read([i])
         for i in range(12, N):

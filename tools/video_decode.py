@@ -156,6 +156,9 @@ def frames_by_pts(container: av.container.InputContainer, stream: av.video.strea
             if i is None or (last >= 0 and i != last + 1):  # unknown pts, or not the next frame
                 if allow_seek:
                     raise _missed(watch)
+                if i is not None and i != target and stream.codec_context.name == "hevc" and \
+                        watch.damage(place) is not None:  # a damaged HEVC frame out of its place (a broken POC put it
+                    continue  # out early): not handed out, no place passed (counting from it would shift the rest)
                 if i is None or i <= last:  # timestamps out of presentation order: unusable, unless
                     if watch.packets_failed:  # the damage put frames out early (HEVC's DPB, frame threads)
                         if i is not None and watch.damage(place) is not None:
