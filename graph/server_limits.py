@@ -82,8 +82,11 @@ def limit_kind(exc: BaseException) -> Literal["body", "images", "context", "max_
     more than it takes in one request;
     "context", more tokens than the model's context (LangChain's `ContextOverflowError`, or the server's words
     for it); "max_tokens", a completion token cap above the one it takes (`_MAX_NEW_TOKENS`); None for any other
-    error."""
-    if not rejected_request(exc):
+    error. An error with no status of its own read from an openai error on its `__cause__` is read by that status:
+    langchain-openai's `OpenAIAPIContextOverflowError` is raised for any API error saying "exceeds the context
+    window", a 500 echoing the model's own output too, and was that limit."""
+    cause = None if isinstance(exc, openai.APIStatusError) else exc.__cause__
+    if not rejected_request(exc) or (isinstance(cause, openai.APIStatusError) and not rejected_request(cause)):
         return None
     text = server_words(exc).lower()
     if (isinstance(exc, openai.APIStatusError) and exc.status_code == 413) or any(m in text for m in _BODY_LIMIT):
