@@ -236,7 +236,7 @@ async def _run_agent(agent: Any, video: str, instruction: str, run_id: str, pres
                 holder = await live_holder(agent.checkpointer, run_id, merge_configs(agent.config, config))
                 return _has_trace(preset, run_id) if holder is None else refused_running(preset, run_id, holder)
         inputs = {"video": video, "instruction": instruction, "run_id": run_id}
-        run_config: RunnableConfig = {**config, "configurable": {**config["configurable"], GATE_SINK_KEY: gate}}
+        run_config: RunnableConfig = {**config, "configurable": {**config.get("configurable", {}), GATE_SINK_KEY: gate}}
         mode = durability if agent.checkpointer else None
         if on_update is None:
             out = await agent.ainvoke(inputs, run_config, durability=mode, output_keys=_READ_BACK) or {}

@@ -60,7 +60,7 @@ class _Traced:
     async def aget_state(self, config):
         return type("State", (), {"values": {"result": "earlier"}})()
 
-    async def ainvoke(self, inputs, config, durability=None):
+    async def ainvoke(self, inputs, config, durability=None, output_keys=None):  # (a compiled graph's keywords)
         return {}
 
 
