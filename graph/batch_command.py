@@ -82,7 +82,7 @@ def score_batch_command(
         write_repeats,
     )
     from graph.batch_manifest import read_items, shell_cwd
-    from graph.batch_manifest_file import names_file
+    from graph.batch_manifest_file import RowManifests, names_file
     from graph.batch_moved import moved_lines, moved_rows, moved_warning
     from graph.batch_procs import BatchError, run_batch_processes
     from graph.batch_repeat_rows import keeping, others_copies, stale_repeats
@@ -103,7 +103,8 @@ def score_batch_command(
         """Say what `fixable_lines` says of the rows of `rows` (the output) a rerun can fix, naming this batch's
         command: before the run scores (`said` None) the counts `told_first` picks; at its end all but those `said`
         before, unchanged. Returns the counts it was to say."""
-        fixable = fixable_rows(rows, manifest, items, preset, draw, read=read, scorer=scorer_of(settings), cwd=shell)
+        fixable = fixable_rows(rows, manifest, items, preset, draw, manifests=manifests, scorer=scorer_of(settings),
+                               cwd=shell)
         if said is None:
             fixable = told_first(fixable, retrying=retry_ineligible)
         for line in fixable_lines(fixable, out, rerun_command(manifest, out, preset, draw), said, preset=preset,
@@ -165,11 +166,13 @@ def score_batch_command(
             _fail(problem)
         moved = moved_rows(output, items, preset, draw)  # rows of clips moved, a link left: re-keyed (in memory)
         output = moved.output
-        goes = stale_repeats(output, read, items, stale_rows(manifest, items, preset, draw, read=read,
-                                                             retry_ineligible=retry_ineligible,
-                                                             scorer=scorer_of(settings), cwd=shell))
+        # whose a row of a bad or repeat line is: one view of the manifest names for the whole run, every question
+        manifests = RowManifests(read)  # (graph.batch_manifest_file; a link re-pointed meanwhile changes no answer)
+        goes = stale_repeats(output, manifests, items, stale_rows(manifest, items, preset, draw, manifests=manifests,
+                                                                  retry_ineligible=retry_ineligible,
+                                                                  scorer=scorer_of(settings), cwd=shell))
         kept = kept_rows(output, leaving=goes)  # the rows that stay: nothing is removed before the tools load
-        others = others_copies(output, read, items, goes)  # another manifest's copies of rows that go: written again
+        others = others_copies(output, manifests, items, goes)  # another manifest's copies of rows that go: written again
         todo = [it for it in items if it["key"] not in kept]
         bad = sum(it["error"] is not None for it in todo)  # their rows are rewritten on every run (no model call)
         copies = sum(it.get("repeat_of") is not None for it in todo)  # they take an earlier line's result

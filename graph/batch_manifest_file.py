@@ -130,12 +130,11 @@ class RowManifests:
     row's answer between the run's questions: the folder looked up at each, a link re-pointed while the tools
     loaded made a bad line's row go at `graph.batch.done_keys` and stay at `drop_rows`, beside the row written
     again; and it cost a realpath and a stat per row).
-    `held`: whether a row holds one of this manifest's lines as it is now (`graph.batch_repeat_rows.repeat_lines`),
-    which makes a row recording another file under a name leading here this manifest's."""
+    One per run (`graph.batch_command`), handed to both: each built its own, so a link re-pointed between their
+    lookups judged a bad line's row and a repeat row of one run against different folders."""
 
-    def __init__(self, read: ManifestFile, held: Callable[[dict[str, Any]], bool] = lambda row: False) -> None:
+    def __init__(self, read: ManifestFile) -> None:
         self.read = read
-        self._held = held
         self._leads: dict[str, Whose] = {read.name: "this"}
         self._others: dict[str, bool] = {}
         self._folders: dict[str, dict[str, int] | None] = {}
@@ -161,13 +160,16 @@ class RowManifests:
             self._folders[name] = manifest_folder_id(name)
         return self._folders[name]
 
-    def whose(self, row: dict[str, Any], unnamed: Whose = None) -> Whose:
+    def whose(self, row: dict[str, Any], unnamed: Whose = None,
+              held: Callable[[dict[str, Any]], bool] = lambda row: False) -> Whose:
         """Whose `row` is, by the manifest name it records ("manifest_file") and the file and folder it records
         ("manifest_file_id", "manifest_folder_id"): "this" for this manifest's resolved name, whatever file; for
         this file unless the name is another manifest's own; for a name leading here, when the row records no
         file, or records the folder the name leads into now, or holds one of this manifest's lines (`held`);
         else where the name leads ("other", or None when nothing is there). `unnamed`: where the name of a row
-        that records none leads (a bad line's row: "this" when its key is of a name this run was given)."""
+        that records none leads (a bad line's row: "this" when its key is of a name this run was given). `held`:
+        whether a row holds one of this manifest's lines as it is now (`graph.batch_repeat_rows.repeat_lines`),
+        which makes a row recording another file under a name leading here this manifest's."""
         name = row["manifest_file"] if isinstance(row.get("manifest_file"), str) else None
         if name == self.read.name:
             return "this"
@@ -178,6 +180,6 @@ class RowManifests:
         if same is None or leads != "this":
             return leads
         folder = self.folder(name) if name is not None else self.read.folder  # saved by a rename since: this
-        if same_manifest_file(row, folder, "manifest_folder_id") or self._held(row):  # manifest's in its folder
+        if same_manifest_file(row, folder, "manifest_folder_id") or held(row):  # manifest's in its folder
             return "this"
         return "other"

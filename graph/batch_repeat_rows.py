@@ -39,31 +39,32 @@ from typing import Any
 
 from graph.batch import NOT_JSON, ROW_FIELDS, Output, file_stamp, kept_rows, manifest_fields
 from graph.batch_manifest import drop_repeats, manifest_items, repeat_keys
-from graph.batch_manifest_file import ManifestFile, RowManifests, Whose
+from graph.batch_manifest_file import RowManifests, Whose
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
-def stale_repeats(output: Output, read: ManifestFile, items: list[dict[str, Any]],
+def stale_repeats(output: Output, manifests: RowManifests, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
     """`goes` (`stale_rows`), and "repeat" for a row repeating one of `items` ("repeat_of" its key) that is no copy of
-    that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of `read`'s
-    (its "manifest_file"; for a row that records none, `graph.batch_manifest.repeat_keys` or the clip and fields of one
+    that item's row as it stays in `output` (that row goes, or holds another result), or that is a row of
+    `manifests.read`'s (its "manifest_file"; for a row that records none, `graph.batch_manifest.repeat_keys` or the clip and fields of one
     of its repeat lines) whose line is gone (its key is none of `items`'), or under another key a row of one of its
     repeat lines as it is now (line, clip path, fields) whose manifest is gone (its "manifest_file" no longer names a
     file, or it records none: the manifest's row before it was renamed or moved, which would stay beside the one this
     run writes; `recorded_manifest`): module docstring. Such a row is judged by that item's row alone, never by `goes`:
     a copy goes when its first line's row does, and a rerun writes it again from that row; judged on its own (its own
     path readable, the first line's not), it went for "retry" and came back the same copy, at every --retry-ineligible.
-    The rows that stay are looked up once, at the first row asked about. `read`: the manifest file `items` were read
-    from (`graph.batch_manifest.read_items`), the one rows are judged against."""
+    The rows that stay are looked up once, at the first row asked about. `manifests`: the run's one view of the
+    manifest names (`RowManifests`, of the file `items` were read from, `graph.batch_manifest.read_items`), the one
+    `goes` judges bad lines' rows by too."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     staying: list[dict[str, Any]] = []  # [the results of the rows of `sources` that stay], once looked up
     ours: set[str] = set()  # the keys of `read`'s repeat rows of `sources`, now or before, among those in `output`
     lines = repeat_lines(items)  # this run writes rows of these
     named = {fields[1:] for fields in lines}  # their clips and fields, at any line
-    name = read.name  # as the keys and the rows hold it (an item's "manifest_file")
-    whose = recorded_manifest(read, lines)
+    name = manifests.read.name  # as the keys and the rows hold it (an item's "manifest_file")
+    whose = recorded_manifest(manifests, lines)
 
     def went(row: Any) -> str | None:
         source = row.get("repeat_of") if isinstance(row, dict) else None
@@ -87,7 +88,7 @@ def stale_repeats(output: Output, read: ManifestFile, items: list[dict[str, Any]
     return went
 
 
-def recorded_manifest(read: ManifestFile,
+def recorded_manifest(manifests: RowManifests,
                       lines: frozenset[tuple[Any, Any, str]] = frozenset()) -> Callable[[dict[str, Any]], Whose]:
     """Whose a repeat row is (`graph.batch_manifest_file.RowManifests.whose`, the rule a bad line's row is judged by
     too) by the "manifest_file" it records (`graph.batch.write_repeats`): "this" when that is
@@ -111,9 +112,13 @@ def recorded_manifest(read: ManifestFile,
     for another's, they stayed beside the ones this run wrote under the new name, each id twice for good (for a row
     recording no folder, one of a line edited or deleted since still does). A link re-pointed at a manifest holding
     the very line written the same, or at another file of the same folder, is not told apart: that row goes, as it did
-    before rows recorded files, and is written again by its own manifest's next run. `read`: the manifest file the run
-    read (`graph.batch_manifest.read_items`), the one rows are judged against; `manifest`, its resolved name."""
-    return RowManifests(read, held=lambda row: _line_fields(row) in lines).whose
+    before rows recorded files, and is written again by its own manifest's next run. `manifests`: the run's one view
+    of the manifest names, of the file it read (`graph.batch_manifest.read_items`), the one rows are judged against;
+    `manifest`, its resolved name."""
+    def held(row: dict[str, Any]) -> bool:
+        return _line_fields(row) in lines
+
+    return lambda row: manifests.whose(row, held=held)
 
 
 def repeat_lines(items: list[dict[str, Any]]) -> frozenset[tuple[Any, Any, str]]:
@@ -126,7 +131,7 @@ def _line_fields(row: dict[str, Any]) -> tuple[Any, Any, str]:
     return row.get("line"), row.get("path"), strict_dumps(finite_json(row.get("manifest")), sort_keys=True)
 
 
-def others_copies(output: Output, read: ManifestFile, items: list[dict[str, Any]],
+def others_copies(output: Output, manifests: RowManifests, items: list[dict[str, Any]],
                   goes: Callable[[Any], str | None]) -> list[dict[str, Any]]:
     """The rows of `output` of another manifest sharing it, still there (`recorded_manifest`), that go (`goes`, of
     `stale_repeats`) for no longer being a copy of the row of one of `items` they repeat (that row goes, to be scored
@@ -139,7 +144,7 @@ def others_copies(output: Output, read: ManifestFile, items: list[dict[str, Any]
     them (the old ones came back until then). One of a manifest that cannot be read as it stands now is written
     again as it stood (`current_repeats`)."""
     sources = {it["key"] for it in items if it["error"] is None and it.get("repeat_of") is None}
-    whose = recorded_manifest(read, repeat_lines(items))
+    whose = recorded_manifest(manifests, repeat_lines(items))
     staying = kept_rows(output, goes)  # a key with a row that stays has its row (two outputs concatenated)
     lines = current_repeats()
     copies = {}

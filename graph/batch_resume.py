@@ -58,13 +58,13 @@ from graph.batch import (
     stamp_unchanged,
 )
 from graph.batch_manifest import given_bad_line_key, given_names
-from graph.batch_manifest_file import ManifestFile, RowManifests
+from graph.batch_manifest_file import RowManifests
 from graph.batch_output import OutputWriteError, os_problem
 from graph.batch_retry import clip_readable, over_decode_limit, rescorable, retryable
 from tools.jsonl import finite_json, strict_dumps, write_text_atomic
 
 
-def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *, read: ManifestFile,
+def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *, manifests: RowManifests,
                retry_ineligible: bool, scorer: dict[str, Any] | None = None,
                cwd: str | None = None) -> Callable[[Any], str | None]:
     """Why a row of the output goes before `items` of `manifest` run at `preset` and `draw` ("bad line", "retry"
@@ -81,8 +81,9 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
     tools load would otherwise be kept by `graph.batch.done_keys`, so not scored, and then dropped by `drop_rows`,
     leaving it no row). `cwd`: the shell's working directory (`graph.batch_manifest.shell_cwd`), against which a
     relative manifest name is a name it had too (`given_names`: its bad lines' rows keyed by it are its own, unless
-    they record another manifest file: "manifest_file_id", `graph.batch_manifest_file`). `read`: the manifest file
-    `items` were read from (`graph.batch_manifest.read_items`), the one a row's recorded file is compared with."""
+    they record another manifest file: "manifest_file_id", `graph.batch_manifest_file`). `manifests`: the run's one
+    view of the manifest names (`RowManifests`, of the file `items` were read from, `graph.batch_manifest.read_items`),
+    by which a row's recorded file is judged, as repeat rows are (`graph.batch_repeat_rows.recorded_manifest`)."""
     retry = {it["key"]: it["path"] for it in items} if retry_ineligible else {}
     found: dict[str, bool] = {}
 
@@ -100,8 +101,6 @@ def stale_rows(manifest: Path, items: list[dict[str, Any]], preset: str, draw: i
             bad_keys[shown] = (bad_line_key(manifest, line, preset, draw),  # and of the names it was run by: a
                                {given_bad_line_key(name, line, preset, draw) for name in names})  # manifest moved
         return bad_keys[shown]
-
-    manifests = RowManifests(read)  # whose a row is: the rule repeat rows are judged by too
 
     def ours(row: dict[str, Any]) -> bool:  # a bad line's row of this manifest (graph.batch_manifest_file)
         resolved, given = bad_key(row["line"])
@@ -219,15 +218,17 @@ def drop_rows(output: Output, goes: Callable[[Any], str | None],
 
 
 def fixable_rows(output: Output, manifest: Path, items: list[dict[str, Any]], preset: str, draw: int, *,
-                 read: ManifestFile, scorer: dict[str, Any] | None = None, cwd: str | None = None) -> dict[str, int]:
+                 manifests: RowManifests, scorer: dict[str, Any] | None = None,
+                 cwd: str | None = None) -> dict[str, int]:
     """How many clips of `items` whose rows in `output` a run without `--retry-ineligible` keeps the flag would score
     again, by `stale_rows`' why ("retry", "changed"), and how many rows of lines repeating an earlier line's clip and
     instruction it would write again from that line's row ("copied": no run of their own; module docstring): told, a
     batch whose endpoint was down no longer reads as complete. And how many rows the flag leaves though a setting
     would admit their clips ("too_large": over the decode limit, `over_decode_limit`), which only deleting them
     scores again; the copies of those rows are not counted (`fixable_lines` names the rows without "repeat_of": a
-    copy goes with its first line's row, `graph.batch_repeat_rows.stale_repeats`). `read`, `cwd`: as `stale_rows`'."""
-    goes = stale_rows(manifest, items, preset, draw, read=read, retry_ineligible=True, scorer=scorer, cwd=cwd)
+    copy goes with its first line's row, `graph.batch_repeat_rows.stale_repeats`). `manifests`, `cwd`: as `stale_rows`'."""
+    goes = stale_rows(manifest, items, preset, draw, manifests=manifests, retry_ineligible=True, scorer=scorer,
+                      cwd=cwd)
     repeats = {it["key"] for it in items if it.get("repeat_of") is not None}
     sources = {it["key"] for it in items if it["error"] is None} - repeats  # once: per row, quadratic in the batch
     found: dict[str, set[str]] = {"retry": set(), "changed": set(), "copied": set(), "too_large": set()}

@@ -8,15 +8,21 @@ given), so that row stayed beside the one written under the new name, line 1 twi
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from graph import batch_manifest_file
 from graph.batch_manifest import drop_repeats, read_items
+from graph.batch_manifest_file import RowManifests
 from graph.batch_repeat_rows import recorded_manifest
 from graph.batch_resume import stale_rows
+from graph.cli import app
+from tests.cli_agent_helpers import _scripted, runner
+from tests.graph_scripts import square_clips
 
 LINES = ["{not json", '{"path": "c.mp4", "instruction": "push", "id": "a"}',
          '{"path": "c.mp4", "instruction": "push", "id": "b"}']
@@ -47,8 +53,9 @@ def _rows(manifest: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def _judged(manifest: Path, bad: dict[str, Any], repeat: dict[str, Any]) -> tuple[bool, bool]:
     """(the bad line's row goes as this manifest's, the repeat row is this manifest's), for a run of `manifest`."""
     items, _, read = read_items(manifest, "full")
-    goes = stale_rows(manifest, items, "full", 0, read=read, retry_ineligible=False)
-    return goes(bad) == "bad line", recorded_manifest(read)(repeat) == "this"
+    manifests = RowManifests(read)  # one per run, as `raa score-batch` builds it
+    goes = stale_rows(manifest, items, "full", 0, manifests=manifests, retry_ineligible=False)
+    return goes(bad) == "bad line", recorded_manifest(manifests)(repeat) == "this"
 
 
 Rows = tuple[dict[str, Any], dict[str, Any]]
@@ -173,11 +180,52 @@ def test_a_rows_answer_does_not_change_when_the_folder_its_name_leads_into_chang
     _write(tmp_path / "day" / "m.jsonl")
     (bad, repeat), run = _moved_saved_run_by_new_name(tmp_path)
     items, _, read = read_items(run, "full")
-    goes = stale_rows(run, items, "full", 0, read=read, retry_ineligible=False)
-    whose = recorded_manifest(read)
+    manifests = RowManifests(read)
+    goes = stale_rows(run, items, "full", 0, manifests=manifests, retry_ineligible=False)
+    whose = recorded_manifest(manifests)
     first = (goes(bad), whose(repeat))
     assert first == ("bad line", "this")
     (tmp_path / "day2").mkdir()
     (tmp_path / "day").unlink()
     (tmp_path / "day").symlink_to(tmp_path / "day2", target_is_directory=True)
     assert (goes(bad), whose(repeat)) == first
+
+
+def test_one_run_judges_every_row_by_one_view_of_the_manifest_names(monkeypatch, tmp_path):
+    """`raa score-batch` asks whose a bad line's row (`stale_rows`) and a repeat row (`recorded_manifest`, at the
+    start and for other manifests' copies) is, and `fixable_rows` asks again: each built its own `RowManifests`, so
+    each looked up the folder a recorded name leads into on its own, and a link re-pointed between the lookups judged
+    the rows of one run against different folders. One `RowManifests` per run; one lookup per name."""
+    _scripted(monkeypatch, tmp_path)
+    monkeypatch.setenv("RAA_CACHE_PATH", "off")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "day").mkdir()
+    square_clips(tmp_path / "day", 1)[0].rename(tmp_path / "day" / "c.mp4")
+    _write(tmp_path / "day" / "m.jsonl")
+    out = tmp_path / "out.jsonl"
+
+    def run(manifest: Path) -> str:
+        res = runner.invoke(app, ["score-batch", str(manifest), "--out", str(out), "--preset", "decomposed"])
+        assert res.exit_code == 0, res.output
+        return res.output
+
+    run(tmp_path / "day" / "m.jsonl")
+    _moved(tmp_path, saved=True)  # rows recording a name that leads here, another file: the folder is asked
+    built, looked = [], []
+    real_init, real_folder = batch_manifest_file.RowManifests.__init__, batch_manifest_file.manifest_folder_id
+
+    def init(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        built.append(args)
+        real_init(self, *args, **kwargs)
+
+    def folder(name):  # noqa: ANN001, ANN202
+        looked.append(str(name))
+        return real_folder(name)
+
+    monkeypatch.setattr(batch_manifest_file.RowManifests, "__init__", init)
+    monkeypatch.setattr(batch_manifest_file, "manifest_folder_id", folder)
+    said = run(tmp_path / "day1" / "m.jsonl")
+    assert len(built) == 1, (built, said)
+    assert looked and len(looked) == len(set(looked)), looked
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["line"] for r in rows) == [1, 2, 3], rows  # one row per line: none left beside its new one

@@ -7,6 +7,7 @@ from __future__ import annotations
 from graph import batch_resume
 from graph.batch import bad_line_key, bad_line_path
 from graph.batch_manifest import read_items
+from graph.batch_manifest_file import RowManifests
 from graph.batch_repeat_rows import recorded_manifest
 
 
@@ -24,7 +25,7 @@ def test_a_bad_lines_key_is_worked_out_once_per_line(monkeypatch, tmp_path) -> N
             for n in (1, 2)]
     rows.append({**rows[0], "key": "another manifest's"})
     read = read_items(manifest, "full")[2]
-    goes = batch_resume.stale_rows(manifest, [], "full", 0, read=read, retry_ineligible=False)
+    goes = batch_resume.stale_rows(manifest, [], "full", 0, manifests=RowManifests(read), retry_ineligible=False)
     for _ in range(3):
         assert [goes(row) for row in rows] == ["bad line", "bad line", None]
     assert sorted(args[1] for args in calls) == [1, 2], calls
@@ -43,7 +44,7 @@ def test_a_bad_lines_rows_recorded_name_is_looked_up_once(tmp_path) -> None:
     row = {"key": "a's old key", "line": 1, "path": bad_line_path(1), "result": {}, "preset": "full", "draw": 0,
            "manifest_file": str((tmp_path / "a").resolve() / "m.jsonl"), "manifest_file_id": read.identity,
            "manifest_folder_id": read.folder}
-    goes = batch_resume.stale_rows(manifest, [], "full", 0, read=read, retry_ineligible=False)
+    goes = batch_resume.stale_rows(manifest, [], "full", 0, manifests=RowManifests(read), retry_ineligible=False)
     assert goes(row) == "bad line"
     (tmp_path / "a" / "m.jsonl").write_text("not json\n")  # made at the recorded name mid-run
     assert goes(row) == "bad line"
@@ -60,7 +61,7 @@ def test_a_repeat_rows_recorded_name_is_looked_up_once(tmp_path) -> None:
     read = read_items(manifest, "full")[2]
     row = {"key": "k", "repeat_of": "s", "manifest_file": str((tmp_path / "a").resolve() / "m.jsonl"),
            "manifest_file_id": read.identity, "manifest_folder_id": read.folder}
-    whose = recorded_manifest(read)
+    whose = recorded_manifest(RowManifests(read))
     assert whose(row) == "this"
     (tmp_path / "a" / "m.jsonl").write_text("{}\n")  # made at the recorded name mid-run
     assert whose(row) == "this"

@@ -10,6 +10,7 @@ scored by this run's scorer (`graph.batch.same_scorer`), as the resume check doe
 from __future__ import annotations
 
 from graph.batch_manifest import read_items
+from graph.batch_manifest_file import RowManifests
 from graph.batch_resume import stale_rows
 from graph.batch_retry import retryable
 
@@ -21,8 +22,8 @@ OURS = {"model": "m1", "temperature": 0.0, "endpoint": "http://h:8000/v1"}
 def _goes(tmp_path, row: dict, scorer: dict) -> str | None:
     manifest = tmp_path / "m.jsonl"
     manifest.write_text('{"path": "c.mp4", "instruction": "push"}\n')
-    goes = stale_rows(manifest, [{"key": "k", "path": "c.mp4"}], "full", 0, read=read_items(manifest, "full")[2],
-                      retry_ineligible=True, scorer=scorer)
+    goes = stale_rows(manifest, [{"key": "k", "path": "c.mp4"}], "full", 0, retry_ineligible=True, scorer=scorer,
+                      manifests=RowManifests(read_items(manifest, "full")[2]))
     return goes({"key": "k", "line": 1, "path": "c.mp4", **row})
 
 
