@@ -8,22 +8,14 @@ from pathlib import Path
 import av
 import numpy as np
 
+from tests.encoded_clips import write_rgb_clip
 from tests.test_video_concealed import _gradient_ids
 
 
 def cavlc_clip(path: Path, n: int = 40, gop: int = 12) -> Path:
     """An H.264 MP4 (B-frames, keyframes every ``gop``) coded with CAVLC: its slice data follows the header with no
     alignment, so a header field may change its length (``with_pps_id``)."""
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("libx264", rate=16, options={"x264-params": "cabac=0"})
-        s.width, s.height, s.pix_fmt = 96, 96, "yuv420p"
-        s.codec_context.gop_size = gop
-        for f in _gradient_ids(n):
-            for p in s.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    return path
+    return write_rgb_clip(path, _gradient_ids(n), "libx264", rate=16, options={"x264-params": "cabac=0"}, gop=gop)
 
 
 def _ue(v: int) -> str:
