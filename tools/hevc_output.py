@@ -7,10 +7,10 @@ where they may come in band; a stream whose PPS never set the flag (x265 writes 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import av
 
+from tools.hevc_headers import IRAP, PPS, HevcPps, parse_pps
 from tools.video_slices import Bits, nal_length_size, record_units
 
 HEAD_BYTES = 16
@@ -19,14 +19,6 @@ their emulation prevention bytes."""
 SEARCHED_BYTES = 16384
 """Bytes of an Annex B packet searched first for its parameter sets and first slice (after SEI of a few KiB, as a
 rule); the whole packet where they hold no slice (its units up to there seen again: a PPS read twice is the same)."""
-PPS = 34
-IRAP = range(16, 24)
-
-
-@dataclass(frozen=True)
-class _Pps:
-    output_flag_present: bool
-    extra_slice_header_bits: int
 
 
 class HevcOutput:
@@ -34,7 +26,7 @@ class HevcOutput:
 
     def __init__(self, extradata: bytes | None) -> None:
         extra = extradata or b""
-        self._pps: dict[int, _Pps] = {}
+        self._pps: dict[int, HevcPps] = {}
         self._length = nal_length_size("hevc", extradata)  # (None: Annex B)
         for unit in hvcc_units(extra) if self._length else _units(memoryview(extra), None) if extra else ():
             if (unit[0] >> 1) & 0x3F == PPS:
@@ -52,13 +44,11 @@ class HevcOutput:
         return True
 
     def _see_pps(self, unit: bytes) -> None:
-        b = Bits(unit, header=2)
         try:
-            pps_id = b.ue()
-            b.ue(), b.u(1)  # pps_seq_parameter_set_id, dependent_slice_segments_enabled_flag
-            self._pps[pps_id] = _Pps(bool(b.u(1)), b.u(3))
+            pps_id, pps = parse_pps(unit)
         except IndexError:
-            pass
+            return
+        self._pps[pps_id] = pps
 
     def _output(self, unit: bytes, kind: int) -> bool:
         if not any(p.output_flag_present for p in self._pps.values()):
